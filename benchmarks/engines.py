@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""One engine x one query, in a fresh process: the timed unit of the ERA5 benchmark.
+
+run_era5.py starts this file once per (engine, query, repetition):
+
+    python benchmarks/engines.py ENGINE QUERY --store S.zarr --parquet P.parquet \
+        --q3-day 2020-02-01 --out run.json --result run.npz [--trace]
+
+Timing, measured inside the child with ``time.perf_counter``:
+
+* ``import_s``  importing the engine's libraries (the list in ``ENGINE_IMPORTS``);
+* ``query_s``   open the store/file/dataset + run the query + materialise the full
+                result (an Arrow table for the SQL engines, numpy arrays or an Arrow
+                table for the floor) — the "cold process, open + first query" number
+                of the anchors;
+* ``total_s``   import_s + query_s.
+
+``peak_rss_mb`` is ``getrusage(RUSAGE_SELF).ru_maxrss`` taken right after the result
+is materialised (so it includes the imports but not the result checking below).
+
+After the clock stops, the result is brought to a canonical form (time as int64
+nanoseconds since the epoch, numbers as float64, rows sorted where the query has no
+defined order) and written to ``--result`` (small results) and summarised in the
+JSON digest, so the parent can check that every engine returns the same answer.
+
+Module-level imports here are the standard library only, so that run_era5.py can
+import the query definitions without paying for the engines.
+"""
+
+from __future__ import annotations
+
+import time
+
+T0 = time.perf_counter()
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+# --------------------------------------------------------------------------- queries
+# ``{src}`` is the engine's table expression: a registered table name, read_parquet(...)
+# or read_zarr(...). Every engine runs the same text (the floor implements the same
+# semantics by hand with zarr + numpy).
+Q3_LAT = (30, 60)  # latitude BETWEEN 30 AND 60: 21 grid rows (30.0, 31.5, ..., 60.0)
+Q3_LON = (0, 30)  # longitude BETWEEN 0 AND 30: 21 grid columns (0.0, 1.5, ..., 30.0)
+Q6_POINT = (45.0, 90.0)  # (latitude, longitude): grid values (indices 30 and 60)
+Q4_LIMIT = 10
+
+QUERIES: dict[str, dict] = {
+    "Q1": {
+        "title": "SELECT avg(t2m)",
+        "sql": "SELECT avg(t2m) AS avg_t2m FROM {src}",
+        "columns": ["avg_t2m"],
+        "sort": [],
+    },
+    "Q2": {
+        "title": "GROUP BY latitude, longitude",
+        "sql": "SELECT latitude, longitude, avg(t2m) AS avg_t2m FROM {src} GROUP BY latitude, longitude",
+        "columns": ["latitude", "longitude", "avg_t2m"],
+        "sort": ["latitude", "longitude"],
+    },
+    "Q3": {
+        "title": "one day x 30°x30° box",
+        "sql": (
+            "SELECT avg(t2m) AS avg_t2m FROM {src} "
+            "WHERE time >= '{day}' AND time < '{next_day}' "
+            f"AND latitude BETWEEN {Q3_LAT[0]} AND {Q3_LAT[1]} "
+            f"AND longitude BETWEEN {Q3_LON[0]} AND {Q3_LON[1]}"
+        ),
+        "columns": ["avg_t2m"],
+        "sort": [],
+    },
+    "Q4": {
+        "title": "SELECT * LIMIT 10",
+        "sql": f"SELECT * FROM {{src}} LIMIT {Q4_LIMIT}",
+        "columns": ["time", "latitude", "longitude", "t2m", "u10", "v10"],
+        "sort": None,  # any 10 rows are a right answer: the parent checks them against the store
+    },
+    "Q5": {
+        "title": "three columns to Arrow (t2m, u10, v10)",
+        "sql": "SELECT t2m, u10, v10 FROM {src}",
+        "columns": ["t2m", "u10", "v10"],
+        "sort": None,  # 42M rows: compared through order-free digests (count/sum/min/max)
+    },
+    "Q6": {
+        "title": "point time series (lat 45, lon 90)",
+        "sql": (
+            "SELECT time, t2m FROM {src} "
+            f"WHERE latitude = {Q6_POINT[0]} AND longitude = {Q6_POINT[1]}"
+        ),
+        "columns": ["time", "t2m"],
+        "sort": ["time"],
+    },
+}
+
+ENGINES = [
+    "floor",
+    "xarray+duckdb",
+    "xarray-sql+duckdb",
+    "xarray-sql+datafusion",
+    "parquet+duckdb",
+    "zarrsql",
+]
+
+# What each engine imports before its clock for open + query starts.
+ENGINE_IMPORTS = {
+    "floor": ["numpy", "zarr", "pyarrow"],
+    "xarray+duckdb": ["numpy", "pandas", "xarray", "zarr", "duckdb", "pyarrow"],
+    "xarray-sql+duckdb": ["numpy", "xarray", "zarr", "xarray_sql", "duckdb", "pyarrow"],
+    "xarray-sql+datafusion": ["numpy", "xarray", "zarr", "xarray_sql", "datafusion", "pyarrow"],
+    "parquet+duckdb": ["duckdb", "pyarrow"],
+    "zarrsql": ["zarrsql"],
+}
+
+SMALL_RESULT_ROWS = 200_000  # results up to this size are saved whole for comparison
+
+
+def sql_for(query: str, src: str, day: str) -> str:
+    import datetime as _dt
+
+    next_day = (_dt.date.fromisoformat(day) + _dt.timedelta(days=1)).isoformat()
+    return QUERIES[query]["sql"].format(src=src, day=day, next_day=next_day)
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _to_arrow_table(res):
+    """A DuckDB relation / DataFusion frame -> pyarrow.Table (fully materialised)."""
+    for meth in ("to_arrow_table", "fetch_arrow_table"):
+        f = getattr(res, meth, None)
+        if f is not None:
+            return f()
+    out = res.arrow()  # DuckDB 2.x: a RecordBatchReader
+    return out.read_all() if hasattr(out, "read_all") else out
+
+
+# --------------------------------------------------------------------------- the floor
+def _decode_time(arr):
+    """CF 'UNITS since EPOCH' int values -> datetime64[ns] (the standard calendar only)."""
+    import numpy as np
+
+    units = arr.attrs.get("units", "")
+    cal = arr.attrs.get("calendar", "standard")
+    if cal not in ("standard", "gregorian", "proleptic_gregorian"):
+        raise ValueError(f"floor: calendar {cal!r} not supported")
+    unit, _, epoch = units.partition(" since ")
+    step = {"days": "D", "hours": "h", "minutes": "m", "seconds": "s"}[unit.strip()]
+    epoch = np.datetime64(epoch.strip().replace(" ", "T"), "ns")
+    return epoch + arr[:].astype(np.int64).astype(f"timedelta64[{step}]").astype("timedelta64[ns]")
+
+
+def _index_range(mask):
+    """The contiguous index range where ``mask`` holds (coordinates are monotonic)."""
+    import numpy as np
+
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        return slice(0, 0)
+    if idx[-1] - idx[0] + 1 != idx.size:
+        raise ValueError("floor: selection is not contiguous (non-monotonic coordinate)")
+    return slice(int(idx[0]), int(idx[-1]) + 1)
+
+
+def run_floor(query: str, store: str, parquet: str, day: str):
+    """zarr-python read of exactly the needed slices + numpy."""
+    import numpy as np
+    import zarr
+
+    g = zarr.open_group(store, mode="r")
+    if query == "Q1":
+        a = g["t2m"][...]
+        return {"avg_t2m": np.array([a.mean(dtype=np.float64)])}
+    if query == "Q2":
+        a = g["t2m"][...]
+        m = a.mean(axis=0, dtype=np.float64)  # (lat, lon)
+        lat, lon = g["latitude"][:], g["longitude"][:]
+        return {
+            "latitude": np.repeat(lat, lon.size),
+            "longitude": np.tile(lon, lat.size),
+            "avg_t2m": m.ravel(),
+        }
+    if query == "Q3":
+        t = _decode_time(g["time"])
+        lat, lon = g["latitude"][:], g["longitude"][:]
+        d0 = np.datetime64(day, "ns")
+        ts = _index_range((t >= d0) & (t < d0 + np.timedelta64(1, "D")))
+        ys = _index_range((lat >= Q3_LAT[0]) & (lat <= Q3_LAT[1]))
+        xs = _index_range((lon >= Q3_LON[0]) & (lon <= Q3_LON[1]))
+        sub = g["t2m"][ts, ys, xs]
+        val = sub.mean(dtype=np.float64) if sub.size else np.nan
+        return {"avg_t2m": np.array([val])}
+    if query == "Q4":
+        # the first 10 rows in (time, latitude, longitude) row-major order
+        lon = g["longitude"]
+        n = min(Q4_LIMIT, lon.shape[0])
+        t = _decode_time(g["time"])  # tiny
+        out = {
+            "time": np.repeat(t[:1], n),
+            "latitude": np.repeat(g["latitude"][:1], n),
+            "longitude": lon[:n],
+        }
+        for v in ("t2m", "u10", "v10"):
+            out[v] = g[v][0, 0, :n]
+        return out
+    if query == "Q5":
+        import pyarrow as pa
+
+        return pa.table({v: pa.array(g[v][...].reshape(-1)) for v in ("t2m", "u10", "v10")})
+    if query == "Q6":
+        lat, lon = g["latitude"][:], g["longitude"][:]
+        (iy,) = np.flatnonzero(lat == np.float32(Q6_POINT[0]))
+        (ix,) = np.flatnonzero(lon == np.float32(Q6_POINT[1]))
+        return {"time": _decode_time(g["time"]), "t2m": g["t2m"][:, int(iy), int(ix)]}
+    raise KeyError(query)
+
+
+# --------------------------------------------------------------------------- SQL engines
+def run_xarray_duckdb(query, store, parquet, day):
+    """The naive user path: the whole dataset to pandas, then DuckDB over the frame."""
+    import duckdb
+    import xarray as xr
+
+    ds = xr.open_zarr(store, chunks=None)
+    df = ds.to_dataframe().reset_index()
+    con = duckdb.connect()
+    con.register("era5", df)
+    return _to_arrow_table(con.sql(sql_for(query, "era5", day)))
+
+
+def run_xarray_sql_duckdb(query, store, parquet, day):
+    import duckdb
+    import xarray as xr
+    import xarray_sql as xql
+
+    ds = xr.open_zarr(store, chunks=None)
+    con = duckdb.connect()
+    xql.register(con, "era5", ds)
+    return _to_arrow_table(con.sql(sql_for(query, "era5", day)))
+
+
+def run_xarray_sql_datafusion(query, store, parquet, day):
+    import xarray as xr
+    import xarray_sql as xql
+
+    ds = xr.open_zarr(store, chunks=None)
+    ctx = xql.Context()
+    ctx.from_dataset("era5", ds)
+    return _to_arrow_table(ctx.sql(sql_for(query, "era5", day)))
+
+
+def run_parquet_duckdb(query, store, parquet, day):
+    import duckdb
+
+    con = duckdb.connect()
+    return _to_arrow_table(con.sql(sql_for(query, f"read_parquet({_sql_str(parquet)})", day)))
+
+
+def run_zarrsql(query, store, parquet, day):
+    import zarrsql
+
+    con = zarrsql.connect()
+    return _to_arrow_table(con.sql(sql_for(query, f"read_zarr({_sql_str(store)})", day)))
+
+
+RUNNERS = {
+    "floor": run_floor,
+    "xarray+duckdb": run_xarray_duckdb,
+    "xarray-sql+duckdb": run_xarray_sql_duckdb,
+    "xarray-sql+datafusion": run_xarray_sql_datafusion,
+    "parquet+duckdb": run_parquet_duckdb,
+    "zarrsql": run_zarrsql,
+}
+
+TRACE_FIELDS = (
+    "work_units_planned",
+    "work_units_read",
+    "chunks_decoded",
+    "bytes_read",
+    "requests",
+    "rows",
+)
+
+
+# --------------------------------------------------------------------------- canonical form
+def canonical(result, query: str):
+    """Result -> {column: float64 or int64(ns) numpy array}, in QUERIES' column order."""
+    import numpy as np
+
+    cols: dict[str, np.ndarray] = {}
+    if isinstance(result, dict):
+        items = list(result.items())
+    else:  # pyarrow.Table
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        items = []
+        for name, col in zip(result.column_names, result.columns, strict=True):
+            if pa.types.is_timestamp(col.type):
+                if col.type.tz is not None:
+                    col = col.cast(pa.timestamp(col.type.unit))
+                col = col.cast(pa.timestamp("ns")).cast(pa.int64())
+                items.append((name, col.to_numpy(zero_copy_only=False)))
+            else:
+                if col.null_count:
+                    col = pc.fill_null(col.cast(pa.float64()), float("nan"))
+                items.append((name, col.to_numpy(zero_copy_only=False)))
+    for name, arr in items:
+        arr = np.asarray(arr)
+        if arr.dtype.kind == "M":
+            arr = arr.astype("datetime64[ns]").astype(np.int64)
+        elif arr.dtype.kind in "fiub":
+            arr = arr.astype(np.float64)
+        else:
+            arr = arr.astype(np.float64)
+        cols[name.lower()] = arr
+    want = QUERIES[query]["columns"]
+    if list(cols) != want:
+        missing = [c for c in want if c not in cols]
+        if missing:
+            raise ValueError(f"result columns {list(cols)} lack {missing}")
+        cols = {c: cols[c] for c in want}
+    keys = QUERIES[query]["sort"]
+    if keys:
+        order = np.lexsort([cols[k] for k in reversed(keys)])
+        cols = {k: v[order] for k, v in cols.items()}
+    return cols
+
+
+def digest(cols) -> dict:
+    import numpy as np
+
+    n = len(next(iter(cols.values()))) if cols else 0
+    d = {"rows": int(n), "columns": {}}
+    for name, a in cols.items():
+        finite = a[~np.isnan(a)] if a.dtype.kind == "f" else a
+        d["columns"][name] = {
+            "sum": float(np.sum(finite, dtype=np.float64)) if finite.size else None,
+            "sumsq": float(np.dot(finite.astype(np.float64), finite.astype(np.float64)))
+            if finite.size and name not in ("time",)
+            else None,
+            "min": float(finite.min()) if finite.size else None,
+            "max": float(finite.max()) if finite.size else None,
+            "nulls": int(n - finite.size),
+        }
+        if n == 1:
+            d["columns"][name]["value"] = float(a[0]) if a.dtype.kind == "f" else int(a[0])
+    return d
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("engine", choices=ENGINES)
+    ap.add_argument("query", choices=list(QUERIES))
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--parquet", default="")
+    ap.add_argument("--q3-day", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--result", default="")
+    ap.add_argument("--trace", action="store_true", help="zarrsql: record zarrsql.trace() counters")
+    a = ap.parse_args(argv)
+
+    rec: dict = {"engine": a.engine, "query": a.query, "ok": False}
+    try:
+        for mod in ENGINE_IMPORTS[a.engine]:
+            importlib.import_module(mod)
+        t1 = time.perf_counter()
+        runner = RUNNERS[a.engine]
+        if a.trace and a.engine == "zarrsql":
+            import zarrsql
+
+            with zarrsql.trace() as tr:
+                result = runner(a.query, a.store, a.parquet, a.q3_day)
+            rec["trace"] = {f: getattr(tr, f, None) for f in TRACE_FIELDS}
+        else:
+            result = runner(a.query, a.store, a.parquet, a.q3_day)
+        t2 = time.perf_counter()
+        rec["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        rec.update(import_s=t1 - T0, query_s=t2 - t1, total_s=t2 - T0)
+        rec["result_type"] = type(result).__module__ + "." + type(result).__qualname__
+        cols = canonical(result, a.query)
+        rec["digest"] = digest(cols)
+        if a.result and rec["digest"]["rows"] <= SMALL_RESULT_ROWS:
+            import numpy as np
+
+            with open(a.result, "wb") as fh:
+                np.savez(fh, **cols)
+            rec["result_file"] = a.result
+        rec["ok"] = True
+    except BaseException as exc:  # noqa: BLE001 - everything is recorded for the parent
+        rec["error"] = f"{type(exc).__name__}: {exc}"
+        rec["traceback"] = traceback.format_exc()[-4000:]
+    with open(a.out, "w") as fh:
+        json.dump(rec, fh)
+    return 0 if rec["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

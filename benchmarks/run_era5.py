@@ -1,0 +1,584 @@
+#!/usr/bin/env python3
+"""The ERA5-like benchmark: zarrsql side by side with its baselines.
+
+    python benchmarks/run_era5.py                 # full store, 3 repetitions, all engines
+    python benchmarks/run_era5.py --quick         # 96-hour store: a smoke run in seconds
+    python benchmarks/run_era5.py --repeat 5 --engines floor,zarrsql --queries Q1,Q3
+
+Every (engine, query, repetition) runs in a fresh Python process (benchmarks/engines.py);
+repetitions are interleaved (rep 1 of every query x engine, then rep 2, ...), with the
+engine order rotated from one repetition to the next. The store and the Parquet copy are
+built once, untimed, and read once before timing so every engine sees a warm page cache.
+
+Writes results/era5.json and results/era5.md (results/era5_quick.* with --quick) and
+prints the markdown. Exits 2 when engines disagree on a result, 0 otherwise (failed
+engines are recorded, not fatal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import engines as E  # noqa: E402  (stdlib-only at import)
+import make_era5 as M  # noqa: E402
+
+RESULTS = HERE / "results"
+Q3_DAY_FULL = "2020-02-01"  # one whole day inside the 1,460-hour store (chunk 31)
+Q3_DAY_QUICK = "2020-01-02"  # one whole day inside the 96-hour store (chunk 1)
+
+# zarrsql's goals, against the floor (median open + first query) and xarray-sql
+RATIO_GOALS = {"Q1": 1.5, "Q2": 3.0, "Q3": 2.5, "Q4": 3.0, "Q5": 1.2}
+RSS_GOAL_MB = 400.0
+RSS_GOAL_QUERIES = ["Q1", "Q2", "Q3", "Q4"]
+XARRAY_SQL_ENGINES = ["xarray-sql+duckdb", "xarray-sql+datafusion"]
+
+VERSIONED = ["zarr", "duckdb", "xarray", "xarray-sql", "datafusion", "pandas", "pyarrow",
+             "numcodecs", "numpy", "psutil", "zarrsql"]
+
+RTOL = 1e-6  # aggregates over float32 data computed in float64 by every engine
+
+
+# --------------------------------------------------------------------------- helpers
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def warm(paths) -> None:
+    """Read every file once so that all engines start from the same warm page cache."""
+    for root in paths:
+        root = Path(root)
+        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
+        for f in files:
+            with open(f, "rb") as fh:
+                while fh.read(1 << 23):
+                    pass
+
+
+def machine_info() -> dict:
+    info = {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "cpu_count": os.cpu_count(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
+        info["cpu_count_physical"] = psutil.cpu_count(logical=False)
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        info["zarrsql_git"] = subprocess.run(
+            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        info["zarrsql_git"] = None
+    return info
+
+
+def versions() -> dict:
+    out = {}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def zarrsql_ready(python: str) -> tuple[bool, str]:
+    p = subprocess.run(
+        [python, "-c", "import zarrsql; zarrsql.connect().sql(\"SELECT 1\").fetchall()"],
+        capture_output=True, text=True, timeout=120)
+    return p.returncode == 0, (p.stderr.strip().splitlines() or [""])[-1]
+
+
+def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout, trace=False):
+    out = Path(workdir) / f"{tag}.json"
+    res = Path(workdir) / f"{tag}.npz"
+    errf = Path(workdir) / f"{tag}.stderr"
+    cmd = [python, str(HERE / "engines.py"), engine, query, "--store", str(store),
+           "--parquet", str(parquet), "--q3-day", day, "--out", str(out), "--result", str(res)]
+    if trace:
+        cmd.append("--trace")
+    t0 = time.perf_counter()
+    with open(errf, "w") as ef:
+        try:
+            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=ef, timeout=timeout,
+                               cwd=str(HERE.parent))
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    wall = time.perf_counter() - t0
+    rec = {"ok": False}
+    if out.is_file():
+        try:
+            rec = json.loads(out.read_text())
+        except ValueError:
+            pass
+    rec["process_s"] = wall
+    rec["returncode"] = rc
+    if not rec.get("ok"):
+        if "error" not in rec:
+            tail = errf.read_text()[-2000:] if errf.exists() else ""
+            rec["error"] = f"child exited with {rc}" + (f": {tail.strip().splitlines()[-1]}" if tail.strip() else "")
+            rec["stderr_tail"] = tail
+    rec["_result_path"] = str(res) if res.is_file() else None
+    return rec
+
+
+# --------------------------------------------------------------------------- comparison
+def _close(a, b, rtol=RTOL, atol=1e-9):
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.all((np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= atol + rtol * np.abs(b))))
+
+
+def compare_small(query, ref_cols, cols) -> list[str]:
+    """Full-result comparison for Q1, Q2, Q3, Q6 (sorted canonical columns)."""
+    import numpy as np
+
+    problems = []
+    want = E.QUERIES[query]["columns"]
+    if list(cols) != want:
+        return [f"columns {list(cols)} != {want}"]
+    n_ref, n = len(ref_cols[want[0]]), len(cols[want[0]])
+    if n_ref != n:
+        return [f"{n} rows, reference has {n_ref}"]
+    keys = E.QUERIES[query]["sort"] or []
+    for c in want:
+        a, b = cols[c], ref_cols[c]
+        if c in keys or c == "time":
+            if not np.array_equal(a, b):
+                bad = int(np.sum(a != b))
+                problems.append(f"{c}: {bad} of {n} values differ")
+        elif not _close(a, b):
+            d = np.nanmax(np.abs(a - b)) if n else 0.0
+            problems.append(f"{c}: max |diff| {d:.3g} beyond rtol {RTOL:g}"
+                            + (f" ({a[0]!r} vs reference {b[0]!r})" if n == 1 else ""))
+    return problems
+
+
+def compare_digest(ref, d) -> list[str]:
+    """Order-free comparison for large results (Q5): count, sum, sum of squares, min, max."""
+    import math
+
+    problems = []
+    if d["rows"] != ref["rows"]:
+        return [f"{d['rows']} rows, reference has {ref['rows']}"]
+    if list(d["columns"]) != list(ref["columns"]):
+        return [f"columns {list(d['columns'])} != {list(ref['columns'])}"]
+    n = max(d["rows"], 1)
+    for c, r in ref["columns"].items():
+        x = d["columns"][c]
+        if x["nulls"] != r["nulls"]:
+            problems.append(f"{c}: {x['nulls']} nulls, reference {r['nulls']}")
+        for k in ("min", "max"):
+            if x[k] != r[k]:
+                problems.append(f"{c}: {k} {x[k]!r} != reference {r[k]!r}")
+        if r["sumsq"] is not None and x["sumsq"] is not None:
+            scale = math.sqrt(n * r["sumsq"])
+            if abs(x["sum"] - r["sum"]) > 1e-8 * scale + 1e-9:
+                problems.append(f"{c}: sum {x['sum']!r} != reference {r['sum']!r}")
+            if abs(x["sumsq"] - r["sumsq"]) > 1e-8 * abs(r["sumsq"]):
+                problems.append(f"{c}: sum of squares {x['sumsq']!r} != reference {r['sumsq']!r}")
+    return problems
+
+
+class StoreChecker:
+    """Checks Q4's rows (any 10 rows are a right answer) against the store itself."""
+
+    def __init__(self, store):
+        import numpy as np
+        import zarr
+
+        self.g = zarr.open_group(str(store), mode="r")
+        self.time = E._decode_time(self.g["time"]).astype(np.int64)
+        self.lat = self.g["latitude"][:].astype(np.float64)
+        self.lon = self.g["longitude"][:].astype(np.float64)
+
+    def check_q4(self, cols) -> list[str]:
+        import numpy as np
+
+        want = E.QUERIES["Q4"]["columns"]
+        if list(cols) != want:
+            return [f"columns {list(cols)} != {want}"]
+        n = len(cols["time"])
+        if n != min(E.Q4_LIMIT, self.time.size * self.lat.size * self.lon.size):
+            return [f"{n} rows, expected {E.Q4_LIMIT}"]
+        problems, seen = [], set()
+        for i in range(n):
+            ti = np.flatnonzero(self.time == cols["time"][i])
+            yi = np.flatnonzero(self.lat == cols["latitude"][i])
+            xi = np.flatnonzero(self.lon == cols["longitude"][i])
+            if not (ti.size and yi.size and xi.size):
+                problems.append(f"row {i}: coordinates not in the store")
+                continue
+            key = (int(ti[0]), int(yi[0]), int(xi[0]))
+            if key in seen:
+                problems.append(f"row {i}: duplicate cell {key}")
+            seen.add(key)
+            for v in ("t2m", "u10", "v10"):
+                truth = float(self.g[v][key])
+                if cols[v][i] != truth:
+                    problems.append(f"row {i}: {v}={cols[v][i]!r}, store has {truth!r} at {key}")
+        return problems
+
+
+def load_cols(path):
+    import numpy as np
+
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+# --------------------------------------------------------------------------- report
+def fmt_s(x):
+    if x is None:
+        return "—"
+    if x >= 10:
+        return f"{x:.1f} s"
+    if x >= 1:
+        return f"{x:.2f} s"
+    if x >= 0.1:
+        return f"{x:.2f} s"
+    if x >= 0.01:
+        return f"{x:.3f} s"
+    return f"{x:.4f} s"
+
+
+def fmt_mb(x):
+    if x is None:
+        return "—"
+    return f"{x / 1024:.1f} GB" if x >= 1024 else f"{x:.0f} MB"
+
+
+def cell_text(cell, key="median_query_s"):
+    if cell is None:
+        return "not run"
+    if cell.get(key) is None:
+        return "FAILED"
+    t = fmt_s(cell[key]) + " · " + fmt_mb(cell["peak_rss_mb"])
+    if cell.get("agreement", "ok") not in ("ok", "reference"):
+        t += " ⚠ DISAGREES"
+    return t
+
+
+def ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def build_markdown(doc) -> str:
+    eng, qs, cells = doc["engines"], doc["queries"], doc["cells"]
+    L = []
+    st = doc["store"]
+    L.append("# ERA5-like benchmark: zarrsql side by side with its baselines")
+    L.append("")
+    L.append(f"Store `{st['path_rel']}`: {st['shape'][0]:,} hourly steps × {st['shape'][1]} latitude × "
+             f"{st['shape'][2]} longitude, 3 float32 variables, chunks {tuple(st['chunks'])}, zstd, "
+             f"{st['size_mb']:.0f} MB on disk. {doc['repeat']} repetitions per cell, each in a fresh "
+             f"process, interleaved; warm page cache. Machine: {doc['machine'].get('cpu_count')} CPUs, "
+             f"{doc['machine'].get('memory_gb')} GB. Versions: "
+             + ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v) + ".")
+    L.append("")
+    L.append(f"Q3 selects {doc['params']['q3_day']} (24 h) × latitude [{E.Q3_LAT[0]}, {E.Q3_LAT[1]}] × "
+             f"longitude [{E.Q3_LON[0]}, {E.Q3_LON[1]}]; Q5 is `SELECT t2m, u10, v10` to a pyarrow Table; "
+             f"Q6 is `SELECT time, t2m WHERE latitude = {E.Q6_POINT[0]} AND longitude = {E.Q6_POINT[1]}`.")
+    L.append("")
+
+    def table(key, title):
+        L.append(f"## {title}")
+        L.append("")
+        head = ["query"] + eng + (["zarrsql / floor"] if "zarrsql" in eng and "floor" in eng else [])
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "---|" * len(head))
+        for q in qs:
+            row = [f"{q} {E.QUERIES[q]['title']}"]
+            for e in eng:
+                row.append(cell_text(cells.get(f"{e}/{q}"), key))
+            if len(head) > len(eng) + 1:
+                r = ratio((cells.get(f"zarrsql/{q}") or {}).get(key), (cells.get(f"floor/{q}") or {}).get(key))
+                row.append(f"{r:.2f}×" if r is not None else "—")
+            L.append("| " + " | ".join(row) + " |")
+        L.append("")
+
+    table("median_query_s", "Cold process: open + first query (median seconds · peak RSS), imports excluded as in the anchors")
+    table("median_total_s", "Cold process including imports (median seconds · peak RSS)")
+
+    if doc.get("goals"):
+        L.append("## zarrsql goals")
+        L.append("")
+        L.append("| goal | measured | status |")
+        L.append("|---|---|---|")
+        for g in doc["goals"]:
+            L.append(f"| {g['goal']} | {g['measured']} | {g['status']} |")
+        L.append("")
+    if doc.get("traces"):
+        L.append("## zarrsql.trace() counters (one extra, untimed run)")
+        L.append("")
+        fields = list(E.TRACE_FIELDS)
+        L.append("| query | " + " | ".join(fields) + " |")
+        L.append("|" + "---|" * (len(fields) + 1))
+        for q, t in doc["traces"].items():
+            if "error" in t:
+                L.append(f"| {q} | " + " | ".join(["error"] + [""] * (len(fields) - 1)) + " |")
+            else:
+                L.append(f"| {q} | " + " | ".join("—" if t.get(f) is None else f"{t[f]:,}" if isinstance(t[f], int) else str(t[f]) for f in fields) + " |")
+        L.append("")
+    L.append("## Do the engines agree?")
+    L.append("")
+    if doc["disagreements"]:
+        L.append("**ENGINES DISAGREE — these numbers compare different answers:**")
+        L.append("")
+        for d in doc["disagreements"]:
+            L.append(f"- **{d['engine']} {d['query']}**: " + "; ".join(d["problems"]))
+    else:
+        checked = sum(1 for c in cells.values() if c.get("agreement") in ("ok", "reference"))
+        L.append(f"Yes: every successful run matches the reference ({doc['reference_engine']}); "
+                 f"{checked} engine×query cells checked (Q4 rows checked against the store itself).")
+    L.append("")
+    failed = [(k, c) for k, c in cells.items() if c.get("errors")]
+    if failed:
+        L.append("## Failures")
+        L.append("")
+        for k, c in failed:
+            L.append(f"- {k}: {len(c['errors'])} of {doc['repeat']} runs failed: `{c['errors'][0][:300]}`")
+        L.append("")
+    return "\n".join(L)
+
+
+def evaluate_goals(cells, engines) -> list[dict]:
+    if "zarrsql" not in engines:
+        return []
+    goals = []
+
+    def med(e, q, key="median_query_s"):
+        return (cells.get(f"{e}/{q}") or {}).get(key)
+
+    for q, lim in RATIO_GOALS.items():
+        z, f = med("zarrsql", q), med("floor", q)
+        r = ratio(z, f)
+        ri = ratio(med("zarrsql", q, "median_total_s"), med("floor", q, "median_total_s"))
+        if r is None:
+            status = "n/a (not measured)"
+            m = "—"
+        else:
+            status = "met" if r <= lim else "**MISSED**"
+            m = f"{r:.2f}× ({fmt_s(z)} vs {fmt_s(f)}; incl. imports {ri:.2f}×)" if ri else f"{r:.2f}×"
+        goals.append({"goal": f"{q} ≤ {lim:g}× floor", "query": q, "ratio": r, "ratio_incl_imports": ri,
+                      "measured": m, "status": status, "met": None if r is None else r <= lim})
+    for q in RSS_GOAL_QUERIES:
+        c = cells.get(f"zarrsql/{q}") or {}
+        rss = c.get("peak_rss_mb") if c.get("median_query_s") is not None else None
+        if rss is None:
+            goals.append({"goal": f"{q} peak RSS ≤ {RSS_GOAL_MB:g} MB", "query": q, "measured": "—",
+                          "status": "n/a (not measured)", "met": None})
+        else:
+            ok = rss <= RSS_GOAL_MB
+            goals.append({"goal": f"{q} peak RSS ≤ {RSS_GOAL_MB:g} MB", "query": q, "measured": fmt_mb(rss),
+                          "status": "met" if ok else "**MISSED**", "met": ok})
+    qs = sorted({k.split("/")[1] for k in cells})
+    for q in qs:
+        z = med("zarrsql", q)
+        xs = {e: med(e, q) for e in XARRAY_SQL_ENGINES if med(e, q) is not None}
+        if z is None or not xs:
+            goals.append({"goal": f"{q} faster than xarray-sql", "query": q, "measured": "—",
+                          "status": "n/a (not measured)", "met": None})
+            continue
+        best_e = min(xs, key=xs.get)
+        ok = z < xs[best_e]
+        goals.append({"goal": f"{q} faster than xarray-sql (its faster engine)", "query": q,
+                      "measured": f"{fmt_s(z)} vs {fmt_s(xs[best_e])} ({best_e})",
+                      "status": "met" if ok else "**MISSED**", "met": ok})
+    return goals
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="repetitions per engine × query (default 3; 1 with --quick)")
+    ap.add_argument("--engines", default=",".join(E.ENGINES), help="comma-separated, from: " + ", ".join(E.ENGINES))
+    ap.add_argument("--queries", default=",".join(E.QUERIES), help="comma-separated, from: " + ", ".join(E.QUERIES))
+    ap.add_argument("--quick", action="store_true", help=f"the {M.N_TIME_QUICK}-hour store (smoke run)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per child process")
+    ap.add_argument("--python", default=sys.executable, help="interpreter for the child processes")
+    ap.add_argument("--out", type=Path, default=None, help="JSON output (default results/era5[_quick].json)")
+    ap.add_argument("--no-trace", action="store_true", help="skip the extra zarrsql.trace() runs")
+    a = ap.parse_args(argv)
+
+    if a.repeat is None:
+        a.repeat = 1 if a.quick else 3
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    engines = [e.strip() for e in a.engines.split(",") if e.strip()]
+    queries = [q.strip().upper() for q in a.queries.split(",") if q.strip()]
+    for e in engines:
+        if e not in E.ENGINES:
+            ap.error(f"unknown engine {e!r}; choose from {E.ENGINES}")
+    for q in queries:
+        if q not in E.QUERIES:
+            ap.error(f"unknown query {q!r}; choose from {list(E.QUERIES)}")
+    engines = [e for e in E.ENGINES if e in engines]  # canonical column order
+
+    n_time = M.N_TIME_QUICK if a.quick else M.N_TIME_FULL
+    store = M.default_out(a.quick)
+    parquet = store.with_suffix(".parquet")
+    day = Q3_DAY_QUICK if a.quick else Q3_DAY_FULL
+    out_json = a.out or RESULTS / ("era5_quick.json" if a.quick else "era5.json")
+    out_md = out_json.with_suffix(".md")
+
+    t_start = time.perf_counter()
+    log("== building inputs (untimed)")
+    M.build(store, n_time)
+    if "parquet+duckdb" in engines:
+        M.build_parquet(store, parquet)
+    warm([store] + ([parquet] if "parquet+duckdb" in engines else []))
+
+    zs_ok, zs_msg = (None, None)
+    if "zarrsql" in engines:
+        zs_ok, zs_msg = zarrsql_ready(a.python)
+        log(f"== zarrsql {'ready' if zs_ok else 'NOT ready: ' + zs_msg}")
+
+    runs: dict[str, list] = {f"{e}/{q}": [] for q in queries for e in engines}
+    traces: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="zarrsql-bench-") as work:
+        for rep in range(a.repeat):
+            order = engines[rep % len(engines):] + engines[:rep % len(engines)]
+            for q in queries:
+                for e in order:
+                    tag = f"{e.replace('+', '_')}_{q}_{rep}"
+                    r = run_child(a.python, e, q, store, parquet, day, work, tag, a.timeout)
+                    r["rep"] = rep
+                    runs[f"{e}/{q}"].append(r)
+                    status = (f"open+query {r['query_s']:.3f} s, imports {r['import_s']:.2f} s, "
+                              f"{r['peak_rss_mb']:.0f} MB") if r.get("ok") else "FAILED: " + r.get("error", "?")[:200]
+                    log(f"  rep {rep + 1}/{a.repeat} {q} {e:22s} {status}")
+        if "zarrsql" in engines and zs_ok and not a.no_trace:
+            for q in [q for q in ("Q3", "Q6") if q in queries]:
+                r = run_child(a.python, "zarrsql", q, store, parquet, day, work, f"trace_{q}", a.timeout, trace=True)
+                traces[q] = r.get("trace") or {"error": r.get("error", "no trace recorded")}
+                log(f"  trace {q}: {traces[q]}")
+
+        # ---- agreement
+        ref_engine = next((e for e in engines if any(r.get("ok") for r in runs[f"{e}/{queries[0]}"])), None) if queries else None
+        checker = StoreChecker(store) if "Q4" in queries else None
+        disagreements = []
+        cells = {}
+        for q in queries:
+            ref_e = next((e for e in engines if any(r.get("ok") for r in runs[f"{e}/{q}"])), None)
+            ref = next((r for r in runs[f"{ref_e}/{q}"] if r.get("ok")), None) if ref_e else None
+            ref_cols = load_cols(ref["_result_path"]) if ref and ref.get("_result_path") else None
+            for e in engines:
+                key = f"{e}/{q}"
+                ok_runs = [r for r in runs[key] if r.get("ok")]
+                problems = []
+                for r in ok_runs:
+                    if q == "Q4":
+                        p = checker.check_q4(load_cols(r["_result_path"])) if r.get("_result_path") else ["no result saved"]
+                    elif q == "Q5" or ref_cols is None or not r.get("_result_path"):
+                        p = compare_digest(ref["digest"], r["digest"])
+                    else:
+                        p = compare_small(q, ref_cols, load_cols(r["_result_path"]))
+                    problems += [f"rep {r['rep'] + 1}: {x}" for x in p]
+                if not ok_runs:
+                    agreement = "n/a"
+                elif problems:
+                    agreement = "MISMATCH"
+                    disagreements.append({"engine": e, "query": q, "reference": ref_e, "problems": problems[:8]})
+                else:
+                    agreement = "reference" if e == ref_e and q != "Q4" else "ok"
+
+                def med(k, rs=ok_runs):
+                    return statistics.median([r[k] for r in rs]) if rs else None
+
+                cells[key] = {
+                    "engine": e, "query": q,
+                    "median_query_s": med("query_s"), "median_import_s": med("import_s"),
+                    "median_total_s": med("total_s"), "median_process_s": med("process_s"),
+                    "peak_rss_mb": max((r["peak_rss_mb"] for r in ok_runs), default=None),
+                    "runs": [{k: r.get(k) for k in ("rep", "ok", "query_s", "import_s", "total_s", "process_s",
+                                                   "peak_rss_mb", "error", "returncode")} for r in runs[key]],
+                    "digest": ok_runs[0]["digest"] if ok_runs else None,
+                    "result_type": ok_runs[0].get("result_type") if ok_runs else None,
+                    "agreement": agreement, "reference": ref_e,
+                    "errors": [r.get("error", "?") for r in runs[key] if not r.get("ok")],
+                }
+                if agreement == "MISMATCH":
+                    cells[key]["problems"] = problems[:20]
+                tb = next((r.get("traceback") for r in runs[key] if not r.get("ok") and r.get("traceback")), None)
+                if tb:
+                    cells[key]["first_traceback"] = tb
+
+    st_stamp = json.loads(M.stamp_path(store).read_text())
+    doc = {
+        "benchmark": "era5",
+        "quick": a.quick,
+        "repeat": a.repeat,
+        "engines": engines,
+        "queries": queries,
+        "params": {"q3_day": day, "q3_latitude": list(E.Q3_LAT), "q3_longitude": list(E.Q3_LON),
+                   "q6_point": list(E.Q6_POINT), "q4_limit": E.Q4_LIMIT,
+                   "sql": {q: E.sql_for(q, "{src}", day) for q in queries}},
+        "timing": "median_query_s = open + first query + materialised result in a fresh process "
+                  "(imports excluded, as in the anchors); median_total_s adds the imports; "
+                  "median_process_s is the parent's wall time around the whole child process "
+                  "(interpreter start, imports, query, result check). peak_rss_mb is the max over "
+                  "repetitions of the child's ru_maxrss right after the result was materialised.",
+        "store": {"path": str(store), "path_rel": os.path.relpath(store, HERE.parent),
+                  "shape": st_stamp["shape"], "chunks": st_stamp["chunks"],
+                  "zstd_level": st_stamp["zstd_level"], "size_mb": M.du_mb(store)},
+        "parquet": {"path": str(parquet), "size_mb": parquet.stat().st_size / 1e6} if parquet.exists() else None,
+        "machine": machine_info(),
+        "versions": versions(),
+        "zarrsql_ready": zs_ok, "zarrsql_ready_error": None if zs_ok else zs_msg,
+        "reference_engine": ref_engine,
+        "cells": cells,
+        "traces": traces,
+        "disagreements": disagreements,
+        "wall_s": None,
+    }
+    doc["goals"] = evaluate_goals(cells, engines)
+    doc["wall_s"] = time.perf_counter() - t_start
+    out_json.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_json.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(out_json)
+    md = build_markdown(doc)
+    out_md.write_text(md + "\n")
+    print(md)
+    log(f"== wrote {out_json} and {out_md} ({doc['wall_s']:.0f} s)")
+    if disagreements:
+        log("!! ENGINES DISAGREE: " + "; ".join(f"{d['engine']} {d['query']}" for d in disagreements))
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""zarrsql: SQL over Zarr stores with DuckDB.
+
+An N-dimensional array becomes a table with one row per cell: a column per dimension (its
+coordinate values) and a column per data variable. See `API.md`-level docs in `docs/`.
+"""
+
+from __future__ import annotations
+
+from zarrsql.api import (
+    read_zarr,
+    read_zarr_groups,
+    read_zarr_metadata,
+    read_zarr_tables,
+    read_zarr_views,
+    sql,
+)
+from zarrsql.engine.connection import Connection, connect, register
+from zarrsql.errors import (
+    DecodeError,
+    MetadataError,
+    ParameterError,
+    SelectionError,
+    StoreNotFoundError,
+    StoreReadError,
+    UnsupportedError,
+    ZarrSQLError,
+)
+from zarrsql.mount import mount
+from zarrsql.counters import Trace, trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Connection",
+    "DecodeError",
+    "MetadataError",
+    "ParameterError",
+    "SelectionError",
+    "StoreNotFoundError",
+    "StoreReadError",
+    "Trace",
+    "UnsupportedError",
+    "ZarrSQLError",
+    "__version__",
+    "connect",
+    "mount",
+    "read_zarr",
+    "read_zarr_groups",
+    "read_zarr_metadata",
+    "read_zarr_tables",
+    "read_zarr_views",
+    "register",
+    "sql",
+    "trace",
+]

@@ -1,0 +1,58 @@
+"""Counters of real scan work, and `trace()` to read them over a block of code.
+
+Every scan in the process adds to every active `Trace`, whichever connection or thread runs
+it, so a test or a user can check that a filter pruned or a projection skipped a column.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+_lock = threading.Lock()
+_active: list[Trace] = []
+
+
+@dataclass
+class Trace:
+    """What the scans inside a `trace()` block did.
+
+    `work_units_planned` counts work units of the tables scanned before pruning,
+    `work_units_read` those actually read; `chunks_decoded` counts chunks decoded (a fill
+    chunk that was never written counts too, it is produced from the fill value);
+    `bytes_read` and `requests` count storage reads, metadata included; `rows` counts rows
+    handed to the engine.
+    """
+
+    work_units_planned: int = 0
+    work_units_read: int = 0
+    chunks_decoded: int = 0
+    bytes_read: int = 0
+    requests: int = 0
+    rows: int = 0
+    scans: int = 0
+
+
+def count(**amounts: int) -> None:
+    """Add `amounts` (field name → number) to every active trace."""
+    if not _active:
+        return
+    with _lock:
+        for t in _active:
+            for name, value in amounts.items():
+                setattr(t, name, getattr(t, name) + value)
+
+
+@contextmanager
+def trace() -> Iterator[Trace]:
+    """Collect the work of every scan that runs inside the block."""
+    t = Trace()
+    with _lock:
+        _active.append(t)
+    try:
+        yield t
+    finally:
+        with _lock:
+            _active.remove(t)

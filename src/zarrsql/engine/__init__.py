@@ -1,0 +1,1 @@
+"""The DuckDB adapter: the only package that imports duckdb."""

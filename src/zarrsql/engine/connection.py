@@ -1,0 +1,212 @@
+"""`zarrsql.Connection`: a DuckDB connection with the zarrsql SQL functions installed.
+
+Every method it does not need to change is DuckDB's own (delegated). The ones that run SQL
+(`sql`, `query`, `execute`, `from_query`, `table`, `view`) go through `_run`, which:
+1. runs the statement;
+2. on a catalog error, registers the scans that `__zarrsql_scan` asked for during binding
+   (and temporary views for `FROM 'x.zarr'` strings) and runs it again;
+3. on any error raised by zarrsql code inside the statement, re-raises that `ZarrSQLError`
+   (the DuckDB error keeps the same text for plain DuckDB callers).
+Registration happens outside any running query, so DuckDB's no-re-entrancy rule holds.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import duckdb
+
+from zarrsql import catalog
+from zarrsql.engine import params
+from zarrsql.engine.functions import macro_statements
+from zarrsql.engine.source import make_source
+from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
+from zarrsql.errors import ZarrSQLError
+from zarrsql.metadata.tree import cached_tree
+from zarrsql.scan import TableScan, open_table
+from zarrsql.store import open_store
+
+T = TypeVar("T")
+#: Rounds of "register what binding asked for, run again" before giving up: one per distinct
+#: zarrsql read a statement binds in sequence (joins of many stores need several).
+MAX_ROUNDS = 32
+
+
+class _State:
+    """Per-connection registry of scans and the last zarrsql error seen inside a statement."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.registered: set[str] = set()
+        self.pending: dict[str, TableScan] = {}
+        self.literal_views: set[str] = set()
+        self.error: ZarrSQLError | None = None
+
+    def record(self, err: ZarrSQLError) -> None:
+        with self.lock:
+            self.error = err
+
+    def take_error(self) -> ZarrSQLError | None:
+        with self.lock:
+            err, self.error = self.error, None
+        return err
+
+
+def _scan_udf(state: _State) -> Callable[[str], str]:
+    def scan_key(args: str) -> str:
+        try:
+            scan = open_table(params.read_request(params.parse_args(args)))
+        except ZarrSQLError as err:
+            state.record(err)
+            raise
+        key = "__zarrsql_" + scan.fingerprint()[:24]
+        with state.lock:
+            if key not in state.registered:
+                state.pending[key] = scan
+        return key
+
+    return scan_key
+
+
+def _list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    store = open_store(params.store_of(args), dict(params.storage_options_of(args)))
+    tree = cached_tree(store)
+    sel = params.selection_of(args)
+    if kind == "metadata":
+        return catalog.list_metadata(tree, sel.group_path, sel.array_path)
+    if kind == "tables":
+        return catalog.list_tables(tree, sel.group_path, sel.array_path)
+    names = args.get("view_names")
+    if names is not None and not isinstance(names, dict):
+        raise params.ParameterError("view_names := must be a MAP of table keys to view names")
+    database = args.get("database")
+    if not isinstance(database, str):
+        raise params.ParameterError("read_zarr_views needs the database name as its second argument")
+    return catalog.view_statements(tree, params.store_of(args), database, names)
+
+
+def _list_udf(state: _State) -> Callable[[str, str], str]:
+    def listing(kind: str, args: str) -> str:
+        try:
+            return json.dumps(_list_rows(kind, params.parse_args(args)))
+        except ZarrSQLError as err:
+            state.record(err)
+            raise
+
+    return listing
+
+
+class Connection:
+    """A DuckDB connection with zarrsql's SQL functions (see the module docstring)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con = con
+        self._state = _State()
+        con.create_function("__zarrsql_scan", _scan_udf(self._state), ["VARCHAR"], "VARCHAR", side_effects=False)
+        con.create_function("__zarrsql_list", _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=True)
+        for statement in macro_statements():
+            con.execute(statement)
+        self._claim_view_literals()
+
+    @property
+    def duckdb(self) -> duckdb.DuckDBPyConnection:
+        """The underlying DuckDB connection."""
+        return self._con
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<zarrsql.Connection around {self._con!r}>"
+
+    # -- running statements ------------------------------------------------------------
+    def _run(self, action: Callable[[], T], text: str | None) -> T:
+        for _ in range(MAX_ROUNDS):
+            self._state.take_error()
+            try:
+                return action()
+            except duckdb.Error as err:
+                zerr = self._state.take_error()
+                if zerr is not None:
+                    raise zerr.with_traceback(None) from err
+                if isinstance(err, duckdb.CatalogException) and self._register_missing(text):
+                    continue
+                raise
+        raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")
+
+    def _register_missing(self, text: str | None) -> bool:
+        with self._state.lock:
+            pending, self._state.pending = self._state.pending, {}
+        for key, scan in pending.items():
+            self._con._register_arrow_source(key, make_source(scan)) if hasattr(self._con, "_register_arrow_source") \
+                else self._con.register(key, make_source(scan))
+            self._state.registered.add(key)
+        if pending:
+            return True
+        return self._claim_literals(string_constants(text) if text else []) or self._claim_view_literals()
+
+    def _claim_literals(self, texts: list[str]) -> bool:
+        new = [t for t in dict.fromkeys(texts) if t not in self._state.literal_views and claimable(t)]
+        for t in new:
+            self._state.literal_views.add(t)
+            statement = f"CREATE OR REPLACE TEMP VIEW {quote_ident(t)} AS SELECT * FROM read_zarr({quote_text(t)})"
+            self._run(lambda s=statement: self._con.execute(s), statement)
+        return bool(new)
+
+    def _claim_view_literals(self) -> bool:
+        """Views stored in a database file may read `'x.zarr'` strings: claim those too."""
+        rows = self._con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL").fetchall()
+        texts = [s for (sql,) in rows for s in string_constants(sql) if ".zarr" in s.lower()]
+        return self._claim_literals(texts)
+
+    # -- the DuckDB methods that run SQL ---------------------------------------------------
+    def sql(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+        return self._run(lambda: self._con.sql(query, *args, **kwargs), query)
+
+    def query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+        return self._run(lambda: self._con.query(query, *args, **kwargs), query)
+
+    def from_query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+        return self._run(lambda: self._con.from_query(query, *args, **kwargs), query)
+
+    def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
+        self._run(lambda: self._con.execute(query, *args, **kwargs), query)
+        return self
+
+    def executemany(self, query: str, *args: Any, **kwargs: Any) -> Connection:
+        self._run(lambda: self._con.executemany(query, *args, **kwargs), query)
+        return self
+
+    def table(self, name: str) -> duckdb.DuckDBPyRelation:
+        return self._run(lambda: self._con.table(name), None)
+
+    def view(self, name: str) -> duckdb.DuckDBPyRelation:
+        return self._run(lambda: self._con.view(name), None)
+
+    def cursor(self) -> Connection:
+        """A new connection to the same database, with zarrsql installed on it too."""
+        return Connection(self._con.cursor())
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def connect(database: str = ":memory:", *, read_only: bool = False, config: dict[str, Any] | None = None) -> Connection:
+    """Open DuckDB (in memory, or a database file) with zarrsql's SQL functions installed."""
+    return Connection(duckdb.connect(database, read_only=read_only, config=config or {}))
+
+
+def register(con: duckdb.DuckDBPyConnection) -> Connection:
+    """Install zarrsql on a DuckDB connection you already have; use the returned wrapper."""
+    if isinstance(con, Connection):
+        return con
+    return Connection(con)

@@ -1,0 +1,63 @@
+"""The SQL surface installed on a connection: table macros over two Python UDFs.
+
+DuckDB's Python client has no table functions, so each SQL function is a temporary table
+macro. `read_zarr(...)` folds its arguments to JSON and calls `__zarrsql_scan`, which opens
+the table and returns the name of a registered scan for it (`query_table` then reads that
+name); a name not registered yet is recorded, and the connection wrapper registers it and
+runs the statement again. The listings call `__zarrsql_list`, which returns JSON rows typed
+by `from_json` and unnested into columns.
+"""
+
+from __future__ import annotations
+
+READ_PARAMS = ["table_name", '"table"', "dims", "group_path", '"group"', "array_path", '"array"',
+               "bounds", "decode_times", "nan_as_null", "storage_options"]
+LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
+
+METADATA_COLUMNS = {
+    "name": "VARCHAR", "dims": "VARCHAR[]", "dtype": "VARCHAR", "shape": "UBIGINT[]",
+    "chunk_shape": "UBIGINT[]", "attrs": "VARCHAR", "role": "VARCHAR", "array_path_dims": "VARCHAR[]",
+}
+TABLES_COLUMNS = {
+    "group_path": "VARCHAR", "schema_name": "VARCHAR", "table_name": "VARCHAR", "dims": "VARCHAR[]",
+    "shape": "UBIGINT[]", "chunk_shape": "UBIGINT[]", "data_vars": "VARCHAR[]", "coord_vars": "VARCHAR[]",
+}
+VIEWS_COLUMNS = {"schema_name": "VARCHAR", "view_name": "VARCHAR", "sql": "VARCHAR"}
+
+
+def _struct(params: list[str], extra: dict[str, str]) -> str:
+    fields = [f"'{k}': {v}" for k, v in extra.items()]
+    fields += [f"'{p.strip(chr(34))}': {p}" for p in params]
+    return "{" + ", ".join(fields) + "}"
+
+
+def _signature(params: list[str]) -> str:
+    return ", ".join(f"{p} := NULL" for p in params)
+
+
+def _structure(columns: dict[str, str]) -> str:
+    return "'[{" + ",".join(f'"{k}":"{v}"' for k, v in columns.items()) + "}]'"
+
+
+def _listing_macro(name: str, kind: str, leading: list[str], params: list[str], columns: dict[str, str]) -> str:
+    args = _struct(params, {p: p for p in leading})
+    sig = ", ".join([*leading, _signature(params)])
+    return (
+        f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
+        f"SELECT unnest(from_json(__zarrsql_list('{kind}', to_json({args})::VARCHAR), {_structure(columns)}), recursive := true)"
+    )
+
+
+def macro_statements() -> list[str]:
+    """The CREATE MACRO statements of every zarrsql SQL function."""
+    read = (
+        f"CREATE OR REPLACE TEMP MACRO read_zarr(store, {_signature(READ_PARAMS)}) AS TABLE "
+        f"SELECT * FROM query_table(__zarrsql_scan(to_json({_struct(READ_PARAMS, {'store': 'store'})})::VARCHAR))"
+    )
+    return [
+        read,
+        _listing_macro("read_zarr_metadata", "metadata", ["store"], LIST_PARAMS, METADATA_COLUMNS),
+        _listing_macro("read_zarr_tables", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
+        _listing_macro("read_zarr_groups", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
+        _listing_macro("read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"], VIEWS_COLUMNS),
+    ]

@@ -1,0 +1,107 @@
+"""A table scan as something DuckDB can register: the 2.x scan-source protocol, or a dataset.
+
+DuckDB 2.x offers Python Arrow sources a private protocol (`duckdb._sources`): `rows()` for
+the optimizer, `accepts(predicate)` per pushed filter, `stream(columns, filters)`. When it is
+there, `ZarrSource` speaks it and prunes with every filter it accepts. Otherwise (DuckDB 1.5)
+`ZarrDataset`, a thin `pyarrow.dataset.Dataset` shell, receives the projection and an opaque
+Arrow filter expression, which it applies exactly with Arrow to the streamed batches; results
+are the same, only WHERE pruning is lost (bounds := still prunes).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from zarrsql.engine.filters import Untranslatable, translate
+from zarrsql.expand.arrow import schema_of
+from zarrsql.expand.reader import read_batches
+from zarrsql.plan.predicate import And, Predicate
+from zarrsql.scan import Column, TableScan
+
+log = logging.getLogger(__name__)
+
+try:
+    from duckdb._sources import ArrowScanSource as _Base
+
+    HAS_SOURCES = True
+except ImportError:  # DuckDB 1.5: no scan-source protocol
+    _Base = object
+    HAS_SOURCES = False
+
+
+def _dim_types(scan: TableScan) -> dict[str, str]:
+    return {c.name: c.logical for c in scan.columns if c.dim is not None}
+
+
+def _stream(scan: TableScan, columns: Sequence[Column], predicate: Predicate | None) -> pa.RecordBatchReader:
+    schema = schema_of(columns)
+    plan = scan.plan(predicate)
+    return pa.RecordBatchReader.from_batches(schema, read_batches(scan, plan, columns))
+
+
+class ZarrSource(_Base):  # type: ignore[misc,valid-type]
+    """The scan-source protocol of DuckDB 2.x over one `TableScan`."""
+
+    schema_is_stable = True
+
+    def __init__(self, scan: TableScan) -> None:
+        self.obj = scan
+        self.scan = scan
+        self.schema = schema_of(scan.columns)
+        self._dims = _dim_types(scan)
+
+    def __arrow_c_schema__(self) -> object:
+        return self.schema.__arrow_c_schema__()
+
+    def rows(self) -> int | None:
+        if self.scan.base_predicate is None:
+            return self.scan.num_rows
+        return self.scan.plan().rows()
+
+    def accepts(self, predicate: Any) -> bool:
+        try:
+            translate(predicate, self._dims)
+        except Untranslatable:
+            return False
+        return True
+
+    def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
+        cols = self.scan.columns if columns is None else [self.scan.columns[i] for i in columns]
+        parts = [translate(f, self._dims) for f in filters]
+        predicate = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+        log.debug("stream %d columns, %d filters", len(cols), len(parts))
+        return _stream(self.scan, cols, predicate).__arrow_c_stream__(), True
+
+
+class ZarrDataset(pads.Dataset):
+    """A `pyarrow.dataset.Dataset` shell for DuckDB 1.5 (see the module docstring).
+
+    Only `schema`, `scanner` and `count_rows` are used by DuckDB; the base constructor is
+    deliberately not called (the shell holds no Arrow dataset).
+    """
+
+    def __init__(self, scan: TableScan) -> None:  # noqa: D107 - see class docstring
+        self._scan = scan
+        self._schema = schema_of(scan.columns)
+
+    @property
+    def schema(self) -> pa.Schema:  # type: ignore[override]
+        return self._schema
+
+    def count_rows(self, **kwargs: Any) -> int:  # type: ignore[override]
+        return self._scan.plan().rows()
+
+    def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
+        by_name = {c.name: c for c in self._scan.columns}
+        wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
+        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, self._scan.plan(), wanted)
+        return pads.Scanner.from_batches(batches, schema=schema_of(wanted), filter=filter)
+
+
+def make_source(scan: TableScan) -> object:
+    return ZarrSource(scan) if HAS_SOURCES else ZarrDataset(scan)

@@ -1,0 +1,60 @@
+"""The exception tree of zarrsql: every error a user can see derives from `ZarrSQLError`.
+
+    ZarrSQLError
+    ├── StoreNotFoundError        (also FileNotFoundError)  no store, or no Zarr metadata, at a path
+    ├── StoreReadError            (also OSError)            a key could not be read (I/O, network)
+    ├── MetadataError             (also ValueError)         zarr.json / .zarray / .zmetadata unreadable or invalid
+    ├── SelectionError            (also LookupError)        table_name / dims / group_path / array_path pick nothing,
+    │                                                       or more than one table without a selection
+    ├── ParameterError            (also ValueError)         a parameter of the wrong shape or value (bounds, dims, ...)
+    ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
+    └── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
+
+Each message names the problem, where it is (store, group, array, parameter) and what to do about it.
+Inside SQL the same text reaches the user as a DuckDB error.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DecodeError",
+    "MetadataError",
+    "ParameterError",
+    "SelectionError",
+    "StoreNotFoundError",
+    "StoreReadError",
+    "UnsupportedError",
+    "ZarrSQLError",
+]
+
+
+class ZarrSQLError(Exception):
+    """The root of every error zarrsql raises on purpose."""
+
+
+class StoreNotFoundError(ZarrSQLError, FileNotFoundError):
+    """The path or URL holds no Zarr store (or no node at the requested path)."""
+
+
+class StoreReadError(ZarrSQLError, OSError):
+    """Reading a key failed for a reason other than the key not existing."""
+
+
+class MetadataError(ZarrSQLError, ValueError):
+    """A metadata document is missing, not JSON, or not valid Zarr metadata."""
+
+
+class SelectionError(ZarrSQLError, LookupError):
+    """A table, group or array selection matches nothing, or is ambiguous."""
+
+
+class ParameterError(ZarrSQLError, ValueError):
+    """A parameter has the wrong type, shape or value."""
+
+
+class UnsupportedError(ZarrSQLError, NotImplementedError):
+    """A data type, codec or layout that zarrsql cannot read (yet)."""
+
+
+class DecodeError(ZarrSQLError, ValueError):
+    """Chunk bytes that cannot be decoded into the array's declared chunk."""

@@ -1,0 +1,56 @@
+"""One work unit's rows: coordinate columns from 1-D values, data columns from chunk regions.
+
+Rows are in row-major order of the unit (last dimension fastest). Coordinates are never
+read per cell: a dimension's column is its selected values repeated (for faster dimensions)
+and tiled (for slower ones), so producing it costs one `np.repeat`/`np.tile`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zarrsql.plan.units import WorkUnit
+
+
+def selected_lengths(unit: WorkUnit) -> list[int]:
+    sel = unit.select
+    shape = unit.shape
+    if sel is None or isinstance(sel, np.ndarray):
+        return list(shape)
+    return [n if s is None else len(s) for n, s in zip(shape, sel, strict=True)]
+
+
+def dim_indices(unit: WorkUnit, k: int) -> np.ndarray | slice:
+    """The absolute indices (or a slice) of dimension `k` that the unit selects."""
+    a, b = unit.region[k]
+    sel = unit.select
+    if sel is None or isinstance(sel, np.ndarray) or sel[k] is None:
+        return slice(a, b)
+    return sel[k] + a
+
+
+def expand_dim(values: np.ndarray, unit: WorkUnit, k: int) -> np.ndarray:
+    """Dimension `k`'s column for every row of the unit."""
+    sel = unit.select
+    if isinstance(sel, np.ndarray):
+        a = unit.region[k][0]
+        return values[np.nonzero(sel)[k] + a]
+    lengths = selected_lengths(unit)
+    picked = values[dim_indices(unit, k)]
+    inner = int(np.prod(lengths[k + 1:], dtype=np.int64))
+    outer = int(np.prod(lengths[:k], dtype=np.int64))
+    out = np.repeat(picked, inner) if inner > 1 else picked
+    return np.tile(out, outer) if outer > 1 else out
+
+
+def select_cells(block: np.ndarray, unit: WorkUnit) -> np.ndarray:
+    """The unit's selected cells of a region-shaped block, flattened in row-major order."""
+    sel = unit.select
+    if sel is None:
+        return block.reshape(-1)
+    if isinstance(sel, np.ndarray):
+        return block[sel]
+    for k, idx in enumerate(sel):
+        if idx is not None:
+            block = np.take(block, idx, axis=k)
+    return block.reshape(-1)

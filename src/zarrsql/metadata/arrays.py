@@ -1,0 +1,173 @@
+"""Array and group metadata records, parsed from v2 (`.zarray`/`.zattrs`) and v3 (`zarr.json`).
+
+Parsing validates once and yields frozen records: `ArrayMeta` and `GroupMeta`. A document that
+is not valid Zarr raises `MetadataError` naming the key; an array whose data type is not
+supported still parses (its `dtype.kind` is "unsupported") so that listings can show it.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+
+from zarrsql.errors import MetadataError
+from zarrsql.metadata.dtypes import DType, parse_v2_dtype, parse_v3_dtype
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayMeta:
+    """One array of a store: shape, chunking, type, fill value, codecs and attributes.
+
+    `path` is the array's '/'-joined path from the store root (no leading slash).
+    `dimension_names` is None when the array declares none; entries may be None.
+    `codecs` holds the v3 codec list, or for v2 `{"compressor": ..., "filters": [...]}`.
+    """
+
+    path: str
+    zarr_format: int
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: DType
+    fill_value: Any
+    order: str
+    codecs: Any
+    dimension_names: tuple[str | None, ...] | None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    separator: str = "/"
+    v2_keys: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def chunk_key(self, index: tuple[int, ...]) -> str:
+        """The store key of the chunk at grid position `index`."""
+        if self.v2_keys:
+            body = self.separator.join(str(i) for i in index) if index else "0"
+        else:
+            body = "c" + "".join(self.separator + str(i) for i in index)
+        return f"{self.path}/{body}" if self.path else body
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMeta:
+    """A group: its path ('' for the root), Zarr format and attributes."""
+
+    path: str
+    zarr_format: int
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _int_tuple(value: Any, what: str, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+    ):
+        raise MetadataError(f"{where}: {what} must be a list of non-negative integers, got {value!r}")
+    return tuple(value)
+
+
+def _float_from_json(value: Any, dt: np.dtype) -> Any:
+    if isinstance(value, str):
+        special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+        if value in special:
+            return dt.type(special[value])
+        if value.startswith("0x"):
+            raw = int(value, 16).to_bytes(dt.itemsize, "big")
+            return np.frombuffer(raw, dtype=dt.newbyteorder(">"))[0].astype(dt)
+        raise ValueError(value)
+    return dt.type(value)
+
+
+def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int) -> Any:
+    """The array's fill value as a numpy scalar (or str/bytes), None where there is none."""
+    if value is None or not dtype.supported:
+        return None
+    dt = dtype.numpy
+    try:
+        if dtype.kind == "string":
+            return value if isinstance(value, str) else None
+        if dtype.kind == "fixed_bytes":
+            if zarr_format == 2 and isinstance(value, str):
+                return base64.b64decode(value)
+            return value.encode() if isinstance(value, str) else None
+        if dtype.kind == "fixed_unicode":
+            return value if isinstance(value, str) else None
+        if dtype.kind == "bool":
+            return np.bool_(bool(value))
+        if dtype.kind == "float":
+            return _float_from_json(value, dt)
+        if dtype.kind in ("datetime", "timedelta"):
+            if value == "NaT":
+                return dt.type("NaT")
+            return np.array(int(value), dtype=np.int64).view(dt)[()]
+        return dt.type(value)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != ndim or not all(
+        v is None or isinstance(v, str) for v in value
+    ):
+        raise MetadataError(f"{where}: dimension names {value!r} do not match the array's {ndim} axes")
+    return tuple(v if v else None for v in value)
+
+
+def parse_v3_array(path: str, doc: Mapping[str, Any]) -> ArrayMeta:
+    """Parse a v3 `zarr.json` of node type array."""
+    where = f"array '{path or '/'}'"
+    shape = _int_tuple(doc.get("shape"), "shape", where)
+    grid = doc.get("chunk_grid") or {}
+    if grid.get("name") != "regular":
+        raise MetadataError(f"{where}: only the regular chunk grid is supported, got {grid.get('name')!r}")
+    chunks = _int_tuple((grid.get("configuration") or {}).get("chunk_shape"), "chunk_shape", where)
+    if len(chunks) != len(shape):
+        raise MetadataError(f"{where}: chunk_shape {chunks} does not match shape {shape}")
+    dtype = parse_v3_dtype(doc.get("data_type"))
+    key_enc = doc.get("chunk_key_encoding") or {"name": "default"}
+    sep = (key_enc.get("configuration") or {}).get("separator")
+    v2_keys = key_enc.get("name") == "v2"
+    attrs = doc.get("attributes") or {}
+    return ArrayMeta(
+        path=path, zarr_format=3, shape=shape, chunks=chunks, dtype=dtype,
+        fill_value=parse_fill_value(doc.get("fill_value"), dtype, zarr_format=3),
+        order="C", codecs=list(doc.get("codecs") or []),
+        dimension_names=_dimension_names(doc.get("dimension_names"), len(shape), where),
+        attrs=MappingProxyType(dict(attrs)), separator=sep or ("." if v2_keys else "/"),
+        v2_keys=v2_keys,
+    )
+
+
+def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Mapping[str, Any]) -> ArrayMeta:
+    """Parse a v2 `.zarray` with its `.zattrs` (dimension names come from `_ARRAY_DIMENSIONS`)."""
+    where = f"array '{path or '/'}'"
+    shape = _int_tuple(zarray.get("shape"), "shape", where)
+    chunks = _int_tuple(zarray.get("chunks"), "chunks", where)
+    if len(chunks) != len(shape):
+        raise MetadataError(f"{where}: chunks {chunks} do not match shape {shape}")
+    filters = zarray.get("filters") or []
+    dtype = parse_v2_dtype(zarray.get("dtype"), filters)
+    attrs = dict(zattrs)
+    dims = attrs.pop("_ARRAY_DIMENSIONS", None)
+    return ArrayMeta(
+        path=path, zarr_format=2, shape=shape, chunks=chunks, dtype=dtype,
+        fill_value=parse_fill_value(zarray.get("fill_value"), dtype, zarr_format=2),
+        order=zarray.get("order", "C"),
+        codecs={"compressor": zarray.get("compressor"), "filters": filters},
+        dimension_names=_dimension_names(dims, len(shape), where),
+        attrs=MappingProxyType(attrs), separator=zarray.get("dimension_separator") or ".",
+        v2_keys=True,
+    )

@@ -1,0 +1,1 @@
+"""Scan planning: predicates on dimensions, kept indices, bounds :=, and work units."""

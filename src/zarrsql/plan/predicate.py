@@ -1,0 +1,136 @@
+"""An engine-neutral predicate tree over dimension columns, evaluated with SQL's three values.
+
+Leaves compare one column with constants already in the column's domain (numbers, strings,
+microseconds for timestamps). Evaluation yields `(true, null)` boolean arrays: a row is kept
+only where `true`; `null` carries SQL's unknown through NOT, AND and OR so that
+`NOT (time < x)` never keeps a row whose time is NULL. Floating-point comparisons follow
+DuckDB: NaN equals NaN and sorts above every other number.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq, "!=": operator.ne, "<": operator.lt,
+    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True, slots=True)
+class Cmp:
+    column: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class InSet:
+    column: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull:
+    column: str
+    negated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    children: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    children: tuple[Predicate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    child: Predicate
+
+
+Leaf = Union[Cmp, InSet, IsNull]
+Predicate = Union[Cmp, InSet, IsNull, And, Or, Not]
+Truth = tuple[np.ndarray, np.ndarray]
+
+
+def columns_of(p: Predicate) -> set[str]:
+    if isinstance(p, (Cmp, InSet, IsNull)):
+        return {p.column}
+    if isinstance(p, Not):
+        return columns_of(p.child)
+    return set().union(*(columns_of(c) for c in p.children))
+
+
+def conjuncts(p: Predicate) -> list[Predicate]:
+    """The operands of a top-level AND, flattened (a single predicate is its own list)."""
+    if isinstance(p, And):
+        return [q for c in p.children for q in conjuncts(c)]
+    return [p]
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and v != v
+
+
+def compare(values: np.ndarray, op: str, v: Any) -> np.ndarray:
+    """`values op v` elementwise with DuckDB's semantics (NULLs are handled by the caller)."""
+    if values.dtype.kind == "f":
+        vals = values.astype(np.float64, copy=False)
+        nan = np.isnan(vals)
+        if _is_nan(v):
+            return {"=": nan, "!=": ~nan, "<": ~nan, "<=": np.ones_like(nan),
+                    ">": np.zeros_like(nan), ">=": nan}[op]
+        out = _OPS[op](vals, v)
+        if nan.any():
+            out = out.copy()
+            out[nan] = op in ("!=", ">", ">=")
+        return out
+    if values.dtype == object:
+        return np.fromiter((v2 is not None and _OPS[op](v2, v) for v2 in values), bool, len(values))
+    return np.asarray(_OPS[op](values, v), dtype=bool)
+
+
+def member(values: np.ndarray, candidates: tuple[Any, ...]) -> np.ndarray:
+    out = np.zeros(values.shape, dtype=bool)
+    for c in candidates:
+        out |= compare(values, "=", c)
+    return out
+
+
+def evaluate(p: Predicate, leaf: Callable[[Leaf], Truth]) -> Truth:
+    """Three-valued evaluation of `p`, with `leaf` giving each leaf's (true, null)."""
+    if isinstance(p, (Cmp, InSet, IsNull)):
+        return leaf(p)
+    if isinstance(p, Not):
+        t, n = evaluate(p.child, leaf)
+        return ~t & ~n, n
+    parts = [evaluate(c, leaf) for c in p.children]
+    t, n = parts[0]
+    for t2, n2 in parts[1:]:
+        if isinstance(p, And):
+            f = (~t & ~n) | (~t2 & ~n2)
+            t, n = t & t2, (n | n2) & ~f
+        else:
+            t, n = t | t2, (n | n2) & ~(t | t2)
+    return t, n
+
+
+def leaf_truth(p: Leaf, values: np.ndarray, nulls: np.ndarray | None) -> Truth:
+    """(true, null) of one leaf over a coordinate's decoded values and null mask."""
+    null = nulls if nulls is not None else np.zeros(values.shape, dtype=bool)
+    if isinstance(p, IsNull):
+        return (~null if p.negated else null.copy()), np.zeros_like(null)
+    if isinstance(p, Cmp):
+        t = compare(values, p.op, p.value)
+    else:
+        t = member(values, p.values)
+    return t & ~null, null

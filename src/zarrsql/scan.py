@@ -1,0 +1,127 @@
+"""The core's front door: open one table of a store, describe its columns, plan and read it.
+
+`open_table(request)` validates the request, reads the (cached) node tree, selects the
+table, loads and decodes its coordinates (cached with the tree) and fixes each column's
+decoding. `TableScan.plan(predicate)` prunes the chunk grid; `expand.reader` turns the plan
+into Arrow batches. Nothing here imports DuckDB or pyarrow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zarrsql.decode.chunks import read_region
+from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
+from zarrsql.metadata.arrays import ArrayMeta
+from zarrsql.metadata.tree import NodeTree, cached_tree
+from zarrsql.plan.bounds import bounds_predicate
+from zarrsql.plan.predicate import And, Predicate
+from zarrsql.plan.units import DimValues, ScanPlan, plan_scan
+from zarrsql.store import Store, open_store
+from zarrsql.tables.model import ReadTable
+from zarrsql.tables.select import Selection, select_table
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRequest:
+    """Everything a `read_zarr` call says, validated (see `engine/params.py`)."""
+
+    store: str
+    selection: Selection = field(default_factory=Selection)
+    bounds: Any = None
+    options: DecodeOptions = field(default_factory=DecodeOptions)
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """An output column: a dimension (`dim` is its axis) or a data variable (`data` index)."""
+
+    name: str
+    logical: str
+    dim: int | None = None
+    data: int | None = None
+
+
+def open_store_for(request: ReadRequest) -> Store:
+    return open_store(request.store, dict(request.storage_options))
+
+
+def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions) -> tuple[DimValues, str]:
+    key = ("coord", array.path, options)
+    hit = tree.derived.get(key)
+    if hit is None:
+        raw = read_region(tree.store, array, ((0, array.shape[0]),))
+        codec = column_codec(array, options, is_coord=True, coord_values=raw)
+        values, nulls = codec.decode(raw)
+        hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
+        tree.derived[key] = hit
+    dv, logical = hit  # type: ignore[misc]
+    return dv, logical
+
+
+class TableScan:
+    """One opened table: its columns, decoded dimensions and data codecs."""
+
+    def __init__(self, request: ReadRequest) -> None:
+        self.request = request
+        self.store = open_store_for(request)
+        self.tree = cached_tree(self.store)
+        self.table: ReadTable = select_table(self.tree, request.selection)
+        self.dims: list[DimValues] = []
+        self.columns: list[Column] = []
+        self.positional: list[bool] = []
+        for k, (name, n, coord) in enumerate(zip(self.table.dims, self.table.shape, self.table.coords, strict=True)):
+            if coord is None:
+                dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
+            else:
+                dv, logical = _load_coord(self.tree, coord, request.options)
+                dv = DimValues(name, dv.values, dv.nulls)
+            self.dims.append(dv)
+            self.positional.append(coord is None)
+            self.columns.append(Column(name, logical, dim=k))
+        self.codecs: list[ColumnCodec] = []
+        for i, dc in enumerate(self.table.data):
+            codec = column_codec(dc.array, request.options)
+            self.codecs.append(codec)
+            self.columns.append(Column(dc.column, codec.logical, data=i))
+        self.base_predicate: Predicate | None = None
+        if request.bounds is not None:
+            self.base_predicate = bounds_predicate(
+                request.bounds, self.dims, [c.logical for c in self.columns[: len(self.dims)]], self.positional
+            )
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    def fingerprint(self) -> str:
+        """Changes whenever the store's metadata or this table's columns change."""
+        doc = {
+            "store": self.store.url,
+            "validators": sorted((k, v or "") for k, v in self.tree.validators.items()),
+            "request": repr(self.request),
+            "columns": [(c.name, c.logical) for c in self.columns],
+            "shape": self.table.shape,
+        }
+        return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+    def plan(self, predicate: Predicate | None = None) -> ScanPlan:
+        """Plan the work units for rows where `predicate` (and `bounds :=`) holds."""
+        parts = [p for p in (self.base_predicate, predicate) if p is not None]
+        combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+        return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined)
+
+
+def open_table(request: ReadRequest) -> TableScan:
+    return TableScan(request)
+
+
+def storage_options_tuple(options: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))

@@ -1,0 +1,10 @@
+"""Bytes by key: where a store lives (local folder or fsspec URL) and how keys are read.
+
+`open_store(location, storage_options)` is the only way in. Keys are '/'-joined paths below
+the store root; a key with an empty, '.' or '..' segment is refused, so nothing outside the
+store is ever read.
+"""
+
+from zarrsql.store.base import Store, check_key, is_url, open_store
+
+__all__ = ["Store", "check_key", "is_url", "open_store"]

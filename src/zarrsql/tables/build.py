@@ -1,0 +1,140 @@
+"""Split each group's data variables into tables, following xarray's DataTree rules.
+
+A group's named data variables are grouped by (dimension names, shape); each group of them is
+a table named by joining the dimension names with '_'. Coordinates come from the group or its
+nearest ancestor. A table gets no name (and a `problem`) when its group is misaligned with an
+ancestor, when another table of the group has the same dimension names with another shape,
+when its name equals another's ignoring ASCII case, when a dimension repeats, or when a
+coordinate has the wrong length or an unsupported type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zarrsql.discovery.roles import Member, assign_roles
+from zarrsql.metadata.arrays import ArrayMeta
+from zarrsql.metadata.tree import NodeTree
+from zarrsql.tables.model import TableInfo
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """One group: its members with roles, tables, and why it is misaligned (if it is)."""
+
+    path: str
+    members: tuple[Member, ...]
+    tables: tuple[TableInfo, ...]
+    misaligned: str | None
+
+
+def display_path(path: str) -> str:
+    return "/" + path
+
+
+def ancestors(path: str) -> list[str]:
+    """Ancestor group paths of `path`, nearest first, ending with the root ''."""
+    out = []
+    while path:
+        path = path.rpartition("/")[0]
+        out.append(path)
+    return out
+
+
+def group_members(tree: NodeTree, path: str) -> list[Member]:
+    _, arrays = tree.children(path)
+    group = tree.groups.get(path)
+    return assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs) if group else {})
+
+
+def _dim_sizes(members: list[Member]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for m in members:
+        if m.dims is not None and isinstance(m.array, ArrayMeta) and m.role != "unsupported":
+            for d, n in zip(m.dims, m.array.shape, strict=True):
+                sizes.setdefault(d, n)
+    return sizes
+
+
+def _misalignment(tree: NodeTree, path: str, sizes: dict[str, int]) -> str | None:
+    for anc in ancestors(path):
+        for d, n in _dim_sizes(group_members(tree, anc)).items():
+            if d in sizes and sizes[d] != n:
+                return (
+                    f"group '{display_path(path)}' is misaligned: dimension '{d}' has length "
+                    f"{sizes[d]} here and {n} in '{display_path(anc)}'; read single arrays with array_path :="
+                )
+    return None
+
+
+def find_coord(tree: NodeTree, path: str, dim: str) -> ArrayMeta | None:
+    """The coordinate array of `dim` in the group or its nearest ancestor that has one."""
+    for p in [path, *ancestors(path)]:
+        for m in group_members(tree, p):
+            if m.role == "coord" and m.name == dim and isinstance(m.array, ArrayMeta):
+                return m.array
+    return None
+
+
+def _chunk_grid(arrays: list[ArrayMeta]) -> tuple[int, ...]:
+    grid = [max(a.chunks[k] for a in arrays) for k in range(arrays[0].ndim)]
+    return tuple(max(1, min(g, n)) if n else max(g, 1) for g, n in zip(grid, arrays[0].shape, strict=True))
+
+
+def _coord_problem(coord: ArrayMeta | None, dim: str, n: int) -> str | None:
+    if coord is None:
+        return None
+    if coord.shape[0] != n:
+        return f"coordinate '{coord.path}' has length {coord.shape[0]} but dimension '{dim}' has {n}"
+    return None
+
+
+def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[ArrayMeta]) -> TableInfo:
+    shape = arrays[0].shape
+    coords = tuple(find_coord(tree, path, d) for d in dims)
+    problem = None
+    if len(set(dims)) != len(dims):
+        problem = f"dimension names {list(dims)} repeat; read the arrays with array_path :="
+    for d, n, c in zip(dims, shape, coords, strict=True):
+        problem = problem or _coord_problem(c, d, n)
+    return TableInfo(path, "_".join(dims), dims, shape, _chunk_grid(arrays), tuple(arrays), coords, problem)
+
+
+def _name_clashes(tables: list[TableInfo]) -> list[TableInfo]:
+    out = []
+    for t in tables:
+        same = [o for o in tables if o is not t and o.default_name.lower() == t.default_name.lower()]
+        problem = t.problem
+        if any(o.default_name == t.default_name for o in same):
+            problem = problem or (
+                f"another table of group '{display_path(t.group_path)}' has the dimensions "
+                f"{list(t.dims)} with another shape; read its arrays with array_path :="
+            )
+        elif same:
+            problem = problem or (
+                f"its name '{t.default_name}' equals another table's ignoring case; "
+                f"select it with dims := {list(t.dims)}"
+            )
+        name = None if problem else t.default_name
+        out.append(TableInfo(t.group_path, name, t.dims, t.shape, t.chunk_grid, t.data_vars, t.coords, problem))
+    return out
+
+
+def analyze_group(tree: NodeTree, path: str) -> GroupInfo:
+    """Roles, tables and alignment of one group."""
+    members = group_members(tree, path)
+    misaligned = _misalignment(tree, path, _dim_sizes(members))
+    buckets: dict[tuple, list[ArrayMeta]] = {}
+    for m in members:
+        if m.role in ("data", "unsupported") and m.dims is not None and isinstance(m.array, ArrayMeta):
+            buckets.setdefault((m.dims, m.array.shape), []).append(m.array)
+    tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
+    if misaligned:
+        tables = [TableInfo(t.group_path, t.name, t.dims, t.shape, t.chunk_grid, t.data_vars,
+                            t.coords, t.problem or misaligned) for t in tables]
+    tables = _name_clashes(tables)
+    return GroupInfo(path, tuple(members), tuple(tables), misaligned)
+
+
+def all_groups(tree: NodeTree) -> list[str]:
+    return sorted(tree.groups)

@@ -1,0 +1,163 @@
+"""Choose the one table a `read_zarr` call reads, from table_name, dims, group_path or array_path.
+
+Every way of choosing nothing, or more than one table, raises `SelectionError` with the
+tables that exist and the parameter that picks one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
+from zarrsql.metadata.arrays import ArrayMeta
+from zarrsql.metadata.tree import ArrayProblem, NodeTree
+from zarrsql.store import check_key
+from zarrsql.tables.build import analyze_group, display_path, find_coord
+from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The selection parameters of one read, already type-checked."""
+
+    table_name: str | None = None
+    dims: tuple[str, ...] | None = None
+    group_path: str | None = None
+    array_path: str | None = None
+
+
+def normalize_path(path: str) -> str:
+    return check_key(path.strip("/"))
+
+
+def _describe(tables: tuple[TableInfo, ...]) -> str:
+    rows = [
+        f"{t.name or '(no name: ' + (t.problem or '') + ')'} {list(t.dims)}" for t in tables
+    ]
+    return "; ".join(rows)
+
+
+def _read_table(t: TableInfo) -> ReadTable:
+    if t.problem:
+        raise SelectionError(f"table {list(t.dims)} of group '{display_path(t.group_path)}' cannot be read: {t.problem}")
+    bad = [a for a in t.data_vars if not a.dtype.supported]
+    if bad:
+        a = bad[0]
+        others = [v.path for v in t.data_vars if v.dtype.supported]
+        hint = f"; read another array with array_path := '{others[0]}'" if others else ""
+        raise UnsupportedError(f"array '{a.path}' of table '{t.name}' cannot be read: {a.dtype.reason}{hint}")
+    data = tuple(DataColumn(a, a.name) for a in t.data_vars)
+    return ReadTable(t.group_path, t.name or "_".join(t.dims), t.dims, t.shape, t.chunk_grid, t.coords, data)
+
+
+def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
+    info = analyze_group(tree, group)
+    unnamed = [m.array.path for m in info.members if m.dims is None and m.role == "data"]
+    where = f"group '{display_path(group)}' of store '{tree.store.url}'"
+    if unnamed:
+        return SelectionError(
+            f"{where} has no tables: its arrays {unnamed} declare no dimension names; "
+            f"read one with array_path := '{unnamed[0]}' (and dims := [...] to name its axes)"
+        )
+    subgroups = [display_path(g) for g in tree.children(group)[0]]
+    hint = f"; it has the groups {subgroups}: pass group_path :=" if subgroups else ""
+    return SelectionError(f"{where} has no tables (no data variables with dimension names){hint}")
+
+
+def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
+    info = analyze_group(tree, group)
+    tables = info.tables
+    where = f"group '{display_path(group)}'"
+    if sel.table_name is not None and sel.dims is not None:
+        raise ParameterError("pass table_name := or dims :=, not both")
+    if sel.table_name is not None:
+        hits = [t for t in tables if t.name and t.name.lower() == sel.table_name.lower()]
+        if not hits:
+            raise SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}")
+        return _read_table(hits[0])
+    if sel.dims is not None:
+        hits = [t for t in tables if t.dims == sel.dims]
+        if not hits:
+            raise SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}")
+        if len(hits) > 1:
+            raise SelectionError(f"{where} has several tables with dims {list(sel.dims)} (different shapes); read one array with array_path :=")
+        return _read_table(_unblock_case(hits[0]))
+    if not tables:
+        raise _no_tables_error(tree, group)
+    if len(tables) > 1:
+        raise SelectionError(
+            f"{where} has {len(tables)} tables [{_describe(tables)}]; use table_name := or "
+            "dims := to select one, or array_path := to read one array"
+        )
+    return _read_table(tables[0])
+
+
+def _unblock_case(t: TableInfo) -> TableInfo:
+    """dims := may read a table whose only problem is a case-folded name clash."""
+    if t.problem and "ignoring case" in t.problem:
+        return TableInfo(t.group_path, t.default_name, t.dims, t.shape, t.chunk_grid, t.data_vars, t.coords)
+    return t
+
+
+_NUMBER = re.compile(r"^\d+$")
+
+
+def _value_column(path: str, dims: tuple[str, ...]) -> str:
+    name = "value" if ("/" in path or _NUMBER.match(path)) else path
+    base, n = name, 0
+    lowered = {d.lower() for d in dims}
+    while name.lower() in lowered:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
+def _check_dims(dims: tuple[str, ...], ndim: int, where: str) -> None:
+    if len(dims) != ndim:
+        raise ParameterError(f"dims := gives {len(dims)} names but {where} has {ndim} axes")
+    if any(not d for d in dims) or len({d.lower() for d in dims}) != len(dims):
+        raise ParameterError(f"dims := {list(dims)} must be non-empty names, distinct ignoring case")
+
+
+def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None) -> ReadTable:
+    node = tree.arrays.get(path)
+    if node is None:
+        kind = "a group" if path in tree.groups else "not in the store"
+        raise SelectionError(f"array_path '{path}' is {kind} '{tree.store.url}'; list arrays with read_zarr_metadata")
+    if isinstance(node, ArrayProblem) or not node.dtype.supported:
+        reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
+        raise UnsupportedError(f"array '{path}' cannot be read: {reason}")
+    where = f"array '{path}'"
+    declared = node.dimension_names
+    group = path.rpartition("/")[0]
+    if declared is not None and all(declared):
+        dims = tuple(declared)  # type: ignore[arg-type]
+        if dims_override is not None and dims_override != dims:
+            raise ParameterError(f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares")
+        coords = tuple(find_coord(tree, group, d) for d in dims)
+        coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True))
+    else:
+        dims = tuple(f"dim_{i}" for i in range(node.ndim))
+        if dims_override is not None:
+            _check_dims(dims_override, node.ndim, where)
+            dims = dims_override
+        coords = (None,) * node.ndim
+    if node.ndim == 0:
+        raise UnsupportedError(f"{where} is a 0-dimensional scalar; it has no rows to read (see read_zarr_metadata)")
+    grid = tuple(max(1, min(c, n)) if n else max(c, 1) for c, n in zip(node.chunks, node.shape, strict=True))
+    column = DataColumn(node, _value_column(path, dims))
+    return ReadTable(group, path, dims, node.shape, grid, coords, (column,))
+
+
+def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
+    """Resolve a selection to the one table it reads."""
+    if sel.array_path is not None:
+        if sel.group_path is not None or sel.table_name is not None:
+            raise ParameterError("array_path := cannot be combined with group_path := or table_name :=")
+        return _array_read(tree, normalize_path(sel.array_path), sel.dims)
+    group = normalize_path(sel.group_path or "")
+    if group not in tree.groups:
+        kind = "an array (use array_path :=)" if group in tree.arrays else "not a group of the store"
+        raise SelectionError(f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables")
+    return _pick(tree, group, sel)
