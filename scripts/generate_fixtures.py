@@ -36,9 +36,14 @@ discovery by listing is exercised) and the corrupt stores.
 
 Notes on format differences
 ---------------------------
-* Format 3 has no native place for dimension names in format 2; zarr-python
-  writes ``dimension_names`` in v3 and the generator writes the
-  ``_ARRAY_DIMENSIONS`` attribute for v2 (what xarray itself does).
+* Format 2 has no native place for dimension names: zarr-python writes
+  ``dimension_names`` in v3, and for v2 the generator writes the
+  ``_ARRAY_DIMENSIONS`` attribute (what xarray itself does).
+* The raw v3 ``missing.zarr`` keeps CF attributes exactly as JSON numbers
+  (``_FillValue: -9999.0``, ``_FillValue: NaN`` -- the latter is Python's
+  non-standard JSON token).  xarray's v3 reader expects base64 for float
+  ``_FillValue`` and refuses that store; ``xr_float_fill.zarr`` is the
+  xarray-written counterpart.  Use ``tests/oracles.raw_frame`` for it.
 * zarr-python 3.1 *can* write every dtype of ``dtypes.zarr`` in format 3, but
   ``|S5`` (``null_terminated_bytes``), ``<U6`` (``fixed_length_utf32``),
   ``datetime64[ns]`` and ``timedelta64[ns]`` have no ratified Zarr v3

@@ -104,16 +104,13 @@ def _resolve(
             raise KeyError(f"no such arrays: {missing}; have {sorted(arrays)}")
     if dims is None and not variables:
         # neither given: fine only if the group has a single dimension set
-        all_dims = {
-            tuple(sorted(d)) for name, d in arrays.items()
-            if d is not None and not (len(d) == 1 and name == d[0])
-        }
+        def is_value(name: str, d: tuple[str, ...] | None) -> bool:
+            return d is not None and not (len(d) == 1 and name == d[0])
+
+        all_dims = {tuple(sorted(d)) for name, d in arrays.items() if is_value(name, d)}
         if len(all_dims) != 1:
-            raise ValueError(f"several dimension sets {sorted(all_dims)}: give `variables` or `dims`")
-        variables = [
-            name for name, d in arrays.items()
-            if d is not None and tuple(sorted(d)) in all_dims and not (len(d) == 1 and name == d[0])
-        ]
+            raise ValueError(f"dimension sets {sorted(all_dims)}: give `variables` or `dims`")
+        variables = [name for name, d in arrays.items() if is_value(name, d)]
     if dims is None:
         assert variables
         first = arrays[variables[0]]
@@ -249,7 +246,8 @@ def raw_frame(
             data = np.asarray(arr[...]).transpose([arrays[v].index(d) for d in dims])
             sizes = list(data.shape)
             if mask_and_scale:
-                data = _cf_decode(data, dict(arr.attrs), arr.fill_value if zarr_fill_as_mask else None)
+                zarr_fill = arr.fill_value if zarr_fill_as_mask else None
+                data = _cf_decode(data, dict(arr.attrs), zarr_fill)
             columns[v] = data.reshape(-1)
         if sizes is None:  # no value columns: the dimension coordinates alone
             sizes = [g[d].shape[0] for d in dims]
@@ -559,10 +557,8 @@ def assert_frames_equal(
             for side in (a_norm, e_norm):
                 col = side[c]
                 if col.kind != "float":
-                    vals = np.array(
-                        [np.nan if m else float(v) for v, m in zip(col.values, col.null, strict=True)],
-                        dtype=np.float64,
-                    )
+                    pairs = zip(col.values, col.null, strict=True)
+                    vals = np.array([np.nan if m else float(v) for v, m in pairs], dtype=np.float64)
                     side[c] = _Col("float", vals, col.null)
     if sort_by is not None:
         keys = [sort_by] if isinstance(sort_by, str) else list(sort_by)
@@ -595,9 +591,9 @@ def assert_frames_equal(
         elif a.kind in ("datetime", "timedelta") and a.kind == e.kind:
             bad_val = np.flatnonzero(both & (a.values.view(np.int64) != e.values.view(np.int64)))
         else:
-            bad_val = np.flatnonzero(
-                both & np.array([x != y for x, y in zip(a.values, e.values, strict=True)], dtype=bool)
-            ) if len(a.values) else np.array([], dtype=int)
+            pairs = zip(a.values, e.values, strict=True)
+            differs = np.array([bool(x != y) for x, y in pairs], dtype=bool).reshape(-1)
+            bad_val = np.flatnonzero(both & differs) if differs.size else np.array([], dtype=int)
         bad = np.union1d(bad_null, bad_val)
         if bad.size:
             lines = [f"column {c!r}: {bad.size} of {len(a.values)} rows differ"]
