@@ -3,7 +3,7 @@
 Every method it does not need to change is DuckDB's own (delegated). The ones that run SQL
 (`sql`, `query`, `execute`, `from_query`, `table`, `view`) go through `_run`, which:
 1. runs the statement;
-2. on a catalog error, registers the scans that `__zarrsql_scan` asked for during binding
+2. on a catalog error, registers the scans that the scan UDF asked for during binding
    (and temporary views for `FROM 'x.zarr'` strings) and runs it again;
 3. on any error raised by zarrsql code inside the statement, re-raises that `ZarrSQLError`
    (the DuckDB error keeps the same text for plain DuckDB callers).
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -105,9 +106,13 @@ class Connection:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._con = con
         self._state = _State()
-        con.create_function("__zarrsql_scan", _scan_udf(self._state), ["VARCHAR"], "VARCHAR", side_effects=False)
-        con.create_function("__zarrsql_list", _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=True)
-        for statement in macro_statements():
+        # UDFs live in the database's catalog, shared with cursors; macros are per connection.
+        # Each connection therefore gets UDFs of its own, and its macros call those.
+        suffix = uuid.uuid4().hex[:12]
+        scan_udf, list_udf = f"__zarrsql_scan_{suffix}", f"__zarrsql_list_{suffix}"
+        con.create_function(scan_udf, _scan_udf(self._state), ["VARCHAR"], "VARCHAR", side_effects=False)
+        con.create_function(list_udf, _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=True)
+        for statement in macro_statements(scan_udf, list_udf):
             con.execute(statement)
         self._claim_view_literals()
 

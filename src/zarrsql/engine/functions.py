@@ -1,10 +1,10 @@
 """The SQL surface installed on a connection: table macros over two Python UDFs.
 
 DuckDB's Python client has no table functions, so each SQL function is a temporary table
-macro. `read_zarr(...)` folds its arguments to JSON and calls `__zarrsql_scan`, which opens
+macro. `read_zarr(...)` folds its arguments to JSON and calls the connection's scan UDF, which opens
 the table and returns the name of a registered scan for it (`query_table` then reads that
 name); a name not registered yet is recorded, and the connection wrapper registers it and
-runs the statement again. The listings call `__zarrsql_list`, which returns JSON rows typed
+runs the statement again. The listings call the connection's listing UDF, which returns JSON rows typed
 by `from_json` and unnested into columns.
 """
 
@@ -39,25 +39,25 @@ def _structure(columns: dict[str, str]) -> str:
     return "'[{" + ",".join(f'"{k}":"{v}"' for k, v in columns.items()) + "}]'"
 
 
-def _listing_macro(name: str, kind: str, leading: list[str], params: list[str], columns: dict[str, str]) -> str:
+def _listing_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str], columns: dict[str, str]) -> str:
     args = _struct(params, {p: p for p in leading})
     sig = ", ".join([*leading, _signature(params)])
     return (
         f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
-        f"SELECT unnest(from_json(__zarrsql_list('{kind}', to_json({args})::VARCHAR), {_structure(columns)}), recursive := true)"
+        f"SELECT unnest(from_json({udf}('{kind}', to_json({args})::VARCHAR), {_structure(columns)}), recursive := true)"
     )
 
 
-def macro_statements() -> list[str]:
-    """The CREATE MACRO statements of every zarrsql SQL function."""
+def macro_statements(scan_udf: str, list_udf: str) -> list[str]:
+    """The CREATE MACRO statements of every zarrsql SQL function, calling the given UDFs."""
     read = (
         f"CREATE OR REPLACE TEMP MACRO read_zarr(store, {_signature(READ_PARAMS)}) AS TABLE "
-        f"SELECT * FROM query_table(__zarrsql_scan(to_json({_struct(READ_PARAMS, {'store': 'store'})})::VARCHAR))"
+        f"SELECT * FROM query_table({scan_udf}(to_json({_struct(READ_PARAMS, {'store': 'store'})})::VARCHAR))"
     )
     return [
         read,
-        _listing_macro("read_zarr_metadata", "metadata", ["store"], LIST_PARAMS, METADATA_COLUMNS),
-        _listing_macro("read_zarr_tables", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
-        _listing_macro("read_zarr_groups", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
-        _listing_macro("read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"], VIEWS_COLUMNS),
+        _listing_macro(list_udf, "read_zarr_metadata", "metadata", ["store"], LIST_PARAMS, METADATA_COLUMNS),
+        _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
+        _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
+        _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"], VIEWS_COLUMNS),
     ]
