@@ -49,6 +49,7 @@ XARRAY_SQL_ENGINES = ["xarray-sql+duckdb", "xarray-sql+datafusion"]
 VERSIONED = ["zarr", "duckdb", "xarray", "xarray-sql", "datafusion", "pandas", "pyarrow",
              "numcodecs", "numpy", "psutil", "zarrsql"]
 
+NOISY = 1.5  # a cell whose slowest repetition took > 1.5x its fastest is marked †
 RTOL = 1e-6  # aggregates over float32 data computed in float64 by every engine
 
 
@@ -112,8 +113,32 @@ def versions() -> dict:
 def zarrsql_ready(python: str) -> tuple[bool, str]:
     p = subprocess.run(
         [python, "-c", "import zarrsql; zarrsql.connect().sql(\"SELECT 1\").fetchall()"],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=120, env=child_env(), cwd=str(HERE.parent))
     return p.returncode == 0, (p.stderr.strip().splitlines() or [""])[-1]
+
+
+PYCACHE = HERE / "data" / "pycache"
+
+
+def child_env() -> dict:
+    """The children's environment: bytecode caching on, in a cache of our own.
+
+    Some environments set PYTHONDONTWRITEBYTECODE=1; an editable install (zarrsql from
+    src/) would then recompile its sources in every process and count that as import
+    time. The cache goes to benchmarks/data/pycache, never into src/.
+    """
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return env
+
+
+def warm_imports(python, engines) -> None:
+    """Import every engine's libraries once, untimed: bytecode cache and OS file cache."""
+    for e in engines:
+        mods = "; ".join(f"import {m}" for m in E.ENGINE_IMPORTS[e])
+        subprocess.run([python, "-c", mods], env=child_env(), capture_output=True, timeout=600,
+                       cwd=str(HERE.parent))
 
 
 def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout, trace=False):
@@ -124,11 +149,12 @@ def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout,
            "--parquet", str(parquet), "--q3-day", day, "--out", str(out), "--result", str(res)]
     if trace:
         cmd.append("--trace")
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(errf, "w") as ef:
         try:
             p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=ef, timeout=timeout,
-                               cwd=str(HERE.parent))
+                               cwd=str(HERE.parent), env=child_env())
             rc = p.returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
@@ -140,6 +166,7 @@ def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout,
         except ValueError:
             pass
     rec["process_s"] = wall
+    rec["loadavg_1m"] = load
     rec["returncode"] = rc
     if not rec.get("ok"):
         if "error" not in rec:
@@ -283,6 +310,8 @@ def cell_text(cell, key="median_query_s"):
     if cell.get(key) is None:
         return "FAILED"
     t = fmt_s(cell[key]) + " · " + fmt_mb(cell["peak_rss_mb"])
+    if key == "median_query_s" and cell.get("min_query_s") and cell["max_query_s"] > NOISY * cell["min_query_s"]:
+        t += " †"
     if cell.get("agreement", "ok") not in ("ok", "reference"):
         t += " ⚠ DISAGREES"
     return t
@@ -329,6 +358,9 @@ def build_markdown(doc) -> str:
         L.append("")
 
     table("median_query_s", "Cold process: open + first query (median seconds · peak RSS), imports excluded as in the anchors")
+    L.append(f"† the repetitions of this cell spread by more than {NOISY}× (slowest / fastest; see the "
+             "JSON for every repetition): treat its median with care.")
+    L.append("")
     table("median_total_s", "Cold process including imports (median seconds · peak RSS)")
 
     if doc.get("goals"):
@@ -460,6 +492,7 @@ def main(argv=None) -> int:
     if "parquet+duckdb" in engines:
         M.build_parquet(store, parquet)
     warm([store] + ([parquet] if "parquet+duckdb" in engines else []))
+    warm_imports(a.python, engines)
 
     zs_ok, zs_msg = (None, None)
     if "zarrsql" in engines:
@@ -521,10 +554,12 @@ def main(argv=None) -> int:
                 cells[key] = {
                     "engine": e, "query": q,
                     "median_query_s": med("query_s"), "median_import_s": med("import_s"),
+                    "min_query_s": min((r["query_s"] for r in ok_runs), default=None),
+                    "max_query_s": max((r["query_s"] for r in ok_runs), default=None),
                     "median_total_s": med("total_s"), "median_process_s": med("process_s"),
                     "peak_rss_mb": max((r["peak_rss_mb"] for r in ok_runs), default=None),
                     "runs": [{k: r.get(k) for k in ("rep", "ok", "query_s", "import_s", "total_s", "process_s",
-                                                   "peak_rss_mb", "error", "returncode")} for r in runs[key]],
+                                                   "peak_rss_mb", "loadavg_1m", "error", "returncode")} for r in runs[key]],
                     "digest": ok_runs[0]["digest"] if ok_runs else None,
                     "result_type": ok_runs[0].get("result_type") if ok_runs else None,
                     "agreement": agreement, "reference": ref_e,
@@ -550,7 +585,9 @@ def main(argv=None) -> int:
                   "(imports excluded, as in the anchors); median_total_s adds the imports; "
                   "median_process_s is the parent's wall time around the whole child process "
                   "(interpreter start, imports, query, result check). peak_rss_mb is the max over "
-                  "repetitions of the child's ru_maxrss right after the result was materialised.",
+                  "repetitions of the child's peak RSS (VmHWM) right after the result was materialised. "
+                  "min_query_s and max_query_s show the spread; loadavg_1m is the 1-minute load "
+                  "average when each child started.",
         "store": {"path": str(store), "path_rel": os.path.relpath(store, HERE.parent),
                   "shape": st_stamp["shape"], "chunks": st_stamp["chunks"],
                   "zstd_level": st_stamp["zstd_level"], "size_mb": M.du_mb(store)},

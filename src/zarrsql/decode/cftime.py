@@ -21,6 +21,7 @@ Contract:
   infinity to whole microseconds (DuckDB's TIMESTAMP has microsecond resolution). Float
   offsets are split into a whole part (exact integer arithmetic) and a fractional part,
   which is rounded to the nearest microsecond (ties to even); nanosecond fractions floor.
+  Reference-date seconds with more than six decimals are truncated to the microsecond.
 - The TIMESTAMP range is the int64 range minus its three reserved values (-2**63 is NULL,
   +-(2**63 - 1) are the infinities): [-(2**63 - 2), 2**63 - 2] microseconds.
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import numpy as np
 
@@ -50,6 +51,8 @@ MAX_MICROS = 2**63 - 2  # 294247-01-10 04:00:54.775806, DuckDB's largest TIMESTA
 
 _DAY_US = 86_400_000_000
 _DAYS_LIMIT = 2**50  # day counts beyond this are far outside the TIMESTAMP range (~1.1e8 days)
+_Ints: TypeAlias = "int | np.ndarray"  # the calendar helpers take Python ints or int64 arrays
+
 _MIN_DAY, _MIN_TOD = divmod(MIN_MICROS, _DAY_US)
 _MAX_DAY, _MAX_TOD = divmod(MAX_MICROS, _DAY_US)
 
@@ -66,9 +69,13 @@ _CALENDAR_NAMES = {
     "julian": "julian",
 }
 
-# Days before the first of each month (index 12 closes the year); row 0 common, row 1 leap.
+# Days in each month, and days before the first of each month (index 12 closes the year);
+# row 0 of a common year, row 1 of a leap year.
 _MONTH_LENGTHS = np.array(
-    [[31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]],
+    [
+        [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31],
+        [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31],
+    ],
     dtype=np.int64,
 )
 _MONTH_STARTS = np.concatenate(
@@ -141,7 +148,7 @@ _UNSIGNED_OFFSET_RE = re.compile(r"(\d{1,2}):(\d{2})")
 # --------------------------------------------------------------------------- calendars
 
 
-def _civil_days(year, month, day):
+def _civil_days(year: _Ints, month: _Ints, day: _Ints) -> _Ints:
     """Days from 1970-01-01 to a proleptic-Gregorian date (ints or int64 arrays).
 
     Linear in `day`, so a day past the end of its month rolls into the next month.
@@ -154,11 +161,11 @@ def _civil_days(year, month, day):
     return era * 146_097 + day_of_era - 719_468
 
 
-def _gregorian_leap(year):
+def _gregorian_leap(year: _Ints) -> bool | np.ndarray:
     return (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
 
 
-def _julian_days(year, month, day):
+def _julian_days(year: _Ints, month: _Ints, day: _Ints) -> _Ints:
     """Days from Julian-calendar 0000-01-01 (astronomical years) to a Julian date."""
     leap = (year % 4 == 0) * 1
     return 365 * year + (year + 3) // 4 + _MONTH_STARTS[leap, month - 1] + day - 1
@@ -210,7 +217,9 @@ def _build_day_of_year_map() -> np.ndarray:
 _DAY_OF_YEAR_MAP = _build_day_of_year_map()
 
 
-def _model_year_and_day(days: np.ndarray, calendar: str):
+def _model_year_and_day(
+    days: np.ndarray, calendar: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | int]:
     """(year, day of year from 0, year kind of `_DAY_OF_YEAR_MAP`) of model day counts."""
     if calendar == "julian":
         cycle, rest = np.divmod(days, 1461)  # 4-year cycles starting with a leap year
@@ -394,7 +403,7 @@ def _split_int(values: np.ndarray, unit: _Unit) -> tuple[np.ndarray, np.ndarray,
             ok &= values >= -limit
         days = np.where(ok, values, 0).astype(np.int64) * unit.days
         return days, np.zeros(values.shape, dtype=np.int64), ok
-    if values.dtype == np.uint64:  # the only integer type wider than int64 at the top
+    if values.dtype.kind == "u" and values.dtype.itemsize == 8:  # may not fit in int64
         per_day = np.uint64(unit.per_day)
         days = (values // per_day).astype(np.int64)
         rest = (values % per_day).astype(np.int64)
