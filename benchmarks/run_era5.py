@@ -206,7 +206,7 @@ def compare_small(query, ref_cols, cols) -> list[str]:
         elif not _close(a, b):
             d = np.nanmax(np.abs(a - b)) if n else 0.0
             problems.append(f"{c}: max |diff| {d:.3g} beyond rtol {RTOL:g}"
-                            + (f" ({a[0]!r} vs reference {b[0]!r})" if n == 1 else ""))
+                            + (f" ({float(a[0])!r} vs reference {float(b[0])!r})" if n == 1 else ""))
     return problems
 
 
@@ -272,7 +272,7 @@ class StoreChecker:
             for v in ("t2m", "u10", "v10"):
                 truth = float(self.g[v][key])
                 if cols[v][i] != truth:
-                    problems.append(f"row {i}: {v}={cols[v][i]!r}, store has {truth!r} at {key}")
+                    problems.append(f"row {i}: {v}={float(cols[v][i])!r}, store has {truth!r} at {key}")
         return problems
 
 
@@ -340,6 +340,11 @@ def build_markdown(doc) -> str:
              f"longitude [{E.Q3_LON[0]}, {E.Q3_LON[1]}]; Q5 is `SELECT t2m, u10, v10` to a pyarrow Table; "
              f"Q6 is `SELECT time, t2m WHERE latitude = {E.Q6_POINT[0]} AND longitude = {E.Q6_POINT[1]}`.")
     L.append("")
+
+    if doc.get("zarrsql_ready") is False:
+        L.append(f"**zarrsql was not usable in this run** (`{doc.get('zarrsql_ready_error')}`): its column "
+                 "failed and its goals are not measured.")
+        L.append("")
 
     def table(key, title):
         L.append(f"## {title}")

@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 
+from zarrsql.api import read_zarr_views
 from zarrsql.engine.connection import register
 from zarrsql.engine.sqltext import literal, quote_ident
 
@@ -19,8 +20,8 @@ def mount(con: Any, store: str, database: str, *, view_names: Mapping[str, str] 
     """Make every named table of `store` queryable as `database.table` (nested groups:
     `database."group/path".table`); returns the tables mounted with their `view_name`."""
     zcon = register(con)
-    names = f", view_names := {literal(dict(view_names))}" if view_names else ""
-    rows = zcon.sql(f"SELECT schema_name, view_name, sql FROM read_zarr_views({literal(store)}, {literal(database)}{names})").fetchall()
+    params = {"view_names": dict(view_names)} if view_names else {}
+    rows = read_zarr_views(store, database, connection=zcon, **params).fetchall()
     attached = False
     try:
         for _, _, statement in rows:

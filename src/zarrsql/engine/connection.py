@@ -72,7 +72,8 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
     return scan_key
 
 
-def _list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments."""
     store = open_store(params.store_of(args), dict(params.storage_options_of(args)))
     tree = cached_tree(store)
     sel = params.selection_of(args)
@@ -92,7 +93,7 @@ def _list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
 def _list_udf(state: _State) -> Callable[[str, str], str]:
     def listing(kind: str, args: str) -> str:
         try:
-            return json.dumps(_list_rows(kind, params.parse_args(args)))
+            return json.dumps(list_rows(kind, params.parse_args(args)))
         except ZarrSQLError as err:
             state.record(err)
             raise
@@ -111,7 +112,7 @@ class Connection:
         suffix = uuid.uuid4().hex[:12]
         scan_udf, list_udf = f"__zarrsql_scan_{suffix}", f"__zarrsql_list_{suffix}"
         con.create_function(scan_udf, _scan_udf(self._state), ["VARCHAR"], "VARCHAR", side_effects=False)
-        con.create_function(list_udf, _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=True)
+        con.create_function(list_udf, _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
         for statement in macro_statements(scan_udf, list_udf):
             con.execute(statement)
         self._claim_view_literals()
