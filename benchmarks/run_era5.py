@@ -331,7 +331,7 @@ def build_markdown(doc) -> str:
     L.append("")
     L.append(f"Store `{st['path_rel']}`: {st['shape'][0]:,} hourly steps × {st['shape'][1]} latitude × "
              f"{st['shape'][2]} longitude, 3 float32 variables, chunks {tuple(st['chunks'])}, zstd, "
-             f"{st['size_mb']:.0f} MB on disk. {doc['repeat']} repetitions per cell, each in a fresh "
+             f"{st['size_mb']:.0f} MB on disk. {doc['repeat']} repetition{'s' if doc['repeat'] != 1 else ''} per cell, each in a fresh "
              f"process, interleaved; warm page cache. Machine: {doc['machine'].get('cpu_count')} CPUs, "
              f"{doc['machine'].get('memory_gb')} GB. Versions: "
              + ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v) + ".")

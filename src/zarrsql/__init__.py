@@ -25,7 +25,7 @@ from zarrsql.errors import (
     UnsupportedError,
     ZarrSQLError,
 )
-from zarrsql.mount import mount
+from zarrsql.mount import mount, unmount
 from zarrsql.counters import Trace, trace
 
 __version__ = "0.1.0"
@@ -52,4 +52,5 @@ __all__ = [
     "register",
     "sql",
     "trace",
+    "unmount",
 ]

@@ -88,7 +88,7 @@ def run_file(path: Path, con: Any, fixtures: Path) -> None:
         elif block.kind == "query":
             rows = con.sql(sql).fetchall()
             got = ["\t".join(render(v) for v in row) for row in rows]
-            want = list(block.expected)
+            want = [line.replace("${FIXTURES}", str(fixtures)) for line in block.expected]
             if "rowsort" in block.options:
                 got, want = sorted(got), sorted(want)
             assert got == want, f"{where}: got\n" + "\n".join(got) + "\nexpected\n" + "\n".join(want)

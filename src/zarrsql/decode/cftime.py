@@ -46,7 +46,7 @@ __all__ = [
     "to_micros",
 ]
 
-MIN_MICROS = -(2**63) + 2  # 290309-12-21 (BC) 19:59:05.224194, DuckDB's smallest TIMESTAMP
+MIN_MICROS = -9_223_372_022_400_000_000  # 290309-12-22 (BC) 00:00: the smallest TIMESTAMP of DuckDB 1.5 and 2.x alike
 MAX_MICROS = 2**63 - 2  # 294247-01-10 04:00:54.775806, DuckDB's largest TIMESTAMP
 
 _DAY_US = 86_400_000_000

@@ -12,6 +12,7 @@ Registration happens outside any running query, so DuckDB's no-re-entrancy rule 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import uuid
@@ -19,11 +20,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import duckdb
+import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.engine import params
 from zarrsql.engine.functions import macro_statements
-from zarrsql.engine.source import make_source
+from zarrsql.engine import mounts
+from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
 from zarrsql.errors import ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
@@ -37,14 +40,22 @@ MAX_ROUNDS = 32
 
 
 class _State:
-    """Per-connection registry of scans and the last zarrsql error seen inside a statement."""
+    """Per-connection registry of scans and actions, and the last zarrsql error of a statement.
+
+    `pending` maps a name that binding asked for to the function that makes the object to
+    register under it (a scan source, or the result table of an action such as a mount).
+    `generation` counts top-level statements, so that an action runs once per statement.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.registered: set[str] = set()
-        self.pending: dict[str, TableScan] = {}
+        self.pending: dict[str, Callable[[], object]] = {}
         self.literal_views: set[str] = set()
         self.error: ZarrSQLError | None = None
+        self.generation = 0
+        self.depth = 0
+        self.perform: Callable[[str, dict[str, Any]], object] | None = None
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -66,10 +77,26 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         key = "__zarrsql_" + scan.fingerprint()[:24]
         with state.lock:
             if key not in state.registered:
-                state.pending[key] = scan
+                state.pending[key] = lambda: make_source(scan)
         return key
 
     return scan_key
+
+
+def _action_udf(state: _State) -> Callable[[str, str], str]:
+    """An action (mount, unmount, mounts) runs SQL, so it runs after binding, outside the query."""
+
+    def action_key(kind: str, args: str) -> str:
+        parsed = params.parse_args(args)
+        digest = hashlib.sha1(f"{kind}:{args}".encode()).hexdigest()[:16]
+        key = f"__zarrsql_{kind}_{state.generation}_{digest}"
+        with state.lock:
+            if key not in state.registered and state.perform is not None:
+                perform = state.perform
+                state.pending[key] = lambda: perform(kind, parsed)
+        return key
+
+    return action_key
 
 
 def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -110,12 +137,14 @@ class Connection:
         # UDFs live in the database's catalog, shared with cursors; macros are per connection.
         # Each connection therefore gets UDFs of its own, and its macros call those.
         suffix = uuid.uuid4().hex[:12]
-        scan_udf, list_udf = f"__zarrsql_scan_{suffix}", f"__zarrsql_list_{suffix}"
+        scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
         con.create_function(scan_udf, _scan_udf(self._state), ["VARCHAR"], "VARCHAR", side_effects=False)
         con.create_function(list_udf, _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
-        for statement in macro_statements(scan_udf, list_udf):
+        con.create_function(action_udf, _action_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+        self._state.perform = self._perform
+        for statement in macro_statements(scan_udf, list_udf, action_udf):
             con.execute(statement)
-        self._claim_view_literals()
+        self._claim_view_literals(quiet=True)
 
     @property
     def duckdb(self) -> duckdb.DuckDBPyConnection:
@@ -136,6 +165,16 @@ class Connection:
 
     # -- running statements ------------------------------------------------------------
     def _run(self, action: Callable[[], T], text: str | None) -> T:
+        state = self._state
+        if state.depth == 0:
+            state.generation += 1
+        state.depth += 1
+        try:
+            return self._rounds(action, text)
+        finally:
+            state.depth -= 1
+
+    def _rounds(self, action: Callable[[], T], text: str | None) -> T:
         for _ in range(MAX_ROUNDS):
             self._state.take_error()
             try:
@@ -152,13 +191,19 @@ class Connection:
     def _register_missing(self, text: str | None) -> bool:
         with self._state.lock:
             pending, self._state.pending = self._state.pending, {}
-        for key, scan in pending.items():
-            self._con._register_arrow_source(key, make_source(scan)) if hasattr(self._con, "_register_arrow_source") \
-                else self._con.register(key, make_source(scan))
+        for key, make in pending.items():
+            obj = make()
+            if isinstance(obj, pa.Table):
+                self._con.register(key, obj)
+            elif hasattr(self._con, "_register_arrow_source") and HAS_SOURCES:
+                self._con._register_arrow_source(key, obj)
+            else:
+                self._con.register(key, obj)
             self._state.registered.add(key)
         if pending:
             return True
-        return self._claim_literals(string_constants(text) if text else []) or self._claim_view_literals()
+        texts = string_constants(text, table_position=True) if text else []
+        return self._claim_literals(texts) or self._claim_view_literals()
 
     def _claim_literals(self, texts: list[str]) -> bool:
         new = [t for t in dict.fromkeys(texts) if t not in self._state.literal_views and claimable(t)]
@@ -168,11 +213,38 @@ class Connection:
             self._run(lambda s=statement: self._con.execute(s), statement)
         return bool(new)
 
-    def _claim_view_literals(self) -> bool:
-        """Views stored in a database file may read `'x.zarr'` strings: claim those too."""
+    def _claim_view_literals(self, *, quiet: bool = False) -> bool:
+        """Views stored in a database file may read `'x.zarr'` strings: claim those too.
+
+        With `quiet` (when connecting), a store that cannot be claimed now is left for the
+        query that uses it to report.
+        """
         rows = self._con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL").fetchall()
-        texts = [s for (sql,) in rows for s in string_constants(sql) if ".zarr" in s.lower()]
-        return self._claim_literals(texts)
+        texts = [s for (sql,) in rows for s in string_constants(sql, table_position=True) if ".zarr" in s.lower()]
+        if not quiet:
+            return self._claim_literals(texts)
+        claimed = False
+        for t in texts:
+            try:
+                claimed |= self._claim_literals([t])
+            except (ZarrSQLError, duckdb.Error):
+                self._state.literal_views.discard(t)
+        return claimed
+
+    def _perform(self, kind: str, args: dict[str, Any]) -> pa.Table:
+        """Run an action of the SQL surface (outside any query) and return its rows."""
+        try:
+            if kind == "mount":
+                return mounts.mount(self, params.store_of(args), args.get("database"),
+                                    view_names=args.get("view_names"), existing=bool(args.get("existing")),
+                                    replace=bool(args.get("replace")),
+                                    storage_options=dict(params.storage_options_of(args)))
+            if kind == "unmount":
+                return mounts.unmount(self, args.get("database"))
+            return mounts.mounts(self, args.get("database"))
+        except ZarrSQLError as err:
+            self._state.record(err)
+            raise
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:

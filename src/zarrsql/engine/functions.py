@@ -28,7 +28,7 @@ VIEWS_COLUMNS = {"schema_name": "VARCHAR", "view_name": "VARCHAR", "sql": "VARCH
 def _struct(params: list[str], extra: dict[str, str]) -> str:
     fields = [f"'{k}': {v}" for k, v in extra.items()]
     fields += [f"'{p.strip(chr(34))}': {p}" for p in params]
-    return "{" + ", ".join(fields) + "}"
+    return "{" + ", ".join(fields or ["'_': NULL"]) + "}"
 
 
 def _signature(params: list[str]) -> str:
@@ -48,7 +48,14 @@ def _listing_macro(udf: str, name: str, kind: str, leading: list[str], params: l
     )
 
 
-def macro_statements(scan_udf: str, list_udf: str) -> list[str]:
+def _action_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str]) -> str:
+    args = _struct(params, {p: p for p in leading})
+    sig = ", ".join([*leading, _signature(params)]) if params else ", ".join(leading)
+    return (f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
+            f"SELECT * FROM query_table({udf}('{kind}', to_json({args})::VARCHAR))")
+
+
+def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]:
     """The CREATE MACRO statements of every zarrsql SQL function, calling the given UDFs."""
     read = (
         f"CREATE OR REPLACE TEMP MACRO read_zarr(store, {_signature(READ_PARAMS)}) AS TABLE "
@@ -60,4 +67,8 @@ def macro_statements(scan_udf: str, list_udf: str) -> list[str]:
         _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
         _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
         _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"], VIEWS_COLUMNS),
+        _action_macro(action_udf, "zarr_mount", "mount", ["store", "database"],
+                      ["view_names", "existing", '"replace"', "storage_options"]),
+        _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),
+        _action_macro(action_udf, "zarr_mounts", "mounts", [], ["database"]),
     ]

@@ -28,25 +28,41 @@ def literal(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as a SQL literal")
 
 
-def string_constants(sql: str) -> list[str]:
-    """The text of every single-quoted string constant in `sql`, found by DuckDB's tokenizer."""
+def _quoted(sql: str, pos: int) -> str:
+    """The text of the quoted token starting at `pos` (its quote doubled inside)."""
+    quote, i, chars = sql[pos], pos + 1, []
+    while i < len(sql):
+        if sql[i] == quote:
+            if sql[i + 1:i + 2] == quote:
+                chars.append(quote)
+                i += 2
+                continue
+            break
+        chars.append(sql[i])
+        i += 1
+    return "".join(chars)
+
+
+def string_constants(sql: str, *, table_position: bool = False) -> list[str]:
+    """The text of every single-quoted string constant in `sql`, found by DuckDB's tokenizer.
+
+    With `table_position`, only those standing where a table does (right after FROM, JOIN or
+    a comma, so `read_zarr('x.zarr')`'s argument is not one), and double-quoted names there
+    too: DuckDB stores `FROM 'x.zarr'` in a view's SQL as `FROM "x.zarr"`.
+    """
     import duckdb
 
     out = []
-    for pos, kind in duckdb.tokenize(sql):
-        if kind != duckdb.token_type.string_const or sql[pos:pos + 1] != "'":
+    tokens = duckdb.tokenize(sql)
+    for k, (pos, kind) in enumerate(tokens):
+        first = sql[pos:pos + 1]
+        if table_position:
+            before = sql[tokens[k - 1][0]:pos].strip().upper() if k else ""
+            if before not in ("FROM", "JOIN", ",") or first not in ("'", '"'):
+                continue
+        elif kind != duckdb.token_type.string_const or first != "'":
             continue
-        i, chars = pos + 1, []
-        while i < len(sql):
-            if sql[i] == "'":
-                if sql[i + 1:i + 2] == "'":
-                    chars.append("'")
-                    i += 2
-                    continue
-                break
-            chars.append(sql[i])
-            i += 1
-        out.append("".join(chars))
+        out.append(_quoted(sql, pos))
     return out
 
 

@@ -102,9 +102,14 @@ def exists_in_gregorian(year: int, month: int, day: int) -> bool:
     return day <= stdlib_calendar.monthrange(year, month)[1]
 
 
+#: DuckDB 1.5 starts its TIMESTAMP range at 290309-12-22 (BC) 00:00; 2.x a few hours earlier.
+#: zarrsql supports both, so a timestamp is valid only where both have it.
+OLDEST_SUPPORTED = -9_223_372_022_400_000_000
+
+
 def duckdb_accepts(micros: int) -> bool:
-    """Whether DuckDB has a TIMESTAMP at this many microseconds since the epoch."""
-    if not -(2**63) <= micros < 2**63:
+    """Whether every supported DuckDB has a TIMESTAMP at this many microseconds since the epoch."""
+    if not OLDEST_SUPPORTED <= micros < 2**63:
         return False
     try:
         duckdb.sql(f"SELECT make_timestamp({micros}::BIGINT)").fetchall()

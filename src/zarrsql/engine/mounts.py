@@ -1,0 +1,201 @@
+"""Mounting a store as named views: `zarr_mount`, `zarr_unmount`, `zarr_mounts`.
+
+A mount runs `read_zarr_views`' statements on the connection. By default it attaches a new
+in-memory database; with `existing` it adds schemas and views to a database already attached
+(a DuckDB file: the views then persist, and reopening the file with `zarrsql.connect` queries
+them without mounting again). A failed mount removes what it created. The mounts are found
+again from DuckDB's catalog (views whose SQL calls `read_zarr`), so `zarr_mounts()` is right
+in a later session too. These functions run SQL, so the connection calls them outside any
+running query.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from zarrsql import catalog
+from zarrsql.engine.sqltext import quote_ident, string_constants
+from zarrsql.errors import ParameterError, SelectionError
+from zarrsql.metadata.tree import cached_tree
+from zarrsql.store import is_url, open_store
+
+MOUNTS_COLUMNS = ["database_name", "schema_name", "view_name", "store", "group_path", "table_name"]
+
+
+def _check_name(database: Any) -> str:
+    if not isinstance(database, str) or not database.strip() or database != database.strip() \
+            or any(ord(c) < 32 for c in database):
+        raise ParameterError(
+            f"database name {database!r} is not a valid identifier: give a non-empty name without "
+            "leading or trailing spaces or control characters, e.g. 'era5'"
+        )
+    return database
+
+
+def _attached(con: Any) -> dict[str, str]:
+    rows = con.execute("SELECT database_name, coalesce(path, '') FROM duckdb_databases()").fetchall()
+    return {name.lower(): path for name, path in rows}
+
+
+def _objects(con: Any, database: str) -> dict[tuple[str, str], str]:
+    """(schema, name) lowered → 'table', 'zarr view' or 'view' for every object of `database`."""
+    out: dict[tuple[str, str], str] = {}
+    for schema, name in con.execute(
+        "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ?", [database]
+    ).fetchall():
+        out[(schema.lower(), name.lower())] = "table"
+    for schema, name, sql in con.execute(
+        "SELECT schema_name, view_name, sql FROM duckdb_views() WHERE database_name = ? AND NOT internal", [database]
+    ).fetchall():
+        out[(schema.lower(), name.lower())] = "zarr view" if "read_zarr(" in (sql or "") else "view"
+    return out
+
+
+def _statements(store: str, database: str, view_names: Mapping[str, str] | None,
+                storage_options: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    tree = cached_tree(open_store(store, storage_options))
+    rows = catalog.view_statements(tree, store, database, view_names)
+    if not any(r["view_name"] for r in rows):
+        raise SelectionError(
+            f"store '{store}' has no named tables, so there is nothing to mount; list its tables with "
+            "read_zarr_tables and read arrays with read_zarr(..., array_path := ...)"
+        )
+    return rows
+
+
+def _apply(con: Any, rows: list[dict[str, Any]], database: str, *, fresh: bool) -> None:
+    """Run the schema and view statements; on failure drop what this call created."""
+    created: list[str] = []
+    schemas_before = {s.lower() for (s,) in con.execute(
+        "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ?", [database]).fetchall()}
+    try:
+        for r in rows:
+            if r["sql"].startswith("ATTACH"):
+                continue
+            con.execute(r["sql"])
+            name = quote_ident(database) + "." + quote_ident(r["schema_name"])
+            if r["view_name"]:
+                created.append(f"DROP VIEW IF EXISTS {name}.{quote_ident(r['view_name'])}")
+            elif r["schema_name"].lower() not in schemas_before:
+                created.append(f"DROP SCHEMA IF EXISTS {name}")
+    except Exception:
+        if fresh:
+            con.execute(f"DETACH {quote_ident(database)}")
+        else:
+            for undo in reversed(created):
+                con.execute(undo)
+        raise
+
+
+def _check_clashes(con: Any, rows: list[dict[str, Any]], database: str) -> None:
+    objects = _objects(con, database)
+    for r in rows:
+        if not r["view_name"]:
+            continue
+        kind = objects.get((r["schema_name"].lower(), r["view_name"].lower()))
+        if kind in ("table", "view"):
+            raise ParameterError(
+                f"{database}.{r['schema_name']}.{r['view_name']} already exists as a {kind} that zarrsql did not "
+                "create; rename the mounted table with view_names := MAP {...} or drop the existing one"
+            )
+
+
+def mount(con: Any, store: str, database: str, *, view_names: Mapping[str, str] | None = None,
+          existing: bool = False, replace: bool = False,
+          storage_options: Mapping[str, str] | None = None) -> pa.Table:
+    """Mount `store` as `database` (see the module docstring); returns what was mounted."""
+    _check_name(database)
+    if not is_url(store):  # views must find the store from any working directory later
+        store = os.path.abspath(os.path.expanduser(store.removeprefix("file://")))
+    rows = _statements(store, database, view_names, storage_options)
+    attached = _attached(con)
+    if existing:
+        if database.lower() not in attached:
+            raise ParameterError(
+                f"existing := true needs the database '{database}' to be attached already; "
+                f"ATTACH 'file.duckdb' AS {quote_ident(database)} first, or leave existing out"
+            )
+        _check_clashes(con, rows, database)
+        _apply(con, rows, database, fresh=False)
+    else:
+        if database.lower() in attached:
+            if not (replace and _is_zarr_mount(con, database, attached)):
+                raise ParameterError(
+                    f"database name '{database}' is already in use; pick another name, "
+                    f"DETACH {quote_ident(database)} first, or pass replace := true to remount a zarr mount"
+                )
+            con.execute(f"DETACH {quote_ident(database)}")
+        con.execute(f"ATTACH ':memory:' AS {quote_ident(database)}")
+        _apply(con, rows, database, fresh=True)
+    return _mounted_table(con, store, rows, storage_options)
+
+
+def _is_zarr_mount(con: Any, database: str, attached: dict[str, str]) -> bool:
+    objects = _objects(con, database)
+    return attached.get(database.lower()) == "" and bool(objects) and all(k == "zarr view" for k in objects.values())
+
+
+def _mounted_table(con: Any, store: str, rows: list[dict[str, Any]], storage_options: Mapping[str, str] | None) -> pa.Table:
+    tree = cached_tree(open_store(store, storage_options))
+    tables = [t for t in catalog.list_tables(tree) if t["table_name"]]
+    views = [r for r in rows if r["view_name"]]
+    out: dict[str, list[Any]] = {k: [t[k] for t in tables] for k in tables[0]} if tables else {}
+    out["view_name"] = [v["view_name"] for v in views]
+    return pa.table({k: pa.array(v, type=_LIST_TYPES.get(k, pa.string())) for k, v in out.items()})
+
+
+_LIST_TYPES = {
+    "dims": pa.list_(pa.string()), "shape": pa.list_(pa.uint64()), "chunk_shape": pa.list_(pa.uint64()),
+    "data_vars": pa.list_(pa.string()), "coord_vars": pa.list_(pa.string()),
+}
+
+
+def mounts(con: Any, database: str | None = None) -> pa.Table:
+    """Every view that reads a Zarr table, in every attached database (or just `database`)."""
+    rows = con.execute(
+        "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() "
+        "WHERE NOT internal AND sql LIKE '%read_zarr(%' ORDER BY ALL"
+    ).fetchall()
+    out: dict[str, list[Any]] = {k: [] for k in MOUNTS_COLUMNS}
+    for db_name, schema, view, sql in rows:
+        consts = string_constants(sql)
+        if not consts or (database is not None and database.lower() != db_name.lower()):
+            continue
+        values = [db_name, schema, view, consts[0], "/" + consts[1] if len(consts) == 3 else "/", consts[-1]]
+        for k, v in zip(MOUNTS_COLUMNS, values, strict=True):
+            out[k].append(v)
+    return pa.table({k: pa.array(v, type=pa.string()) for k, v in out.items()})
+
+
+def unmount(con: Any, database: str) -> pa.Table:
+    """Remove a mount: DETACH a mounted in-memory database, or drop the zarr views (and the
+    schemas left empty) of an existing database."""
+    _check_name(database)
+    attached = _attached(con)
+    if database.lower() not in attached:
+        raise ParameterError(f"no database named '{database}' is attached; list mounts with zarr_mounts()")
+    removed = mounts(con, database)
+    if removed.num_rows == 0:
+        raise ParameterError(f"database '{database}' holds no zarr views; DETACH it with plain SQL if you mean to")
+    if _is_zarr_mount(con, database, attached):
+        con.execute(f"DETACH {quote_ident(database)}")
+        return removed
+    for schema, view in zip(removed["schema_name"].to_pylist(), removed["view_name"].to_pylist(), strict=True):
+        con.execute(f"DROP VIEW {quote_ident(database)}.{quote_ident(schema)}.{quote_ident(view)}")
+    for schema in set(removed["schema_name"].to_pylist()) - {"main"}:
+        left = con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? AND NOT internal",
+                           [database, schema]).fetchall()[0][0]
+        left += con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = ?",
+                            [database, schema]).fetchall()[0][0]
+        if not left:
+            con.execute(f"DROP SCHEMA {quote_ident(database)}.{quote_ident(schema)}")
+    return removed
+
+
+
+
+__all__ = ["mount", "mounts", "unmount"]
