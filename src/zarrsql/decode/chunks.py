@@ -13,6 +13,7 @@ import itertools
 from functools import lru_cache
 from typing import Any
 
+import numcodecs
 import numpy as np
 
 from zarrsql import counters
@@ -24,15 +25,11 @@ _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 
 
 def _numcodec(config: dict[str, Any]) -> Any:
-    import numcodecs
-
     return numcodecs.get_codec(dict(config))
 
 
 @lru_cache(maxsize=256)
 def _v3_bytes_codec(name: str, frozen: tuple) -> Any:
-    import numcodecs
-
     config = dict(frozen)
     if name == "gzip":
         return numcodecs.GZip(level=config.get("level", 5))
@@ -106,8 +103,6 @@ def _decode_v3(array: ArrayMeta, raw: bytes) -> np.ndarray:
             dt = array.dtype.numpy
         arr = np.frombuffer(data, dtype=dt)
     else:
-        import numcodecs
-
         codec = numcodecs.VLenUTF8() if a2b["name"] == "vlen-utf8" else numcodecs.VLenBytes()
         arr = np.asarray(codec.decode(data), dtype=object)
     arr = arr.reshape(stored_shape)

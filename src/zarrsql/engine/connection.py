@@ -56,6 +56,7 @@ class _State:
         self.generation = 0
         self.depth = 0
         self.perform: Callable[[str, dict[str, Any]], object] | None = None
+        self.scan_keys: dict[str, tuple[int, str]] = {}
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -69,6 +70,10 @@ class _State:
 
 def _scan_udf(state: _State) -> Callable[[str], str]:
     def scan_key(args: str) -> str:
+        # DuckDB may call this several times while binding one statement: answer once.
+        memo = state.scan_keys.get(args)
+        if memo is not None and memo[0] == state.generation:
+            return memo[1]
         try:
             scan = open_table(params.read_request(params.parse_args(args)))
         except ZarrSQLError as err:
@@ -78,6 +83,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = lambda: make_source(scan)
+            state.scan_keys[args] = (state.generation, key)
         return key
 
     return scan_key
@@ -131,7 +137,7 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
 class Connection:
     """A DuckDB connection with zarrsql's SQL functions (see the module docstring)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, *, stored_views: bool = True) -> None:
         self._con = con
         self._state = _State()
         # UDFs live in the database's catalog, shared with cursors; macros are per connection.
@@ -144,7 +150,8 @@ class Connection:
         self._state.perform = self._perform
         for statement in macro_statements(scan_udf, list_udf, action_udf):
             con.execute(statement)
-        self._claim_view_literals(quiet=True)
+        if stored_views:  # a new in-memory database has none
+            self._claim_view_literals(quiet=True)
 
     @property
     def duckdb(self) -> duckdb.DuckDBPyConnection:
@@ -280,7 +287,8 @@ class Connection:
 
 def connect(database: str = ":memory:", *, read_only: bool = False, config: dict[str, Any] | None = None) -> Connection:
     """Open DuckDB (in memory, or a database file) with zarrsql's SQL functions installed."""
-    return Connection(duckdb.connect(database, read_only=read_only, config=config or {}))
+    con = duckdb.connect(database, read_only=read_only, config=config or {})
+    return Connection(con, stored_views=database not in (":memory:", "") and not database.startswith(":memory:"))
 
 
 def register(con: duckdb.DuckDBPyConnection) -> Connection:

@@ -11,11 +11,10 @@ are the same, only WHERE pruning is lost (bounds := still prunes).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 
 from zarrsql.engine.filters import Untranslatable, translate
 from zarrsql.expand.arrow import schema_of
@@ -78,30 +77,10 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         return _stream(self.scan, cols, predicate).__arrow_c_stream__(), True
 
 
-class ZarrDataset(pads.Dataset):
-    """A `pyarrow.dataset.Dataset` shell for DuckDB 1.5 (see the module docstring).
-
-    Only `schema`, `scanner` and `count_rows` are used by DuckDB; the base constructor is
-    deliberately not called (the shell holds no Arrow dataset).
-    """
-
-    def __init__(self, scan: TableScan) -> None:  # noqa: D107 - see class docstring
-        self._scan = scan
-        self._schema = schema_of(scan.columns)
-
-    @property
-    def schema(self) -> pa.Schema:  # type: ignore[override]
-        return self._schema
-
-    def count_rows(self, **kwargs: Any) -> int:  # type: ignore[override]
-        return self._scan.plan().rows()
-
-    def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
-        by_name = {c.name: c for c in self._scan.columns}
-        wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
-        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, self._scan.plan(), wanted)
-        return pads.Scanner.from_batches(batches, schema=schema_of(wanted), filter=filter)
-
-
 def make_source(scan: TableScan) -> object:
-    return ZarrSource(scan) if HAS_SOURCES else ZarrDataset(scan)
+    """The object to register for `scan` with the running DuckDB."""
+    if HAS_SOURCES:
+        return ZarrSource(scan)
+    from zarrsql.engine.dataset import ZarrDataset  # pyarrow.dataset imports pandas: only when needed
+
+    return ZarrDataset(scan)

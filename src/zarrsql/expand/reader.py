@@ -53,16 +53,18 @@ def read_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> 
     counters.count(work_units_planned=plan.units_total, scans=1)
     pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="zarrsql")
     pending: deque[Future[pa.RecordBatch]] = deque()
-    units = plan.units()
+    window = 1  # grows to PREFETCH: a LIMIT met by the first unit decodes little else
     try:
-        for unit in units:
+        for unit in plan.units():
             pending.append(pool.submit(_unit_batch, scan, unit, columns, schema))
-            if len(pending) >= PREFETCH:
+            if len(pending) >= window:
                 yield pending.popleft().result()
+                window = min(PREFETCH, window * 2)
         while pending:
             yield pending.popleft().result()
     finally:
         for f in pending:
             f.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Do not wait for a unit still decoding: the engine has what it asked for.
+        pool.shutdown(wait=False, cancel_futures=True)
 
