@@ -10,6 +10,9 @@ repetitions are interleaved (rep 1 of every query x engine, then rep 2, ...), wi
 engine order rotated from one repetition to the next. The store and the Parquet copy are
 built once, untimed, and read once before timing so every engine sees a warm page cache.
 
+Engines that implement only some queries (engines.SUPPORTED_QUERIES: xarray.sel runs Q3 and
+Q6 only) are skipped on the others; those cells show "—", they are not failures.
+
 Writes results/era5.json and results/era5.md (results/era5_quick.* with --quick) and
 prints the markdown. Exits 2 when engines disagree on a result, 0 otherwise (failed
 engines are recorded, not fatal).
@@ -45,6 +48,13 @@ RATIO_GOALS = {"Q1": 1.5, "Q2": 3.0, "Q3": 2.5, "Q4": 3.0, "Q5": 1.2}
 RSS_GOAL_MB = 400.0
 RSS_GOAL_QUERIES = ["Q1", "Q2", "Q3", "Q4"]
 XARRAY_SQL_ENGINES = ["xarray-sql+duckdb", "xarray-sql+datafusion"]
+
+# "WHERE on coordinates reads only what it needs": Q3 and Q6 against the floor reading the
+# same index ranges, xarray .sel and xarray-sql on DuckDB.
+SELECTIVE_QUERIES = ["Q3", "Q6"]
+SELECTIVE_RATIO_GOALS = {"Q3": 2.5}  # zarrsql / floor, open + query medians
+SELECTIVE_XSQL_ENGINE = "xarray-sql+duckdb"
+SELECTIVE_XSQL_SPEEDUP = 10.0  # xarray-sql+duckdb / zarrsql, on every selective query
 
 VERSIONED = ["zarr", "duckdb", "xarray", "xarray-sql", "datafusion", "pandas", "pyarrow",
              "numcodecs", "numpy", "psutil", "zarrsql"]
@@ -304,7 +314,12 @@ def fmt_mb(x):
     return f"{x / 1024:.1f} GB" if x >= 1024 else f"{x:.0f} MB"
 
 
+UNSUPPORTED = "—"
+
+
 def cell_text(cell, key="median_query_s"):
+    if cell is UNSUPPORTED:
+        return UNSUPPORTED
     if cell is None:
         return "not run"
     if cell.get(key) is None:
@@ -355,7 +370,7 @@ def build_markdown(doc) -> str:
         for q in qs:
             row = [f"{q} {E.QUERIES[q]['title']}"]
             for e in eng:
-                row.append(cell_text(cells.get(f"{e}/{q}"), key))
+                row.append(cell_text(cells.get(f"{e}/{q}") if E.supports(e, q) else UNSUPPORTED, key))
             if len(head) > len(eng) + 1:
                 r = ratio((cells.get(f"zarrsql/{q}") or {}).get(key), (cells.get(f"floor/{q}") or {}).get(key))
                 row.append(f"{r:.2f}×" if r is not None else "—")
@@ -366,6 +381,11 @@ def build_markdown(doc) -> str:
     L.append(f"† the repetitions of this cell spread by more than {NOISY}× (slowest / fastest; see the "
              "JSON for every repetition): treat its median with care.")
     L.append("")
+    if doc.get("unsupported"):
+        L.append("— the engine does not implement this query (" + "; ".join(
+            f"{e} runs only {', '.join(E.SUPPORTED_QUERIES[e])}" for e in eng if e in E.SUPPORTED_QUERIES)
+            + "): not run, not a failure.")
+        L.append("")
     table("median_total_s", "Cold process including imports (median seconds · peak RSS)")
 
     if doc.get("goals"):
@@ -376,6 +396,8 @@ def build_markdown(doc) -> str:
         for g in doc["goals"]:
             L.append(f"| {g['goal']} | {g['measured']} | {g['status']} |")
         L.append("")
+    if doc.get("selective"):
+        selective_markdown(doc, L)
     if doc.get("traces"):
         L.append("## zarrsql.trace() counters (one extra, untimed run)")
         L.append("")
@@ -408,6 +430,113 @@ def build_markdown(doc) -> str:
             L.append(f"- {k}: {len(c['errors'])} of {doc['repeat']} runs failed: `{c['errors'][0][:300]}`")
         L.append("")
     return "\n".join(L)
+
+
+def floor_selections(store, queries, day) -> dict:
+    """Q3 / Q6: the floor's index ranges (as engines.floor_index_ranges computes them in the
+    timed child) and how many chunks of t2m they touch, from its chunk shape. Untimed."""
+    import zarr
+
+    g = zarr.open_group(str(store), mode="r")
+    chunk_shape = tuple(g["t2m"].chunks)
+    out = {}
+    for q in SELECTIVE_QUERIES:
+        if q not in queries:
+            continue
+        ranges = E.floor_index_ranges(g, q, day)
+        out[q] = {"ranges": [[r.start, r.stop] for r in ranges], "chunk_shape": list(chunk_shape),
+                  "chunks_touched": E.chunks_touched(ranges, chunk_shape)}
+    return out
+
+
+def evaluate_selective(cells, engines, queries, traces, floor_sel) -> dict | None:
+    """The "Selective reads (Q3, Q6)" numbers and goals (see SELECTIVE_*)."""
+    qs = [q for q in SELECTIVE_QUERIES if q in queries]
+    if not qs:
+        return None
+
+    def med(e, q):
+        return (cells.get(f"{e}/{q}") or {}).get("median_query_s")
+
+    rows = {}
+    for q in qs:
+        t = traces.get(q) or {}
+        rows[q] = {
+            "median_query_s": {e: med(e, q) for e in engines if E.supports(e, q)},
+            "work_units_read": t.get("work_units_read"),
+            "work_units_planned": t.get("work_units_planned"),
+            "floor_ranges": (floor_sel.get(q) or {}).get("ranges"),
+            "floor_chunks_touched": (floor_sel.get(q) or {}).get("chunks_touched"),
+        }
+    goals = []
+    na = "n/a (not measured)"
+    for q in qs:
+        r = rows[q]
+        got, want = r["work_units_read"], r["floor_chunks_touched"]
+        if "zarrsql" not in engines or got is None or want is None:
+            goals.append({"goal": f"{q}: zarrsql reads exactly the intersecting work units", "query": q,
+                          "measured": "—", "status": na, "met": None})
+        else:
+            ok = got == want
+            goals.append({"goal": f"{q}: zarrsql reads exactly the intersecting work units", "query": q,
+                          "measured": f"{got:,} read (of {r['work_units_planned']:,} planned) vs "
+                                      f"{want:,} chunk{'' if want == 1 else 's'} touched by the floor",
+                          "status": "met" if ok else "**MISSED**", "met": ok})
+    for q, lim in SELECTIVE_RATIO_GOALS.items():
+        if q not in qs:
+            continue
+        z, f = med("zarrsql", q), med("floor", q)
+        rr = ratio(z, f)
+        goals.append({"goal": f"{q} ≤ {lim:g}× floor", "query": q,
+                      "measured": "—" if rr is None else f"{rr:.2f}× ({fmt_s(z)} vs {fmt_s(f)})",
+                      "status": na if rr is None else ("met" if rr <= lim else "**MISSED**"),
+                      "met": None if rr is None else rr <= lim})
+    for q in qs:
+        z, x = med("zarrsql", q), med(SELECTIVE_XSQL_ENGINE, q)
+        sp = ratio(x, z)
+        goals.append({"goal": f"{q} ≥ {SELECTIVE_XSQL_SPEEDUP:g}× faster than xarray-sql ({SELECTIVE_XSQL_ENGINE})",
+                      "query": q, "speedup": sp,
+                      "measured": "—" if sp is None else f"{sp:.1f}× ({fmt_s(z)} vs {fmt_s(x)})",
+                      "status": na if sp is None else ("met" if sp >= SELECTIVE_XSQL_SPEEDUP else "**MISSED**"),
+                      "met": None if sp is None else sp >= SELECTIVE_XSQL_SPEEDUP})
+    return {"queries": qs, "rows": rows, "goals": goals}
+
+
+def selective_markdown(doc, L) -> None:
+    sel = doc["selective"]
+    eng = [e for e in doc["engines"] if any(E.supports(e, q) for q in sel["queries"])]
+    L.append("## Selective reads (Q3, Q6)")
+    L.append("")
+    L.append("WHERE on coordinates should read only what it needs. Open + query medians; zarrsql's work "
+             "units from `zarrsql.trace()` (the untimed trace run); the floor reads exactly the index "
+             "ranges shown and touches the chunks counted from the chunk shape "
+             f"{tuple(doc['store']['chunks'])}.")
+    L.append("")
+    head = ["query"] + eng + ["zarrsql work units read / planned", "chunks the floor touches (index ranges)"]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "---|" * len(head))
+    for q in sel["queries"]:
+        r = sel["rows"][q]
+        row = [f"{q} {E.QUERIES[q]['title']}"]
+        for e in eng:
+            if not E.supports(e, q):
+                row.append(UNSUPPORTED)
+                continue
+            c = doc["cells"].get(f"{e}/{q}")
+            row.append("not run" if c is None else "FAILED" if c.get("median_query_s") is None
+                       else fmt_s(c["median_query_s"]) + (" ⚠ DISAGREES" if c.get("agreement") == "MISMATCH" else ""))
+        wr, wp = r["work_units_read"], r["work_units_planned"]
+        row.append("—" if wr is None else f"{wr:,} / {wp:,}")
+        fr = r["floor_ranges"]
+        row.append("—" if r["floor_chunks_touched"] is None else f"{r['floor_chunks_touched']:,} ("
+                   + " × ".join(f"{d} {a}:{b}" for d, (a, b) in zip(("time", "lat", "lon"), fr)) + ")")
+        L.append("| " + " | ".join(row) + " |")
+    L.append("")
+    L.append("| goal | measured | status |")
+    L.append("|---|---|---|")
+    for g in sel["goals"]:
+        L.append(f"| {g['goal']} | {g['measured']} | {g['status']} |")
+    L.append("")
 
 
 def evaluate_goals(cells, engines) -> list[dict]:
@@ -504,13 +633,16 @@ def main(argv=None) -> int:
         zs_ok, zs_msg = zarrsql_ready(a.python)
         log(f"== zarrsql {'ready' if zs_ok else 'NOT ready: ' + zs_msg}")
 
-    runs: dict[str, list] = {f"{e}/{q}": [] for q in queries for e in engines}
+    runs: dict[str, list] = {f"{e}/{q}": [] for q in queries for e in engines if E.supports(e, q)}
+    unsupported = [f"{e}/{q}" for q in queries for e in engines if not E.supports(e, q)]
     traces: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="zarrsql-bench-") as work:
         for rep in range(a.repeat):
             order = engines[rep % len(engines):] + engines[:rep % len(engines)]
             for q in queries:
                 for e in order:
+                    if not E.supports(e, q):
+                        continue
                     tag = f"{e.replace('+', '_')}_{q}_{rep}"
                     r = run_child(a.python, e, q, store, parquet, day, work, tag, a.timeout)
                     r["rep"] = rep
@@ -525,16 +657,18 @@ def main(argv=None) -> int:
                 log(f"  trace {q}: {traces[q]}")
 
         # ---- agreement
-        ref_engine = next((e for e in engines if any(r.get("ok") for r in runs[f"{e}/{queries[0]}"])), None) if queries else None
+        ref_engine = next((e for e in engines if any(r.get("ok") for r in runs.get(f"{e}/{queries[0]}", []))), None) if queries else None
         checker = StoreChecker(store) if "Q4" in queries else None
         disagreements = []
         cells = {}
         for q in queries:
-            ref_e = next((e for e in engines if any(r.get("ok") for r in runs[f"{e}/{q}"])), None)
+            ref_e = next((e for e in engines if any(r.get("ok") for r in runs.get(f"{e}/{q}", []))), None)
             ref = next((r for r in runs[f"{ref_e}/{q}"] if r.get("ok")), None) if ref_e else None
             ref_cols = load_cols(ref["_result_path"]) if ref and ref.get("_result_path") else None
             for e in engines:
                 key = f"{e}/{q}"
+                if key not in runs:  # the engine does not implement this query
+                    continue
                 ok_runs = [r for r in runs[key] if r.get("ok")]
                 problems = []
                 for r in ok_runs:
@@ -602,11 +736,14 @@ def main(argv=None) -> int:
         "zarrsql_ready": zs_ok, "zarrsql_ready_error": None if zs_ok else zs_msg,
         "reference_engine": ref_engine,
         "cells": cells,
+        "unsupported": unsupported,
         "traces": traces,
         "disagreements": disagreements,
         "wall_s": None,
     }
     doc["goals"] = evaluate_goals(cells, engines)
+    doc["selective"] = evaluate_selective(cells, engines, queries, traces,
+                                          floor_selections(store, queries, day))
     doc["wall_s"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_json.with_suffix(".json.tmp")
