@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from zarrsql.engine.connection import Connection, connect, list_rows, register
+from zarrsql.engine.connection import Connection, connect, register
 from zarrsql.engine.sqltext import literal
 
 _default: Connection | None = None
@@ -33,14 +33,8 @@ def _param_name(name: str) -> str:
     return f'"{name}"' if name in ("table", "group", "array") else name
 
 
-def _call(function: str, positional: list[Any], params: dict[str, Any], connection: Any,
-          listing: str | None = None) -> duckdb.DuckDBPyRelation:
+def _call(function: str, positional: list[Any], params: dict[str, Any], connection: Any) -> duckdb.DuckDBPyRelation:
     con = default_connection() if connection is None else register(connection)
-    if listing is not None:
-        # DuckDB runs a listing only when the relation is fetched; check the arguments now so
-        # that a bad store raises its ZarrSQLError here, as read_zarr does.
-        names = ["store", "database"][: len(positional)]
-        list_rows(listing, {**dict(zip(names, positional)), **params})
     args = [literal(v) for v in positional]
     args += [f"{_param_name(k)} := {literal(v)}" for k, v in params.items() if v is not None]
     return con.sql(f"SELECT * FROM {function}({', '.join(args)})")
@@ -53,12 +47,12 @@ def read_zarr(store: str, *, connection: Any = None, **params: Any) -> duckdb.Du
 
 def read_zarr_metadata(store: str, *, connection: Any = None, **params: Any) -> duckdb.DuckDBPyRelation:
     """One row per array of the store (see `read_zarr_metadata` in SQL)."""
-    return _call("read_zarr_metadata", [store], params, connection, "metadata")
+    return _call("read_zarr_metadata", [store], params, connection)
 
 
 def read_zarr_tables(store: str, *, connection: Any = None, **params: Any) -> duckdb.DuckDBPyRelation:
     """One row per table of the store (see `read_zarr_tables` in SQL)."""
-    return _call("read_zarr_tables", [store], params, connection, "tables")
+    return _call("read_zarr_tables", [store], params, connection)
 
 
 read_zarr_groups = read_zarr_tables
@@ -66,4 +60,4 @@ read_zarr_groups = read_zarr_tables
 
 def read_zarr_views(store: str, database: str, *, connection: Any = None, **params: Any) -> duckdb.DuckDBPyRelation:
     """The statements that mount the store as `database` (see `read_zarr_views` in SQL)."""
-    return _call("read_zarr_views", [store, database], params, connection, "views")
+    return _call("read_zarr_views", [store, database], params, connection)

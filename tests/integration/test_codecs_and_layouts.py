@@ -187,6 +187,10 @@ LAYOUTS = [
            kwargs={"order": "F", "compressors": numcodecs.Zstd()}),
     Layout("v2-slash-separator", 2, '"dimension_separator": "/"',
            kwargs={"chunk_key_encoding": {"name": "v2", "separator": "/"}}),
+    Layout("v2-delta-filter-zstd", 2, '"id": "delta"', dtype="i4",
+           kwargs={"filters": [numcodecs.Delta(dtype="i4")], "compressors": numcodecs.Zstd()}),
+    Layout("v2-shuffle-filter-zlib", 2, '"id": "shuffle"',
+           kwargs={"filters": [numcodecs.Shuffle(elementsize=8)], "compressors": numcodecs.Zlib()}),
     Layout("v2-big-endian-f8", 2, '">f8"', dtype=">f8"),
     Layout("v2-big-endian-i4", 2, '">i4"', dtype=">i4", kwargs={"compressors": numcodecs.GZip()}),
     Layout("v2-big-endian-i4-F-blosc", 2, '">i4"', dtype=">i4",
@@ -230,6 +234,26 @@ def test_codec_layout_reads_exactly(layout: Layout, tmp_path: Path, con: zarrsql
     data = expected["v"].to_numpy(dtype=np.float64)
     got = con.sql(f"SELECT count(*), sum(v), min(v), max(v), count(DISTINCT (x, y, z)) FROM read_zarr('{path}')")
     assert got.fetchall()[0] == (data.size, data.sum(), data.min(), data.max(), data.size)
+
+
+def test_variables_of_one_table_in_different_layouts(tmp_path: Path, con: zarrsql.Connection) -> None:
+    """One table whose variables differ in chunk shape and codecs: the work-unit grid is the
+    largest chunk per dimension, and every variable is read into it exactly."""
+    path = tmp_path / "mixed.zarr"
+    g = new_group(path, 3)
+    specs = {
+        "plain": {"chunks": (3, 2), "dtype": "f8"},
+        "transposed_be": {"chunks": (2, 5), "dtype": "i4", "filters": [TransposeCodec(order=(1, 0))],
+                          "serializer": BytesCodec(endian="big")},
+        "sharded": {"chunks": (2, 3), "shards": (4, 3), "dtype": "f4"},
+        "crc": {"chunks": (7, 1), "dtype": "f8", "compressors": [GzipCodec(), Crc32cCodec()]},
+    }
+    for name, kw in specs.items():
+        write_array(g, name, ["x", "y"], shape=(7, 5), data=sample((7, 5), kw["dtype"]), **kw)
+    grid = con.sql(f"SELECT chunk_shape FROM read_zarr_tables('{path}')").fetchall()
+    assert grid == [([7, 5],)]  # the largest chunk length of each dimension, clipped to the shape
+    expected = grid_frame({n: oracle_read(path, n) for n in sorted(specs)}, ["x", "y"])
+    assert_frames_equal(read_sorted(con, path, ["x", "y"]), expected)
 
 
 # --------------------------------------------------------------------------------------
@@ -434,7 +458,8 @@ def xr_dataset() -> xr.Dataset:
             "half": (("time", "station", "lon"), rng.normal(size=(5, 5, 4)).astype("f2")),
             "temp": (("time", "station", "lon"), rng.normal(size=(5, 5, 4)).astype("f4")),
             "count": (("time", "station", "lon"), rng.integers(-5, 100, size=(5, 5, 4)).astype("i4")),
-            "label": (("time", "station", "lon"), np.array([f"s{k}" for k in range(100)], dtype=object).reshape(5, 5, 4)),
+            "label": (("time", "station", "lon"),
+                      np.array([f"s{k}" for k in range(100)], dtype=object).reshape(5, 5, 4)),
         },
         coords={
             "time": pd.date_range("2020-01-01", periods=5, freq="6h"),
@@ -452,7 +477,8 @@ def xr_encoding(fmt: int, codec: str) -> dict[str, dict[str, Any]]:
     if codec == "none":
         comp: Any = None
     elif fmt == 3:
-        comp = {"zstd": ZstdCodec(level=1), "gzip": GzipCodec(), "blosc": BloscCodec(cname="lz4", shuffle="shuffle")}[codec]
+        comp = {"zstd": ZstdCodec(level=1), "gzip": GzipCodec(),
+                "blosc": BloscCodec(cname="lz4", shuffle="shuffle")}[codec]
     else:
         comp = {"zstd": numcodecs.Zstd(level=1), "gzip": numcodecs.GZip(),
                 "blosc": numcodecs.Blosc(cname="lz4", shuffle=numcodecs.Blosc.SHUFFLE)}[codec]

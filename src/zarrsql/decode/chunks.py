@@ -68,11 +68,31 @@ def _fill_chunk(array: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
     return np.full(shape, fill, dtype=dt)
 
 
+def _check_blosc(raw: Any) -> None:
+    """Refuse a Blosc frame whose header disagrees with its length.
+
+    numcodecs' Blosc trusts the sizes in the 16-byte header, so a truncated frame would be
+    decoded from memory past its end: garbage values instead of an error.
+    """
+    view = memoryview(raw).cast("B")
+    if len(view) < 16:
+        raise ValueError(f"blosc frame of {len(view)} bytes is shorter than its 16-byte header")
+    cbytes = int.from_bytes(view[12:16], "little")
+    if cbytes != len(view):
+        raise ValueError(f"blosc frame says {cbytes} bytes but holds {len(view)}")
+
+
+def _decode_bytes_codec(codec: Any, data: Any) -> Any:
+    if isinstance(codec, numcodecs.Blosc):
+        _check_blosc(data)
+    return codec.decode(data)
+
+
 def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     data: Any = raw
     comp = array.codecs.get("compressor")
     if comp:
-        data = _numcodec(comp).decode(data)
+        data = _decode_bytes_codec(_numcodec(comp), data)
     for f in reversed(array.codecs.get("filters") or []):
         data = _numcodec(f).decode(data)
     if array.dtype.kind == "string":
@@ -88,7 +108,7 @@ def _decode_v3(array: ArrayMeta, raw: bytes) -> np.ndarray:
     for c in reversed(codecs):
         name = c.get("name")
         if name in _BYTES_CODECS:
-            data = _v3_bytes_codec(name, _freeze(c.get("configuration"))).decode(data)
+            data = _decode_bytes_codec(_v3_bytes_codec(name, _freeze(c.get("configuration"))), data)
     shape = array.chunks
     order = None
     for c in codecs:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.engine import params
-from zarrsql.engine.functions import macro_statements
+from zarrsql.engine.functions import METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
 from zarrsql.engine import mounts
 from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
@@ -37,6 +37,12 @@ T = TypeVar("T")
 #: Rounds of "register what binding asked for, run again" before giving up: one per distinct
 #: zarrsql read a statement binds in sequence (joins of many stores need several).
 MAX_ROUNDS = 32
+
+
+#: Connection methods that fetch the result of the last `execute`.
+_FETCHES = frozenset({"fetchall", "fetchone", "fetchmany", "fetchdf", "df", "fetchnumpy", "fetch_df",
+                      "fetch_df_chunk", "arrow", "fetch_arrow_table", "to_arrow_table", "fetch_record_batch",
+                      "pl", "torch", "tf"})
 
 
 class _State:
@@ -82,7 +88,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         key = "__zarrsql_" + scan.fingerprint()[:24]
         with state.lock:
             if key not in state.registered:
-                state.pending[key] = lambda: make_source(scan)
+                state.pending[key] = lambda: make_source(scan, state.record)
             state.scan_keys[args] = (state.generation, key)
         return key
 
@@ -123,13 +129,30 @@ def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     return catalog.view_statements(tree, params.store_of(args), database, names)
 
 
+LISTING_COLUMNS = {"metadata": METADATA_COLUMNS, "tables": TABLES_COLUMNS, "views": VIEWS_COLUMNS}
+_ARROW_TYPES = {"VARCHAR": pa.string(), "VARCHAR[]": pa.list_(pa.string()), "UBIGINT[]": pa.list_(pa.uint64())}
+
+
+def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """A listing's rows as an Arrow table with the columns API.md gives it."""
+    columns = LISTING_COLUMNS[kind]
+    return pa.table({name: pa.array([r[name] for r in rows], type=_ARROW_TYPES[sql_type])
+                     for name, sql_type in columns.items()})
+
+
 def _list_udf(state: _State) -> Callable[[str, str], str]:
     def listing(kind: str, args: str) -> str:
         try:
-            return json.dumps(list_rows(kind, params.parse_args(args)))
+            rows = list_rows(kind, params.parse_args(args))
         except ZarrSQLError as err:
             state.record(err)
             raise
+        text = json.dumps(rows, sort_keys=True)
+        key = "__zarrsql_list_" + hashlib.sha1(f"{kind}:{text}".encode()).hexdigest()[:24]
+        with state.lock:
+            if key not in state.registered:
+                state.pending[key] = lambda: listing_table(kind, rows)
+        return key
 
     return listing
 
@@ -159,7 +182,24 @@ class Connection:
         return self._con
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._con, name)
+        attr = getattr(self._con, name)
+        if name in _FETCHES:
+            return self._translating(attr)
+        return attr
+
+    def _translating(self, fetch: Callable[..., T]) -> Callable[..., T]:
+        """Fetching a result of `execute` streams the scan: its errors re-raise as themselves."""
+        def run(*args: Any, **kwargs: Any) -> T:
+            self._state.take_error()
+            try:
+                return fetch(*args, **kwargs)
+            except duckdb.Error as err:
+                zerr = self._state.take_error()
+                if zerr is not None:
+                    raise zerr.with_traceback(None) from err
+                raise
+
+        return run
 
     def __enter__(self) -> Connection:
         return self

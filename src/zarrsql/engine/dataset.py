@@ -7,12 +7,13 @@ exactly; `Scanner.from_batches` does so with Arrow's semantics on the streamed b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 
+from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.expand.reader import read_batches
 from zarrsql.scan import TableScan
@@ -25,8 +26,9 @@ class ZarrDataset(pads.Dataset):
     deliberately not called (the shell holds no Arrow dataset).
     """
 
-    def __init__(self, scan: TableScan) -> None:  # noqa: D107 - see class docstring
+    def __init__(self, scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> None:  # noqa: D107
         self._scan = scan
+        self._on_error = on_error
         self._schema = schema_of(scan.columns)
 
     @property
@@ -39,5 +41,5 @@ class ZarrDataset(pads.Dataset):
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
         by_name = {c.name: c for c in self._scan.columns}
         wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
-        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, self._scan.plan(), wanted)
+        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, self._scan.plan(), wanted, self._on_error)
         return pads.Scanner.from_batches(batches, schema=schema_of(wanted), filter=filter)

@@ -4,8 +4,9 @@ DuckDB's Python client has no table functions, so each SQL function is a tempora
 macro. `read_zarr(...)` folds its arguments to JSON and calls the connection's scan UDF, which opens
 the table and returns the name of a registered scan for it (`query_table` then reads that
 name); a name not registered yet is recorded, and the connection wrapper registers it and
-runs the statement again. The listings call the connection's listing UDF, which returns JSON rows typed
-by `from_json` and unnested into columns.
+runs the statement again. The listings work the same way: their
+UDF computes the rows while the statement is bound (so errors arrive before any row) and
+names a registered Arrow table holding them, keyed by their content.
 """
 
 from __future__ import annotations
@@ -35,17 +36,11 @@ def _signature(params: list[str]) -> str:
     return ", ".join(f"{p} := NULL" for p in params)
 
 
-def _structure(columns: dict[str, str]) -> str:
-    return "'[{" + ",".join(f'"{k}":"{v}"' for k, v in columns.items()) + "}]'"
-
-
-def _listing_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str], columns: dict[str, str]) -> str:
+def _listing_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str]) -> str:
     args = _struct(params, {p: p for p in leading})
     sig = ", ".join([*leading, _signature(params)])
-    return (
-        f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
-        f"SELECT unnest(from_json({udf}('{kind}', to_json({args})::VARCHAR), {_structure(columns)}), recursive := true)"
-    )
+    return (f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
+            f"SELECT * FROM query_table({udf}('{kind}', to_json({args})::VARCHAR))")
 
 
 def _action_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str]) -> str:
@@ -63,10 +58,10 @@ def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]
     )
     return [
         read,
-        _listing_macro(list_udf, "read_zarr_metadata", "metadata", ["store"], LIST_PARAMS, METADATA_COLUMNS),
-        _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
-        _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS, TABLES_COLUMNS),
-        _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"], VIEWS_COLUMNS),
+        _listing_macro(list_udf, "read_zarr_metadata", "metadata", ["store"], LIST_PARAMS),
+        _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS),
+        _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS),
+        _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"]),
         _action_macro(action_udf, "zarr_mount", "mount", ["store", "database"],
                       ["view_names", "existing", '"replace"', "storage_options"]),
         _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),

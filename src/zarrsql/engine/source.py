@@ -11,12 +11,13 @@ are the same, only WHERE pruning is lost (bounds := still prunes).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from zarrsql.engine.filters import Untranslatable, translate
+from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.expand.reader import read_batches
 from zarrsql.plan.predicate import And, Predicate
@@ -37,10 +38,11 @@ def _dim_types(scan: TableScan) -> dict[str, str]:
     return {c.name: c.logical for c in scan.columns if c.dim is not None}
 
 
-def _stream(scan: TableScan, columns: Sequence[Column], predicate: Predicate | None) -> pa.RecordBatchReader:
+def _stream(scan: TableScan, columns: Sequence[Column], predicate: Predicate | None,
+            on_error: Callable[[ZarrSQLError], None] | None) -> pa.RecordBatchReader:
     schema = schema_of(columns)
     plan = scan.plan(predicate)
-    return pa.RecordBatchReader.from_batches(schema, read_batches(scan, plan, columns))
+    return pa.RecordBatchReader.from_batches(schema, read_batches(scan, plan, columns, on_error))
 
 
 class ZarrSource(_Base):  # type: ignore[misc,valid-type]
@@ -48,9 +50,10 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
 
     schema_is_stable = True
 
-    def __init__(self, scan: TableScan) -> None:
+    def __init__(self, scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> None:
         self.obj = scan
         self.scan = scan
+        self.on_error = on_error
         self.schema = schema_of(scan.columns)
         self._dims = _dim_types(scan)
 
@@ -74,13 +77,13 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         parts = [translate(f, self._dims) for f in filters]
         predicate = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
         log.debug("stream %d columns, %d filters", len(cols), len(parts))
-        return _stream(self.scan, cols, predicate).__arrow_c_stream__(), True
+        return _stream(self.scan, cols, predicate, self.on_error).__arrow_c_stream__(), True
 
 
-def make_source(scan: TableScan) -> object:
-    """The object to register for `scan` with the running DuckDB."""
+def make_source(scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> object:
+    """The object to register for `scan` with the running DuckDB; `on_error` sees read errors."""
     if HAS_SOURCES:
-        return ZarrSource(scan)
+        return ZarrSource(scan, on_error)
     from zarrsql.engine.dataset import ZarrDataset  # pyarrow.dataset imports pandas: only when needed
 
-    return ZarrDataset(scan)
+    return ZarrDataset(scan, on_error)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 
 from zarrsql import counters
 from zarrsql.decode.chunks import read_region
+from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.rows import expand_dim, select_cells
 from zarrsql.plan.units import ScanPlan, WorkUnit
@@ -47,8 +48,23 @@ def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], sche
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def read_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
-    """Batches of the planned units, in plan order, for `columns` in the given order."""
+def read_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column],
+                 on_error: Callable[[ZarrSQLError], None] | None = None) -> Iterator[pa.RecordBatch]:
+    """Batches of the planned units, in plan order, for `columns` in the given order.
+
+    A `ZarrSQLError` met while reading is passed to `on_error` (the engine adapter keeps it
+    to re-raise as itself) and raised without its traceback, so that the engine's message
+    is the error's own text.
+    """
+    try:
+        yield from _batches(scan, plan, columns)
+    except ZarrSQLError as err:
+        if on_error is not None:
+            on_error(err)
+        raise err.with_traceback(None) from None
+
+
+def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
     pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="zarrsql")

@@ -69,12 +69,53 @@ class GroupMeta:
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _int_tuple(value: Any, what: str, where: str) -> tuple[int, ...]:
+def _int_tuple(value: Any, what: str, where: str, *, minimum: int = 0) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value
     ):
-        raise MetadataError(f"{where}: {what} must be a list of non-negative integers, got {value!r}")
+        raise MetadataError(f"{where}: {what} must be a list of integers >= {minimum}, got {value!r}")
     return tuple(value)
+
+
+_V3_CODECS = {"bytes", "transpose", "vlen-utf8", "vlen-bytes", "gzip", "zstd", "blosc", "crc32c",
+              "sharding_indexed"}
+
+
+def _numcodecs_known(codec_id: Any) -> bool:
+    from numcodecs.registry import codec_registry
+
+    return isinstance(codec_id, str) and codec_id in codec_registry
+
+
+def _v3_codec_problem(codecs: Any) -> str | None:
+    """Why the v3 codec list cannot be decoded here, or None."""
+    if not isinstance(codecs, list):
+        return "its codecs are not a list"
+    for c in codecs:
+        name = c.get("name") if isinstance(c, dict) else c
+        if not isinstance(name, str):
+            return f"codec {c!r} has no name"
+        if name == "sharding_indexed":
+            config = c.get("configuration") or {}
+            inner = _v3_codec_problem(config.get("codecs", [])) or _v3_codec_problem(config.get("index_codecs", []))
+            if inner:
+                return inner
+        elif name not in _V3_CODECS and not (name.startswith("numcodecs.") and _numcodecs_known(name[10:])):
+            return f"codec '{name}' is not supported"
+    return None
+
+
+def _v2_codec_problem(compressor: Any, filters: Any) -> str | None:
+    for c in ([compressor] if compressor else []) + list(filters or []):
+        if not isinstance(c, dict) or not _numcodecs_known(c.get("id")):
+            return f"codec {c.get('id') if isinstance(c, dict) else c!r} is not supported"
+    return None
+
+
+def _unsupported_codecs(dtype: DType, problem: str | None) -> DType:
+    if problem is None or not dtype.supported:
+        return dtype
+    return DType(dtype.name, "unsupported", None, reason=f"{problem}; install or choose another codec")
 
 
 def _float_from_json(value: Any, dt: np.dtype) -> Any:
@@ -133,10 +174,10 @@ def parse_v3_array(path: str, doc: Mapping[str, Any]) -> ArrayMeta:
     grid = doc.get("chunk_grid") or {}
     if grid.get("name") != "regular":
         raise MetadataError(f"{where}: only the regular chunk grid is supported, got {grid.get('name')!r}")
-    chunks = _int_tuple((grid.get("configuration") or {}).get("chunk_shape"), "chunk_shape", where)
+    chunks = _int_tuple((grid.get("configuration") or {}).get("chunk_shape"), "chunk_shape", where, minimum=1)
     if len(chunks) != len(shape):
         raise MetadataError(f"{where}: chunk_shape {chunks} does not match shape {shape}")
-    dtype = parse_v3_dtype(doc.get("data_type"))
+    dtype = _unsupported_codecs(parse_v3_dtype(doc.get("data_type")), _v3_codec_problem(doc.get("codecs") or []))
     key_enc = doc.get("chunk_key_encoding") or {"name": "default"}
     sep = (key_enc.get("configuration") or {}).get("separator")
     v2_keys = key_enc.get("name") == "v2"
@@ -155,11 +196,12 @@ def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Mapping[str, An
     """Parse a v2 `.zarray` with its `.zattrs` (dimension names come from `_ARRAY_DIMENSIONS`)."""
     where = f"array '{path or '/'}'"
     shape = _int_tuple(zarray.get("shape"), "shape", where)
-    chunks = _int_tuple(zarray.get("chunks"), "chunks", where)
+    chunks = _int_tuple(zarray.get("chunks"), "chunks", where, minimum=1)
     if len(chunks) != len(shape):
         raise MetadataError(f"{where}: chunks {chunks} do not match shape {shape}")
     filters = zarray.get("filters") or []
-    dtype = parse_v2_dtype(zarray.get("dtype"), filters)
+    dtype = _unsupported_codecs(parse_v2_dtype(zarray.get("dtype"), filters),
+                                _v2_codec_problem(zarray.get("compressor"), filters))
     attrs = dict(zattrs)
     dims = attrs.pop("_ARRAY_DIMENSIONS", None)
     return ArrayMeta(

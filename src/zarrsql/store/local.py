@@ -23,17 +23,17 @@ class LocalStore:
 
     def get(self, key: str) -> bytes | None:
         path = self._path(key)
+        real = os.path.realpath(path)  # checked before reading: nothing outside is ever read
+        if not (real == self.root or real.startswith(self.root + os.sep)):
+            raise StoreReadError(f"'{path}' links outside the store '{self.root}'; refusing to read it")
         try:
-            with open(path, "rb") as f:
+            with open(real, "rb") as f:
                 data = f.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             counters.count(requests=1)
             return None
         except OSError as err:
             raise StoreReadError(f"cannot read '{path}': {err.strerror or err}") from err
-        real = os.path.realpath(path)
-        if not (real == self.root or real.startswith(self.root + os.sep)):
-            raise StoreReadError(f"'{path}' links outside the store '{self.root}'; refusing to read it")
         counters.count(requests=1, bytes_read=len(data))
         return data
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
-from zarrsql.metadata.arrays import ArrayMeta
+from zarrsql.discovery.roles import effective_dims
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
 from zarrsql.store import check_key
 from zarrsql.tables.build import analyze_group, display_path, find_coord
@@ -129,13 +129,15 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
         reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
         raise UnsupportedError(f"array '{path}' cannot be read: {reason}")
     where = f"array '{path}'"
-    declared = node.dimension_names
+    declared = effective_dims(node)
     group = path.rpartition("/")[0]
-    if declared is not None and all(declared):
-        dims = tuple(declared)  # type: ignore[arg-type]
+    if declared is not None:
+        # Declared names (a null entry reads dim_<i>) bind the coordinates they name.
+        dims = declared
         if dims_override is not None and dims_override != dims:
             raise ParameterError(f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares")
-        coords = tuple(find_coord(tree, group, d) for d in dims)
+        named = node.dimension_names or ()
+        coords = tuple(find_coord(tree, group, d) if named[k] else None for k, d in enumerate(dims))
         coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True))
     else:
         dims = tuple(f"dim_{i}" for i in range(node.ndim))
