@@ -14,7 +14,8 @@ from zarrsql.discovery.roles import Member
 from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
-from zarrsql.tables.build import analyze_group, display_path
+from zarrsql.tables.analyze import analyze_group
+from zarrsql.tables.build import display_path
 from zarrsql.tables.model import TableInfo
 from zarrsql.tables.select import Selection, normalize_path, select_table
 
@@ -87,7 +88,7 @@ def list_tables(tree: NodeTree, group_path: str | None = None, array_path: str |
     if array is not None:
         rt = select_table(tree, Selection(array_path=array))
         info = TableInfo(rt.group_path, None, rt.dims, rt.shape, rt.chunk_grid,
-                         tuple(d.array for d in rt.data), rt.coords)
+                         tuple(d.array for d in rt.data), rt.coords, derived=rt.derived, hidden=rt.hidden)
         return [_table_row(info)]
     rows = []
     for g in sorted(tree.groups):

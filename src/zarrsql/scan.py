@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from zarrsql.decode.chunks import read_region
-from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
+from zarrsql.decode.columns import DecodeOptions, column_codec
+from zarrsql.decode.logical import Logical
+from zarrsql.decode.variables import Codec, codec_for
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, cached_tree
 from zarrsql.plan.bounds import bounds_predicate
@@ -41,12 +43,14 @@ class ReadRequest:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """An output column: a dimension (`dim` is its axis) or a data variable (`data` index)."""
+    """An output column: a dimension (`dim` is its axis), a data variable (`data` indexes
+    `TableScan.codecs`) or a derived coordinate (`derived` indexes `TableScan.derived`)."""
 
     name: str
-    logical: str
+    logical: Logical
     dim: int | None = None
     data: int | None = None
+    derived: int | None = None
 
 
 def open_store_for(request: ReadRequest) -> Store:
@@ -75,6 +79,7 @@ class TableScan:
         self.tree = cached_tree(self.store)
         self.table: ReadTable = select_table(self.tree, request.selection)
         self.dims: list[DimValues] = []
+        self.dim_logical: list[str] = []
         self.columns: list[Column] = []
         self.positional: list[bool] = []
         for k, (name, n, coord) in enumerate(zip(self.table.dims, self.table.shape, self.table.coords, strict=True)):
@@ -84,18 +89,24 @@ class TableScan:
                 dv, logical = _load_coord(self.tree, coord, request.options)
                 dv = DimValues(name, dv.values, dv.nulls)
             self.dims.append(dv)
+            self.dim_logical.append(logical)
             self.positional.append(coord is None)
-            self.columns.append(Column(name, logical, dim=k))
-        self.codecs: list[ColumnCodec] = []
+            if k not in self.table.hidden:
+                self.columns.append(Column(name, logical, dim=k))
+        #: Derived coordinate columns: name -> (axis, values along that axis).
+        self.derived: list[tuple[int, DimValues]] = []
+        for j, d in enumerate(self.table.derived):
+            positions = np.arange(self.table.shape[d.axis], dtype=np.float64)
+            self.derived.append((d.axis, DimValues(d.name, positions * d.scale + d.offset, None)))
+            self.columns.append(Column(d.name, "float64", derived=j))
+        self.codecs: list[Codec] = []
         for i, dc in enumerate(self.table.data):
-            codec = column_codec(dc.array, request.options)
+            codec = codec_for(dc.array, self.store, request.options)
             self.codecs.append(codec)
             self.columns.append(Column(dc.column, codec.logical, data=i))
         self.base_predicate: Predicate | None = None
         if request.bounds is not None:
-            self.base_predicate = bounds_predicate(
-                request.bounds, self.dims, [c.logical for c in self.columns[: len(self.dims)]], self.positional
-            )
+            self.base_predicate = bounds_predicate(request.bounds, self.dims, self.dim_logical, self.positional)
 
     @property
     def num_rows(self) -> int:
@@ -116,7 +127,14 @@ class TableScan:
         """Plan the work units for rows where `predicate` (and `bounds :=`) holds."""
         parts = [p for p in (self.base_predicate, predicate) if p is not None]
         combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
-        return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined)
+        return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
+
+    def filterable(self) -> dict[str, str]:
+        """Columns a pushed predicate may name, with their logical types: every dimension
+        column (its coordinate values) and every derived coordinate."""
+        out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
+        out.update({dv.name: "float64" for _, dv in self.derived})
+        return out
 
 
 def open_table(request: ReadRequest) -> TableScan:

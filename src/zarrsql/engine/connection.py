@@ -28,6 +28,7 @@ from zarrsql.engine.functions import METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COL
 from zarrsql.engine import mounts
 from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
+from zarrsql.decode.logical import Enum
 from zarrsql.errors import ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
@@ -88,11 +89,26 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         key = "__zarrsql_" + scan.fingerprint()[:24]
         with state.lock:
             if key not in state.registered:
-                state.pending[key] = lambda: make_source(scan, state.record)
+                state.pending[key] = lambda: (make_source(scan, state.record), _enum_view(scan))
             state.scan_keys[args] = (state.generation, key)
         return key
 
     return scan_key
+
+
+def _enum_view(scan: TableScan) -> str | None:
+    """The SELECT that gives categorical columns their ENUM type (Arrow dictionaries read as
+    VARCHAR), over the raw scan registered as `{raw}`; None when there is nothing to cast."""
+    if not any(isinstance(c.logical, Enum) for c in scan.columns):
+        return None
+    parts = []
+    for c in scan.columns:
+        if isinstance(c.logical, Enum):
+            labels = ", ".join(quote_text(v) for v in c.logical.categories)
+            parts.append(f"CAST({quote_ident(c.name)} AS ENUM({labels})) AS {quote_ident(c.name)}")
+        else:
+            parts.append(quote_ident(c.name))
+    return "SELECT " + ", ".join(parts) + " FROM {raw}"
 
 
 def _action_udf(state: _State) -> Callable[[str, str], str]:
@@ -239,13 +255,15 @@ class Connection:
         with self._state.lock:
             pending, self._state.pending = self._state.pending, {}
         for key, make in pending.items():
-            obj = make()
-            if isinstance(obj, pa.Table):
-                self._con.register(key, obj)
-            elif hasattr(self._con, "_register_arrow_source") and HAS_SOURCES:
-                self._con._register_arrow_source(key, obj)
+            made = make()
+            obj, view = (made, None) if isinstance(made, pa.Table) else made
+            name = key if view is None else key + "_raw"
+            if isinstance(obj, pa.Table) or not HAS_SOURCES:
+                self._con.register(name, obj)
             else:
-                self._con.register(key, obj)
+                self._con._register_arrow_source(name, obj)
+            if view is not None:
+                self._con.execute(f"CREATE OR REPLACE TEMP VIEW {quote_ident(key)} AS " + view.format(raw=quote_ident(name)))
             self._state.registered.add(key)
         if pending:
             return True

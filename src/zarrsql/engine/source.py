@@ -34,10 +34,6 @@ except ImportError:  # DuckDB 1.5: no scan-source protocol
     HAS_SOURCES = False
 
 
-def _dim_types(scan: TableScan) -> dict[str, str]:
-    return {c.name: c.logical for c in scan.columns if c.dim is not None}
-
-
 def _stream(scan: TableScan, columns: Sequence[Column], predicate: Predicate | None,
             on_error: Callable[[ZarrSQLError], None] | None) -> pa.RecordBatchReader:
     schema = schema_of(columns)
@@ -55,7 +51,7 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         self.scan = scan
         self.on_error = on_error
         self.schema = schema_of(scan.columns)
-        self._dims = _dim_types(scan)
+        self._dims = scan.filterable()
 
     def __arrow_c_schema__(self) -> object:
         return self.schema.__arrow_c_schema__()

@@ -1,12 +1,20 @@
-"""Numpy values and null masks to Arrow arrays, and the Arrow schema of a table's columns."""
+"""Numpy values and null masks to Arrow arrays, and the Arrow schema of a table's columns.
+
+Scalar columns wrap their numpy buffers without copying. Encoded columns (see
+`decode/logical.py`) become Arrow's nested types: an ENUM a dictionary array, a fixed
+multi-valued column a fixed-size list, a point a struct of its axes, a linestring a list of
+such structs and a polygon a list of rings (GeoArrow's native layouts), WKB binary.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from zarrsql.decode import logical as lg
 from zarrsql.scan import Column
 
 _TYPES = {
@@ -14,27 +22,82 @@ _TYPES = {
     "int64": pa.int64(), "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(),
     "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(),
     "string": pa.string(), "timestamp_us": pa.timestamp("us"), "duration_us": pa.duration("us"),
+    lg.WKB: pa.binary(),
 }
 
 
-def arrow_type(logical: str) -> pa.DataType:
-    return _TYPES[logical]
+def _point_type(axes: Sequence[str]) -> pa.DataType:
+    return pa.struct([pa.field(a, pa.float64(), nullable=False) for a in axes])
+
+
+def arrow_type(logical: lg.Logical) -> pa.DataType:
+    if isinstance(logical, str):
+        return _TYPES[logical]
+    if isinstance(logical, lg.Enum):
+        return pa.dictionary(pa.int32(), pa.string(), ordered=logical.ordered)
+    if isinstance(logical, lg.FixedList):
+        return pa.list_(_TYPES[logical.inner], logical.size)
+    if isinstance(logical, lg.Point):
+        return _point_type(logical.axes)
+    if isinstance(logical, lg.LineString):
+        return pa.list_(_point_type(logical.axes))
+    if isinstance(logical, lg.Polygon):
+        return pa.list_(pa.list_(_point_type(logical.axes)))
+    raise TypeError(f"no Arrow type for {logical!r}")
 
 
 def schema_of(columns: Sequence[Column]) -> pa.Schema:
     return pa.schema([pa.field(c.name, arrow_type(c.logical)) for c in columns])
 
 
-def to_arrow(values: np.ndarray, nulls: np.ndarray | None, logical: str) -> pa.Array:
+def _validity(nulls: np.ndarray | None) -> tuple[Any, int]:
+    if nulls is None:
+        return None, 0
+    count = int(np.count_nonzero(nulls))
+    return (pa.py_buffer(np.packbits(~nulls, bitorder="little")), count) if count else (None, 0)
+
+
+def _points(coords: np.ndarray, axes: Sequence[str]) -> pa.StructArray:
+    coords = np.asarray(coords, dtype=np.float64).reshape(-1, len(axes))
+    children = [pa.array(np.ascontiguousarray(coords[:, i])) for i in range(len(axes))]
+    return pa.StructArray.from_arrays(children, fields=list(_point_type(axes)))
+
+
+def _offsets(offsets: np.ndarray) -> pa.Array:
+    return pa.array(np.asarray(offsets, dtype=np.int32))
+
+
+def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Array:
+    mask = None if nulls is None or not nulls.any() else pa.array(nulls)
+    if isinstance(logical, lg.Enum):
+        codes = np.asarray(values, dtype=np.int32)
+        indices = pa.array(codes, mask=nulls)
+        return pa.DictionaryArray.from_arrays(indices, pa.array(list(logical.categories), pa.string()),
+                                              ordered=logical.ordered)
+    if isinstance(logical, lg.FixedList):
+        flat = to_arrow(np.ascontiguousarray(values).reshape(-1), None, logical.inner)
+        return pa.FixedSizeListArray.from_arrays(flat, logical.size, mask=mask)
+    if isinstance(logical, lg.Point):
+        points = _points(values, logical.axes)
+        return points if mask is None else pa.StructArray.from_arrays(
+            points.flatten(), fields=list(points.type), mask=mask)
+    if isinstance(logical, lg.LineString):
+        offsets, coords = values
+        return pa.ListArray.from_arrays(_offsets(offsets), _points(coords, logical.axes), mask=mask)
+    if isinstance(logical, lg.Polygon):
+        geom, rings, coords = values
+        inner = pa.ListArray.from_arrays(_offsets(rings), _points(coords, logical.axes))
+        return pa.ListArray.from_arrays(_offsets(geom), inner, mask=mask)
+    raise TypeError(f"no Arrow array for {logical!r}")
+
+
+def to_arrow(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Array:
     """Build an Arrow array; fixed-width values are wrapped without copying."""
+    if not isinstance(logical, str):
+        return _nested(values, nulls, logical)
     typ = _TYPES[logical]
-    if logical in ("string", "bool"):
+    if logical in ("string", "bool", lg.WKB):
         return pa.array(values, type=typ, mask=nulls)
     values = np.ascontiguousarray(values)
-    validity = None
-    null_count = 0
-    if nulls is not None:
-        null_count = int(np.count_nonzero(nulls))
-        if null_count:
-            validity = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    validity, null_count = _validity(nulls)
     return pa.Array.from_buffers(typ, len(values), [validity, pa.py_buffer(values)], null_count)

@@ -15,10 +15,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pyarrow as pa
 
 from zarrsql import counters
-from zarrsql.decode.chunks import read_region
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
-from zarrsql.expand.rows import expand_dim, select_cells
+from zarrsql.expand.rows import expand_dim
 from zarrsql.plan.units import ScanPlan, WorkUnit
 from zarrsql.scan import Column, TableScan
 
@@ -32,15 +31,13 @@ def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], sche
     arrays = []
     n_rows = unit.num_rows()
     for col in columns:
-        if col.dim is not None:
-            dv = scan.dims[col.dim]
-            values = expand_dim(dv.values, unit, col.dim)
-            nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, col.dim)
+        if col.dim is not None or col.derived is not None:
+            axis, dv = (col.dim, scan.dims[col.dim]) if col.dim is not None else scan.derived[col.derived]  # type: ignore[index]
+            values = expand_dim(dv.values, unit, axis)
+            nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
         else:
             assert col.data is not None
-            codec = scan.codecs[col.data]
-            raw = read_region(scan.store, codec.array, unit.region)
-            values, nulls = codec.decode(select_cells(raw, unit))
+            values, nulls = scan.codecs[col.data].read(scan.store, unit)
         arrays.append(to_arrow(values, nulls, col.logical))
     counters.count(work_units_read=1, rows=n_rows)
     if not arrays:  # no column asked for (count(*)): rows without columns

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from zarrsql.plan.selection import select_cells  # noqa: F401  (re-exported)
 from zarrsql.plan.units import WorkUnit
 
 
@@ -41,16 +42,3 @@ def expand_dim(values: np.ndarray, unit: WorkUnit, k: int) -> np.ndarray:
     outer = int(np.prod(lengths[:k], dtype=np.int64))
     out = np.repeat(picked, inner) if inner > 1 else picked
     return np.tile(out, outer) if outer > 1 else out
-
-
-def select_cells(block: np.ndarray, unit: WorkUnit) -> np.ndarray:
-    """The unit's selected cells of a region-shaped block, flattened in row-major order."""
-    sel = unit.select
-    if sel is None:
-        return block.reshape(-1)
-    if isinstance(sel, np.ndarray):
-        return block[sel]
-    for k, idx in enumerate(sel):
-        if idx is not None:
-            block = np.take(block, idx, axis=k)
-    return block.reshape(-1)

@@ -59,7 +59,11 @@ class WorkUnit:
 
 @dataclass(frozen=True)
 class ScanPlan:
-    """The work units of one scan, lazily listed, and how many the full grid has."""
+    """The work units of one scan, lazily listed, and how many the full grid has.
+
+    `columns` maps every column a predicate may name to (axis, its values along that axis):
+    the dimensions themselves and any derived coordinate of an axis.
+    """
 
     shape: tuple[int, ...]
     grid: tuple[int, ...]
@@ -67,6 +71,7 @@ class ScanPlan:
     kept: tuple[np.ndarray | None, ...] | None
     predicate: Predicate | None
     dims: tuple[DimValues, ...]
+    columns: dict[str, tuple[int, DimValues]]
 
     def units(self) -> Iterator[WorkUnit]:
         if self.predicate is not None and self.kept is None:
@@ -115,37 +120,31 @@ def _separable_select(kept: tuple[np.ndarray | None, ...] | None,
     return None if all(s is None for s in out) else tuple(out)
 
 
-def _dim_truth(p: Predicate, d: DimValues) -> np.ndarray:
-    t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, d.values, d.nulls))
-    return t
-
-
-def _separable(predicate: Predicate, dims: Sequence[DimValues]) -> tuple[np.ndarray | None, ...] | None:
-    """Kept indices per dimension when `predicate` is an AND of one-dimension parts."""
-    names = [d.name for d in dims]
+def _separable(predicate: Predicate, ndim: int,
+               columns: dict[str, tuple[int, DimValues]]) -> tuple[np.ndarray | None, ...] | None:
+    """Kept indices per dimension when `predicate` is an AND of parts that each read one axis."""
     parts: dict[int, list[Predicate]] = {}
     for c in conjuncts(predicate):
-        cols = columns_of(c)
-        if len(cols) != 1:
+        axes = {columns[name][0] for name in columns_of(c)}
+        if len(axes) != 1:
             return None
-        parts.setdefault(names.index(next(iter(cols))), []).append(c)
-    kept: list[np.ndarray | None] = [None] * len(dims)
+        parts.setdefault(axes.pop(), []).append(c)
+    kept: list[np.ndarray | None] = [None] * ndim
     for k, ps in parts.items():
         p = ps[0] if len(ps) == 1 else And(tuple(ps))
-        kept[k] = np.flatnonzero(_dim_truth(p, dims[k]))
+        t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, columns[leaf.column][1].values, columns[leaf.column][1].nulls))
+        kept[k] = np.flatnonzero(t)
     return tuple(kept)
 
 
 def _masked_units(plan: ScanPlan) -> Iterator[WorkUnit]:
-    names = [d.name for d in plan.dims]
-    ndim = len(names)
+    ndim = len(plan.dims)
     assert plan.predicate is not None
     for index in itertools.product(*[range(_n_chunks(n, g)) for n, g in zip(plan.shape, plan.grid, strict=True)]):
         region = _region(index, plan.shape, plan.grid)
 
         def leaf(p: Leaf, region: tuple[tuple[int, int], ...] = region) -> tuple[np.ndarray, np.ndarray]:
-            k = names.index(p.column)
-            d = plan.dims[k]
+            k, d = plan.columns[p.column]
             a, b = region[k]
             nulls = None if d.nulls is None else d.nulls[a:b]
             t, n = leaf_truth(p, d.values[a:b], nulls)
@@ -161,8 +160,11 @@ def _masked_units(plan: ScanPlan) -> Iterator[WorkUnit]:
 
 
 def plan_scan(shape: tuple[int, ...], grid: tuple[int, ...], dims: Sequence[DimValues],
-              predicate: Predicate | None) -> ScanPlan:
-    """Plan the scan of a table of `shape` on a chunk `grid`, keeping rows where `predicate` holds."""
+              predicate: Predicate | None, *, aliases: Sequence[tuple[int, DimValues]] = ()) -> ScanPlan:
+    """Plan the scan of a table of `shape` on a chunk `grid`, keeping rows where `predicate`
+    holds; `aliases` are derived coordinates (axis, values) a predicate may also name."""
     total = int(np.prod([_n_chunks(n, g) for n, g in zip(shape, grid, strict=True)], dtype=np.int64))
-    kept = _separable(predicate, dims) if predicate is not None else None
-    return ScanPlan(shape, grid, total, kept, predicate, tuple(dims))
+    columns = {d.name: (k, d) for k, d in enumerate(dims)}
+    columns.update({d.name: (k, d) for k, d in aliases})
+    kept = _separable(predicate, len(dims), columns) if predicate is not None else None
+    return ScanPlan(shape, grid, total, kept, predicate, tuple(dims), columns)

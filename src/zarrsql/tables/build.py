@@ -10,8 +10,10 @@ coordinate has the wrong length or an unsupported type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+from zarrsql.decode.variables import Variable
 from zarrsql.discovery.roles import Member, assign_roles
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
@@ -42,9 +44,15 @@ def ancestors(path: str) -> list[str]:
 
 
 def group_members(tree: NodeTree, path: str) -> list[Member]:
-    _, arrays = tree.children(path)
-    group = tree.groups.get(path)
-    return assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs) if group else {})
+    """The arrays of a group with their CF roles (cached with the tree)."""
+    key = ("members", path)
+    hit = tree.derived.get(key)
+    if hit is None:
+        _, arrays = tree.children(path)
+        group = tree.groups.get(path)
+        hit = assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs) if group else {})
+        tree.derived[key] = hit
+    return list(hit)  # type: ignore[call-overload]
 
 
 def _dim_sizes(members: list[Member]) -> dict[str, int]:
@@ -76,9 +84,12 @@ def find_coord(tree: NodeTree, path: str, dim: str) -> ArrayMeta | None:
     return None
 
 
-def _chunk_grid(arrays: list[ArrayMeta]) -> tuple[int, ...]:
-    grid = [max(a.chunks[k] for a in arrays) for k in range(arrays[0].ndim)]
-    return tuple(max(1, min(g, n)) if n else max(g, 1) for g, n in zip(grid, arrays[0].shape, strict=True))
+def chunk_grid(arrays: Sequence[Variable], ndim: int | None = None) -> tuple[int, ...]:
+    """The work-unit grid: the largest chunk length per table dimension over `arrays`."""
+    ndim = arrays[0].ndim if ndim is None else ndim
+    shape = arrays[0].shape[:ndim]
+    grid = [max(a.chunks[k] for a in arrays) for k in range(ndim)]
+    return tuple(max(1, min(g, n)) if n else max(g, 1) for g, n in zip(grid, shape, strict=True))
 
 
 def _coord_problem(coord: ArrayMeta | None, dim: str, n: int) -> str | None:
@@ -97,7 +108,7 @@ def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
         problem = f"dimension names {list(dims)} repeat; read the arrays with array_path :="
     for d, n, c in zip(dims, shape, coords, strict=True):
         problem = problem or _coord_problem(c, d, n)
-    return TableInfo(path, "_".join(dims), dims, shape, _chunk_grid(arrays), tuple(arrays), coords, problem)
+    return TableInfo(path, "_".join(dims), dims, shape, chunk_grid(arrays), tuple(arrays), coords, problem)
 
 
 def _name_clashes(tables: list[TableInfo]) -> list[TableInfo]:
@@ -115,13 +126,12 @@ def _name_clashes(tables: list[TableInfo]) -> list[TableInfo]:
                 f"its name '{t.default_name}' equals another table's ignoring case; "
                 f"select it with dims := {list(t.dims)}"
             )
-        name = None if problem else t.default_name
-        out.append(TableInfo(t.group_path, name, t.dims, t.shape, t.chunk_grid, t.data_vars, t.coords, problem))
+        out.append(replace(t, name=None if problem else t.default_name, problem=problem))
     return out
 
 
-def analyze_group(tree: NodeTree, path: str) -> GroupInfo:
-    """Roles, tables and alignment of one group."""
+def analyze_cf_group(tree: NodeTree, path: str) -> GroupInfo:
+    """Roles, tables and alignment of one group by the xarray/CF rules."""
     members = group_members(tree, path)
     misaligned = _misalignment(tree, path, _dim_sizes(members))
     buckets: dict[tuple, list[ArrayMeta]] = {}
@@ -130,8 +140,7 @@ def analyze_group(tree: NodeTree, path: str) -> GroupInfo:
             buckets.setdefault((m.dims, m.array.shape), []).append(m.array)
     tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
     if misaligned:
-        tables = [TableInfo(t.group_path, t.name, t.dims, t.shape, t.chunk_grid, t.data_vars,
-                            t.coords, t.problem or misaligned) for t in tables]
+        tables = [replace(t, problem=t.problem or misaligned) for t in tables]
     tables = _name_clashes(tables)
     return GroupInfo(path, tuple(members), tuple(tables), misaligned)
 

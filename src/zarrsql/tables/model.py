@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from zarrsql.decode.variables import Variable
 from zarrsql.metadata.arrays import ArrayMeta
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """A column computed from a dimension's positions: `position * scale + offset`.
+
+    OME-Zarr's coordinate transformations give each image axis a physical coordinate this way.
+    """
+
+    name: str
+    axis: int
+    scale: float
+    offset: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,6 +26,9 @@ class TableInfo:
     """A table of a group as `read_zarr_tables` lists it.
 
     `name` is None when the table cannot be read by name; `problem` then says why.
+    `hidden` lists dimensions that give no column (a table-convention table without an
+    index has only positional rows); `derived` adds computed coordinate columns;
+    `name_hint` replaces the dimension-joined name (a table-convention group's own name).
     `coords` holds, per dimension, the coordinate array (from the group or an ancestor) or
     None for a positional dimension. `chunk_grid` is the largest chunk length per dimension
     over the data arrays: the work-unit grid.
@@ -22,20 +39,23 @@ class TableInfo:
     dims: tuple[str, ...]
     shape: tuple[int, ...]
     chunk_grid: tuple[int, ...]
-    data_vars: tuple[ArrayMeta, ...]
+    data_vars: tuple[Variable, ...]
     coords: tuple[ArrayMeta | None, ...]
     problem: str | None = None
+    derived: tuple[Derived, ...] = ()
+    hidden: tuple[int, ...] = ()
+    name_hint: str | None = None
 
     @property
     def default_name(self) -> str:
-        return "_".join(self.dims)
+        return self.name_hint or "_".join(self.dims)
 
 
 @dataclass(frozen=True, slots=True)
 class DataColumn:
-    """A data variable of a read: the array and the column name it gets."""
+    """A data variable of a read: the variable and the column name it gets."""
 
-    array: ArrayMeta
+    array: Variable
     column: str
 
 
@@ -50,6 +70,8 @@ class ReadTable:
     chunk_grid: tuple[int, ...]
     coords: tuple[ArrayMeta | None, ...]
     data: tuple[DataColumn, ...]
+    derived: tuple[Derived, ...] = ()
+    hidden: tuple[int, ...] = ()
 
     @property
     def num_rows(self) -> int:

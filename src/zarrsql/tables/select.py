@@ -7,13 +7,15 @@ tables that exist and the parameter that picks one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
+from zarrsql.decode.variables import unreadable
 from zarrsql.discovery.roles import effective_dims
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
 from zarrsql.store import check_key
-from zarrsql.tables.build import analyze_group, display_path, find_coord
+from zarrsql.tables.analyze import analyze_group
+from zarrsql.tables.build import display_path, find_coord
 from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
 
 
@@ -41,14 +43,18 @@ def _describe(tables: tuple[TableInfo, ...]) -> str:
 def _read_table(t: TableInfo) -> ReadTable:
     if t.problem:
         raise SelectionError(f"table {list(t.dims)} of group '{display_path(t.group_path)}' cannot be read: {t.problem}")
-    bad = [a for a in t.data_vars if not a.dtype.supported]
+    bad = [a for a in t.data_vars if unreadable(a)]
     if bad:
         a = bad[0]
-        others = [v.path for v in t.data_vars if v.dtype.supported]
+        others = [v.path for v in t.data_vars if not unreadable(v)]
         hint = f"; read another array with array_path := '{others[0]}'" if others else ""
-        raise UnsupportedError(f"array '{a.path}' of table '{t.name}' cannot be read: {a.dtype.reason}{hint}")
-    data = tuple(DataColumn(a, a.name) for a in t.data_vars)
-    return ReadTable(t.group_path, t.name or "_".join(t.dims), t.dims, t.shape, t.chunk_grid, t.coords, data)
+        raise UnsupportedError(f"array '{a.path}' of table '{t.name}' cannot be read: {unreadable(a)}{hint}")
+    names = [a.name for a in t.data_vars]
+    if len(names) == 1 and _NUMBER.match(names[0]):  # an image level '0': name it value
+        names = [_value_column(names[0], t.dims)]
+    data = tuple(DataColumn(a, n) for a, n in zip(t.data_vars, names, strict=True))
+    return ReadTable(t.group_path, t.name or t.default_name, t.dims, t.shape, t.chunk_grid, t.coords, data,
+                     t.derived, t.hidden)
 
 
 def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
@@ -96,7 +102,7 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
 def _unblock_case(t: TableInfo) -> TableInfo:
     """dims := may read a table whose only problem is a case-folded name clash."""
     if t.problem and "ignoring case" in t.problem:
-        return TableInfo(t.group_path, t.default_name, t.dims, t.shape, t.chunk_grid, t.data_vars, t.coords)
+        return replace(t, name=t.default_name, problem=None)
     return t
 
 

@@ -1,0 +1,49 @@
+"""Column types beyond plain scalars, as plain records the engine adapter maps to its types.
+
+A scalar column's type is a name ("float64", "string", "timestamp_us", ...). Encoded columns
+use these records; each says what `Codec.read` returns for it:
+- `Enum`: int32 codes into `categories` (NULL where masked); an SQL ENUM when the categories
+  are distinct strings.
+- `FixedList`: an (n, size) array of `inner` values (a fixed multi-valued column).
+- `Point`: an (n, len(axes)) float array; `LineString`: (offsets of length n+1, coords);
+  `Polygon`: (geometry offsets n+1 into rings, ring offsets into coords, coords). Offsets
+  start at 0 for the rows returned.
+- `WKB`: an object array of bytes (well-known binary geometry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True, slots=True)
+class Enum:
+    categories: tuple[str, ...]
+    ordered: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FixedList:
+    inner: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    axes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LineString:
+    axes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Polygon:
+    axes: tuple[str, ...]
+
+
+WKB = "wkb"
+
+Logical = Union[str, Enum, FixedList, Point, LineString, Polygon]
