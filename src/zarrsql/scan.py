@@ -62,6 +62,11 @@ def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions) -> tup
     hit = tree.derived.get(key)
     if hit is None:
         raw = read_region(tree.store, array, ((0, array.shape[0]),))
+        # A coordinate rewritten in place (chunks only) must not be served from this cache:
+        # its chunk keys join the documents the cached tree is revalidated against.
+        for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0):
+            chunk = array.chunk_key((i,))
+            tree.validators[chunk] = tree.store.token(chunk)
         codec = column_codec(array, options, is_coord=True, coord_values=raw)
         values, nulls = codec.decode(raw)
         hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)

@@ -85,3 +85,13 @@ def test_failed_mount_leaves_nothing_behind(fixture_path: Callable[[str], str], 
             zarrsql.mount(con, store, "x", existing=True)
         assert con.sql("SELECT count(*) FROM duckdb_views() WHERE database_name = 'x' AND NOT internal").fetchall() == [(0,)]
         assert con.sql("SELECT count(*) FROM duckdb_schemas() WHERE database_name = 'x'").fetchall() == before
+
+
+def test_zarr_mounts_lists_only_mounts(fixture_path: Callable[[str], str]) -> None:
+    store = fixture_path("datatree.zarr")
+    with zarrsql.connect() as con:
+        con.execute(f"CREATE VIEW mine AS SELECT * FROM read_zarr('{store}')")  # a user's own view
+        con.sql(f"SELECT count(*) FROM '{store}'").fetchall()  # a FROM-string temp view
+        zarrsql.mount(con, store, "dt")
+        listed = con.sql("SELECT database_name, view_name FROM zarr_mounts() ORDER BY ALL").fetchall()
+    assert listed == [("dt", "x"), ("dt", "x_y"), ("dt", "x_y")]

@@ -148,3 +148,35 @@ def test_store_change_is_seen(tmp_path: Path) -> None:
         w = g.create_array("w", shape=(5,), dtype="int32", dimension_names=["i"])
         w[:] = 1
         assert con.sql("SELECT count(*), sum(v), sum(w) FROM v").fetchall() == [(5, 15, 5)]
+
+
+def test_registrations_are_bounded_and_come_back(air: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from zarrsql.engine import connection
+
+    monkeypatch.setattr(connection, "MAX_REGISTERED", 3)
+    with zarrsql.connect() as con:
+        lats = zarr.open_array(f"{air}/lat", mode="r")[...]
+        for k, lat in enumerate(lats[:6]):  # six distinct reads (bounds differ): six scans
+            rel = con.sql(f"SELECT count(*) FROM read_zarr('{air}', bounds := [['lat', '{lat}', '{lat}']])")
+            assert rel.fetchall() == [(_air_count(air) // 25,)], k
+        views = con.sql("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '__zarrsql_%'").fetchall()[0][0]
+        assert views <= 3
+        first = con.sql(f"SELECT count(*) FROM read_zarr('{air}', bounds := [['lat', '{lats[0]}', '{lats[0]}']])")
+        assert first.fetchall() == [(_air_count(air) // 25,)]
+
+
+def test_coordinate_rewritten_in_place_is_seen(tmp_path: Path) -> None:
+    path = tmp_path / "c.zarr"
+    g = zarr.open_group(str(path), mode="w", zarr_format=3)
+    x = g.create_array("x", shape=(3,), dtype="float64", dimension_names=["x"])
+    x[:] = [1.0, 2.0, 3.0]
+    g.create_array("v", shape=(3,), dtype="float64", dimension_names=["x"])[:] = 0
+    with zarrsql.connect() as con:
+        assert con.sql(f"SELECT max(x) FROM read_zarr('{path}')").fetchall() == [(3.0,)]
+        x[:] = [10.0, 20.0, 30.0]  # chunks rewritten, no metadata document touched
+        assert con.sql(f"SELECT max(x) FROM read_zarr('{path}')").fetchall() == [(30.0,)]
+
+
+def test_from_a_missing_zarr_path_names_it(tmp_path: Path) -> None:
+    with zarrsql.connect() as con, pytest.raises(zarrsql.StoreNotFoundError, match="no Zarr store at"):
+        con.sql(f"SELECT * FROM '{tmp_path / 'missing.zarr'}'")

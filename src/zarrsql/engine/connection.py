@@ -13,8 +13,10 @@ Registration happens outside any running query, so DuckDB's no-re-entrancy rule 
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import threading
+from collections import deque
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -29,15 +31,18 @@ from zarrsql.engine import mounts
 from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
 from zarrsql.decode.logical import Enum
-from zarrsql.errors import ZarrSQLError
+from zarrsql.errors import StoreNotFoundError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
-from zarrsql.store import open_store
+from zarrsql.store import is_url, open_store
 
 T = TypeVar("T")
 #: Rounds of "register what binding asked for, run again" before giving up: one per distinct
 #: zarrsql read a statement binds in sequence (joins of many stores need several).
 MAX_ROUNDS = 32
+#: Registered scans and listings kept per connection; older ones are dropped (and registered
+#: again on demand), so a long session does not accumulate every store it ever read.
+MAX_REGISTERED = 256
 
 
 #: Connection methods that fetch the result of the last `execute`.
@@ -64,6 +69,7 @@ class _State:
         self.depth = 0
         self.perform: Callable[[str, dict[str, Any]], object] | None = None
         self.scan_keys: dict[str, tuple[int, str]] = {}
+        self.order: deque[tuple[str, str, bool]] = deque()
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -265,10 +271,31 @@ class Connection:
             if view is not None:
                 self._con.execute(f"CREATE OR REPLACE TEMP VIEW {quote_ident(key)} AS " + view.format(raw=quote_ident(name)))
             self._state.registered.add(key)
+            self._state.order.append((key, name, view is not None))
+        self._forget_oldest()
         if pending:
             return True
         texts = string_constants(text, table_position=True) if text else []
-        return self._claim_literals(texts) or self._claim_view_literals()
+        if self._claim_literals(texts) or self._claim_view_literals():
+            return True
+        missing = [t for t in texts if t.rstrip("/").lower().endswith(".zarr") and not is_url(t)
+                   and not os.path.exists(os.path.expanduser(t))]
+        if missing:  # DuckDB would only say "table does not exist"
+            raise StoreNotFoundError(f"no Zarr store at '{missing[0]}': the path does not exist; check the path "
+                                     "(relative paths are resolved from the current directory)")
+        return False
+
+    def _forget_oldest(self) -> None:
+        """Drop the oldest registrations past `MAX_REGISTERED`: each holds a scan (and its
+        decoded coordinates) that a later statement can register again if it needs it."""
+        state = self._state
+        while len(state.order) > MAX_REGISTERED:
+            key, name, has_view = state.order.popleft()
+            with state.lock:
+                state.registered.discard(key)
+            if has_view:
+                self._con.execute(f"DROP VIEW IF EXISTS {quote_ident(key)}")
+            self._con.unregister(name)
 
     def _claim_literals(self, texts: list[str]) -> bool:
         new = [t for t in dict.fromkeys(texts) if t not in self._state.literal_views and claimable(t)]

@@ -154,15 +154,27 @@ _LIST_TYPES = {
 }
 
 
+def _mount_view(sql: str) -> list[str] | None:
+    """The string arguments of a view a mount made (store, [group], table), else None.
+
+    A mount's views have one shape: `SELECT * FROM read_zarr('store'[, group_path := 'g'],
+    table_name := 't')`; a user's own views over read_zarr are not mounts.
+    """
+    consts = string_constants(sql)
+    if len(consts) not in (2, 3) or "table_name :=" not in sql or (len(consts) == 3) != ("group_path :=" in sql):
+        return None
+    return consts
+
+
 def mounts(con: Any, database: str | None = None) -> pa.Table:
-    """Every view that reads a Zarr table, in every attached database (or just `database`)."""
+    """Every mounted view, in every attached database (or just `database`)."""
     rows = con.execute(
         "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() "
-        "WHERE NOT internal AND sql LIKE '%read_zarr(%' ORDER BY ALL"
+        "WHERE NOT internal AND NOT temporary AND sql LIKE '%read_zarr(%' ORDER BY ALL"
     ).fetchall()
     out: dict[str, list[Any]] = {k: [] for k in MOUNTS_COLUMNS}
     for db_name, schema, view, sql in rows:
-        consts = string_constants(sql)
+        consts = _mount_view(sql)
         if not consts or (database is not None and database.lower() != db_name.lower()):
             continue
         values = [db_name, schema, view, consts[0], "/" + consts[1] if len(consts) == 3 else "/", consts[-1]]

@@ -1,58 +1,268 @@
-"""A store behind an fsspec URL (http, s3, gs, az, memory)."""
+"""A store behind an fsspec URL: http(s), s3, gs, az (async filesystems), memory and others.
+
+Requests run on fsspec's own event loop (`fsspec.asyn.sync`), never `asyncio.run`, so the
+store works inside Jupyter and from any reader thread. Each request is one attempt of at most
+`timeout` seconds; a transient failure (see `failures.py`) is retried `retries` times with
+doubling backoff; a 404 is a missing key (None), a 401/403 is never retried. Every attempt
+counts as a request in `zarrsql.trace()`, validation requests (HEAD) included.
+
+`get_many` fetches keys concurrently, at most `concurrency` requests in flight per store,
+which is what hides the round-trip latency of object storage. Plain HTTP cannot list keys,
+so `can_list` is False there and a store without consolidated metadata reads one array at a
+time (metadata/tree.py). A chunk that is missing while the store's metadata document has
+changed since the tree was read means the store changed under the query: an error, not fill.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from zarrsql import counters
-from zarrsql.errors import StoreNotFoundError, StoreReadError
+from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import check_key
+from zarrsql.store.failures import Failure, classify, describe
+from zarrsql.store.options import NetworkOptions, split_options
+
+#: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
+#: extra HEAD requests on stores that legitimately leave many chunks unwritten.
+CHANGE_CHECK_INTERVAL = 1.0
+#: Longest wait between two attempts, whatever the backoff doubled to.
+MAX_BACKOFF = 2.0
+
+_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
+           "abfss": "azure", "http": "http", "https": "http"}
+
+
+def _protocol(url: str) -> str:
+    return url.split("://", 1)[0].lower()
 
 
 class FsspecStore:
-    """Reads keys below a URL through fsspec; `storage_options` go to the filesystem."""
+    """Reads keys below a URL through fsspec (see the module docstring for the rules)."""
+
+    remote = True
 
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         import fsspec
 
         self.url = url.rstrip("/")
+        self.protocol = _protocol(self.url)
+        self.network, self.fs_options = split_options(self.protocol, storage_options)
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(self.url, **storage_options)
-        except (ImportError, ValueError) as err:
-            raise StoreNotFoundError(f"cannot open '{url}': {err}") from err
+            self.fs, self.root = fsspec.core.url_to_fs(self.url, **self.fs_options)
+        except ImportError as err:
+            extra = _EXTRAS.get(self.protocol, "remote")
+            raise StoreNotFoundError(
+                f"cannot open '{url}': the filesystem for {self.protocol}:// is not installed ({err}); "
+                f"install it with: pip install 'zarrsql[{extra}]'"
+            ) from err
+        except (ValueError, TypeError) as err:
+            raise ParameterError(f"cannot open '{url}' with these storage_options: {err}") from err
+        self.root = self.root.rstrip("/")
+        self.can_list = self.protocol not in ("http", "https")
+        self.concurrency = self.network.concurrency
+        self.metadata_ttl = self.network.metadata_ttl
+        self.is_async = bool(getattr(self.fs, "async_impl", False))
+        digest = hashlib.sha1(json.dumps(self.fs_options, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+        self.cache_key = f"{self.url}#{digest}"
+        self.watch: tuple[str, str | None] | None = None  # (metadata key, its token) set by the tree
+        self._sem: asyncio.Semaphore | None = None
+        self._lock = threading.Lock()
+        self._last_change_check = 0.0
+        self._pool: ThreadPoolExecutor | None = None
 
+    # -- keys --------------------------------------------------------------------------------
     def _path(self, key: str) -> str:
         check_key(key)
         return f"{self.root}/{key}" if key else self.root
 
-    def get(self, key: str) -> bytes | None:
-        path = self._path(key)
-        try:
-            data = self.fs.cat_file(path)
-        except FileNotFoundError:
-            counters.count(requests=1)
-            return None
-        except Exception as err:  # fsspec backends raise their own types; the edge of the core
-            raise StoreReadError(f"cannot read '{self.url}/{key}': {err}") from err
-        counters.count(requests=1, bytes_read=len(data))
-        return bytes(data)
+    def where(self, key: str) -> str:
+        """The URL of `key`, as error messages name it."""
+        return f"{self.url}/{key}" if key else self.url
 
-    def list_dir(self, prefix: str) -> list[str]:
-        path = self._path(prefix.rstrip("/"))
-        try:
-            entries = self.fs.ls(path, detail=False)
-        except FileNotFoundError:
-            return []
-        except Exception as err:
-            raise StoreReadError(f"cannot list '{self.url}/{prefix}': {err}") from err
-        counters.count(requests=1)
-        return sorted({e.rstrip("/").rsplit("/", 1)[-1] for e in entries})
+    # -- running requests -----------------------------------------------------------------------
+    def _run(self, make: Callable[[], Awaitable[Any]]) -> Any:
+        from fsspec.asyn import sync
+
+        async def main() -> Any:
+            return await make()
+
+        return sync(self.fs.loop, main)
+
+    async def _attempts(self, key: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        """`call()` with the timeout and retry rules; None for a missing key."""
+        if self._sem is None:  # created on the loop thread, the only one that touches it
+            self._sem = asyncio.Semaphore(self.concurrency)
+        net = self.network
+        attempt = 0
+        while True:
+            attempt += 1
+            counters.count(requests=1)
+            try:
+                async with self._sem:
+                    return await asyncio.wait_for(call(), net.timeout)
+            except Exception as err:  # backends raise their own types: classified, never guessed
+                kind = classify(err)
+                if kind is Failure.MISSING:
+                    return None
+                if kind is Failure.TRANSIENT and attempt <= net.retries:
+                    await asyncio.sleep(min(MAX_BACKOFF, net.retry_backoff * 2 ** (attempt - 1)))
+                    continue
+                raise self._error(key, err, kind, attempt) from err
+
+    def _error(self, key: str, err: BaseException, kind: Failure, attempts: int) -> StoreReadError:
+        where, cause = self.where(key), describe(err, self.network.timeout)
+        if kind is Failure.DENIED:
+            return StoreReadError(f"access denied reading '{where}' ({cause}); {self._credentials_hint()}")
+        if kind is Failure.TRANSIENT:
+            return StoreReadError(
+                f"cannot read '{where}': {cause}, still failing after {attempts} attempts; the "
+                "server or network failed: try again later, or raise 'retries' / 'timeout' in storage_options"
+            )
+        return StoreReadError(f"cannot read '{where}': {cause}")
+
+    def _credentials_hint(self) -> str:
+        if self.protocol in ("s3", "s3a"):
+            return ("give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
+                    "environment variables, or a DuckDB secret (CREATE SECRET (TYPE s3, ...))")
+        if self.protocol in ("http", "https"):
+            return "check the URL; a server that needs authentication takes storage_options := MAP {'headers': '{\"Authorization\": ...}'}"
+        return "check the URL and the credentials in storage_options"
+
+    # -- the Store protocol ---------------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The bytes of every key (None where missing), fetched concurrently."""
+        paths = [self._path(k) for k in keys]
+        if self.is_async:
+            async def one(key: str, path: str) -> bytes | None:
+                return await self._attempts(key, lambda: self.fs._cat_file(path))
+
+            out = self._run(lambda: asyncio.gather(*(one(k, p) for k, p in zip(keys, paths, strict=True))))
+        else:
+            out = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.cat_file(p)), keys, paths)
+        data = [None if b is None else bytes(b) for b in out]
+        counters.count(bytes_read=sum(len(b) for b in data if b is not None))
+        if any(b is None for b in data):
+            self._check_unchanged([k for k, b in zip(keys, data, strict=True) if b is None][0])
+        return data
 
     def token(self, key: str) -> str | None:
-        try:
-            info = self.fs.info(self._path(key))
-        except FileNotFoundError:
-            return None
-        except Exception:
-            return None
-        return str(info.get("ETag") or info.get("mtime") or info.get("size"))
+        return self.token_many([key])[0]
+
+    def token_many(self, keys: Sequence[str]) -> list[str | None]:
+        """A validator per key (ETag, Last-Modified, size), None where the key is missing."""
+        paths = [self._path(k) for k in keys]
+        if self.is_async:
+            async def one(key: str, path: str) -> str | None:
+                info = await self._attempts(key, lambda: self._ainfo(path))
+                return None if info is None else _token_of(info)
+
+            return list(self._run(lambda: asyncio.gather(*(one(k, p) for k, p in zip(keys, paths, strict=True)))))
+        infos = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.info(p)), keys, paths)
+        return [None if i is None else _token_of(i) for i in infos]
+
+    def list_dir(self, prefix: str) -> list[str]:
+        if not self.can_list:
+            raise StoreReadError(
+                f"cannot list '{self.where(prefix)}': plain HTTP has no way to list keys; give the "
+                "store consolidated metadata, or read one array with array_path :="
+            )
+        path = self._path(prefix.rstrip("/"))
+        if self.is_async:
+            entries = self._run(lambda: self._attempts(prefix, lambda: self._als(path)))
+        else:
+            entries = self._sync_attempts(prefix, lambda: self.fs.ls(path, detail=False))
+        if entries is None:
+            return []
+        base = path.rstrip("/") + "/"
+        names = {str(e).rstrip("/")[len(base):] if str(e).startswith(base) else str(e).rstrip("/").rsplit("/", 1)[-1]
+                 for e in entries}
+        return sorted(n for n in names if n and "/" not in n)
+
+    # -- filesystem specifics -------------------------------------------------------------------
+    async def _ainfo(self, path: str) -> dict[str, Any]:
+        if self.protocol in ("http", "https"):
+            return await self._http_head(path)
+        if self.protocol in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"):
+            return await self.fs._info(path, refresh=True)
+        return await self.fs._info(path)
+
+    async def _als(self, path: str) -> list[str]:
+        if self.protocol in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"):
+            return await self.fs._ls(path, detail=False, refresh=True)
+        return await self.fs._ls(path, detail=False)
+
+    async def _http_head(self, path: str) -> dict[str, Any]:
+        """One HEAD request; fsspec's own `_info` turns every failure into 'not found'."""
+        from aiohttp import ClientResponseError
+
+        session = await self.fs.set_session()
+        kwargs = dict(self.fs.kwargs)
+        async with session.head(self.fs.encode_url(path), allow_redirects=True, **kwargs) as r:
+            if r.status >= 400:
+                raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
+            return {"ETag": r.headers.get("ETag"), "Last-Modified": r.headers.get("Last-Modified"),
+                    "size": r.headers.get("Content-Length")}
+
+    def _sync_attempts(self, key: str, call: Callable[[], Any]) -> Any:
+        """The retry rules for a synchronous filesystem (no per-request timeout is possible)."""
+        net = self.network
+        attempt = 0
+        while True:
+            attempt += 1
+            counters.count(requests=1)
+            try:
+                return call()
+            except Exception as err:  # backends raise their own types: classified, never guessed
+                kind = classify(err)
+                if kind is Failure.MISSING:
+                    return None
+                if kind is Failure.TRANSIENT and attempt <= net.retries:
+                    time.sleep(min(MAX_BACKOFF, net.retry_backoff * 2 ** (attempt - 1)))
+                    continue
+                raise self._error(key, err, kind, attempt) from err
+
+    def _sync_map(self, fn: Callable[[str, str], Any], keys: Sequence[str], paths: Sequence[str]) -> list[Any]:
+        if len(keys) == 1:
+            return [fn(keys[0], paths[0])]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="zarrsql-io")
+        return list(self._pool.map(fn, keys, paths))
+
+    def _check_unchanged(self, missing_key: str) -> None:
+        """A missing chunk is fill only if the store's metadata is still what the tree read."""
+        watch = self.watch
+        if watch is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_change_check < CHANGE_CHECK_INTERVAL:
+                return
+            self._last_change_check = now
+        key, token = watch
+        current = self.token(key)
+        if current != token:
+            raise StoreReadError(
+                f"store '{self.url}' changed during the query: '{key}' is no longer the version "
+                f"the query planned with, and '{missing_key}' is missing; run the query again"
+            )
+
+
+def _token_of(info: dict[str, Any]) -> str:
+    """A validator from an info record; a key with none at all never validates (re-read)."""
+    parts = [str(info.get(k)) for k in ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "size")
+             if info.get(k) not in (None, "")]
+    if not parts:
+        return f"unvalidated:{time.monotonic_ns()}"
+    return "|".join(parts)

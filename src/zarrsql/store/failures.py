@@ -1,0 +1,130 @@
+"""What a failed request means: a missing key, a refusal, a passing fault, or a real error.
+
+Remote filesystems raise their own exception types (aiohttp, botocore, s3fs's translations).
+`classify` decides by type and HTTP status only, never by message text:
+
+- MISSING: 404 (fsspec raises FileNotFoundError) — a key that does not exist;
+- DENIED: 401/403 (PermissionError) — never retried, credentials will not appear by waiting;
+- TRANSIENT: 5xx, 408, 429, timeouts, resets, refused or dropped connections, a body cut short
+  of its Content-Length — retried with backoff;
+- FATAL: everything else (other 4xx, bad URLs) — reported at once.
+
+`describe` turns the cause into the words an error message uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from enum import Enum
+from typing import Any
+
+
+class Failure(Enum):
+    MISSING = "missing"
+    DENIED = "denied"
+    TRANSIENT = "transient"
+    FATAL = "fatal"
+
+
+_TRANSIENT_ERRNOS = frozenset({errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EPIPE,
+                               errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """`err` and its causes (s3fs wraps botocore errors in builtin ones)."""
+    out: list[BaseException] = []
+    cur: BaseException | None = err
+    while cur is not None and cur not in out and len(out) < 8:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def status_of(err: BaseException) -> int | None:
+    """The HTTP status an exception carries (aiohttp `.status`, botocore `.response`), if any."""
+    for e in _chain(err):
+        status = getattr(e, "status", None)
+        if isinstance(status, int) and 100 <= status < 600:
+            return status
+        response: Any = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if isinstance(code, int):
+                return code
+    return None
+
+
+def _aiohttp_transient(err: BaseException) -> bool:
+    try:
+        import aiohttp
+    except ImportError:
+        return False
+    return isinstance(err, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
+                            aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError))
+
+
+def _botocore_transient(err: BaseException) -> bool:
+    try:
+        from botocore import exceptions as bx
+    except ImportError:
+        return False
+    return isinstance(err, (bx.ConnectionError, bx.HTTPClientError, bx.ReadTimeoutError,
+                            bx.IncompleteReadError, bx.ResponseStreamingError))
+
+
+def classify(err: BaseException) -> Failure:
+    """The kind of failure `err` is (see the module docstring)."""
+    status = status_of(err)
+    if status is not None:
+        if status in (404, 410):
+            return Failure.MISSING
+        if status in (401, 403):
+            return Failure.DENIED
+        if status in (408, 429) or status >= 500:
+            return Failure.TRANSIENT
+        return Failure.FATAL
+    if isinstance(err, FileNotFoundError):
+        return Failure.MISSING
+    if isinstance(err, PermissionError):
+        return Failure.DENIED
+    for e in _chain(err):
+        if isinstance(e, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
+            return Failure.TRANSIENT
+        if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
+            return Failure.TRANSIENT
+        if _aiohttp_transient(e) or _botocore_transient(e):
+            return Failure.TRANSIENT
+    return Failure.FATAL
+
+
+def _payload_cut(err: BaseException) -> bool:
+    try:
+        import aiohttp
+    except ImportError:
+        aiohttp = None  # type: ignore[assignment]
+    for e in _chain(err):
+        if aiohttp is not None and isinstance(e, aiohttp.ClientPayloadError):
+            return True
+        try:
+            from botocore.exceptions import IncompleteReadError
+        except ImportError:
+            continue
+        if isinstance(e, IncompleteReadError):
+            return True
+    return False
+
+
+def describe(err: BaseException, timeout: float) -> str:
+    """The cause of a failed request in a few words, with the HTTP status when there is one."""
+    status = status_of(err)
+    if status is not None:
+        return f"HTTP {status}"
+    if _payload_cut(err):
+        return "the response was cut short (fewer bytes than its Content-Length: truncated in transit)"
+    if any(isinstance(e, (TimeoutError, asyncio.TimeoutError)) for e in _chain(err)):
+        return f"no complete answer within the {timeout:g} s timeout"
+    if any(isinstance(e, ConnectionRefusedError) for e in _chain(err)):
+        return "connection refused (is the host up and the port right?)"
+    text = str(err) or type(err).__name__
+    return f"{type(err).__name__}: {text}"

@@ -1,0 +1,120 @@
+"""Storage options: zarrsql's own network settings split from the filesystem's keywords.
+
+`storage_options` reach a store as text (SQL `MAP(VARCHAR, VARCHAR)`, Python values turned
+into literals), so values are brought back to Python here: `'true'`/`'false'` (any case) are
+booleans and a value starting with `{` or `[` is JSON (for nested keywords such as
+`client_kwargs`). Everything else stays text.
+
+zarrsql reads these keys itself and does not pass them on:
+
+| key | default | bounds |
+|---|---|---|
+| `timeout` | 30 | seconds one request may take (each attempt), so a stalled server fails the query |
+| `retries` | 3 | extra attempts after a transient failure (5xx, 429, reset, timeout, truncated body) |
+| `retry_backoff` | 0.1 | seconds before the first retry; doubled per retry, at most 2 s |
+| `concurrency` | 32 | requests in flight, and the reader's threads for this store |
+| `metadata_ttl` | 0 | seconds a cached node tree is trusted without revalidating it |
+
+Anonymous S3: a store on `s3://` gets `anon=True` unless the options name credentials
+(`anon`, `key`, `secret`, `token`, `profile`, `session`) or the environment holds them
+(the `AWS_*` variables below, or a shared credentials/config file). See docs/remote.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zarrsql.errors import ParameterError
+
+#: Requests in flight per store: enough to hide ~20-100 ms of latency behind a decoder that
+#: handles a chunk in a few ms, while keeping open sockets and buffered chunks bounded.
+DEFAULT_CONCURRENCY = 32
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkOptions:
+    """How a remote store talks to its server (see the module docstring for each field)."""
+
+    timeout: float = 30.0
+    retries: int = 3
+    retry_backoff: float = 0.1
+    concurrency: int = DEFAULT_CONCURRENCY
+    metadata_ttl: float = 0.0
+
+
+_NUMBERS: dict[str, tuple[type, float]] = {
+    # key: (type, smallest allowed value)
+    "timeout": (float, 0.001),
+    "retries": (int, 0),
+    "retry_backoff": (float, 0.0),
+    "concurrency": (int, 1),
+    "metadata_ttl": (float, 0.0),
+}
+
+_S3_CREDENTIAL_KEYS = frozenset({"anon", "key", "secret", "token", "profile", "session"})
+_S3_CREDENTIAL_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
+
+
+def _value(text: Any) -> Any:
+    """A storage option's value as Python: booleans and JSON come back from text."""
+    if not isinstance(text, str):
+        return text
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except ValueError as err:
+            raise ParameterError(f"storage option value {text!r} starts like JSON but is not valid JSON: {err}") from err
+    return text
+
+
+def _number(key: str, value: Any) -> float | int:
+    kind, low = _NUMBERS[key]
+    try:
+        number = kind(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < low:
+        raise ParameterError(
+            f"storage option {key!r} must be a {'whole ' if kind is int else ''}number >= {low:g}, "
+            f"got {value!r}"
+        )
+    return number
+
+
+def s3_has_credentials(options: Mapping[str, Any]) -> bool:
+    """Whether S3 credentials are configured in `options` or the environment (not IMDS)."""
+    if _S3_CREDENTIAL_KEYS & set(options):
+        return True
+    if any(os.environ.get(name) for name in _S3_CREDENTIAL_ENV):
+        return True
+    files = (os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
+             os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"))
+    return any(os.path.isfile(f) for f in files)
+
+
+def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
+    """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`."""
+    ours: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
+    for key, raw in storage_options.items():
+        if key in _NUMBERS:
+            ours[key] = _number(key, _value(raw))
+        else:
+            theirs[str(key)] = _value(raw)
+    if protocol in ("s3", "s3a") and not s3_has_credentials(theirs):
+        theirs["anon"] = True
+    return NetworkOptions(**ours), theirs
