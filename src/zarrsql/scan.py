@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,8 @@ from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, cached_tree
 from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import And, Predicate
-from zarrsql.plan.units import DimValues, ScanPlan, plan_scan
+from zarrsql.expand.rows import expand_dim
+from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
 from zarrsql.store import Store, open_store
 from zarrsql.tables.model import ReadTable
 from zarrsql.tables.select import Selection, select_table
@@ -104,14 +105,16 @@ class TableScan:
             positions = np.arange(self.table.shape[d.axis], dtype=np.float64)
             self.derived.append((d.axis, DimValues(d.name, positions * d.scale + d.offset, None)))
             self.columns.append(Column(d.name, "float64", derived=j))
-        self.codecs: list[Codec] = []
-        for i, dc in enumerate(self.table.data):
-            codec = codec_for(dc.array, self.store, request.options)
-            self.codecs.append(codec)
+        self.codecs = self._make_codecs()
+        for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
         self.base_predicate: Predicate | None = None
         if request.bounds is not None:
             self.base_predicate = bounds_predicate(request.bounds, self.dims, self.dim_logical, self.positional)
+
+    def _make_codecs(self) -> list[Codec]:
+        """One codec per data variable (a sparse table makes its own)."""
+        return [codec_for(dc.array, self.store, self.request.options) for dc in self.table.data]
 
     @property
     def num_rows(self) -> int:
@@ -134,6 +137,19 @@ class TableScan:
         combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
         return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
 
+    def unit_columns(self, unit: WorkUnit, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:
+        """The unit's row count and (values, nulls) of each column, in `columns` order."""
+        parts = []
+        for col in columns:
+            if col.dim is not None or col.derived is not None:
+                axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
+                nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
+                parts.append((expand_dim(dv.values, unit, axis), nulls))
+            else:
+                assert col.data is not None
+                parts.append(self.codecs[col.data].read(self.store, unit))
+        return unit.num_rows(), parts
+
     def filterable(self) -> dict[str, str]:
         """Columns a pushed predicate may name, with their logical types: every dimension
         column (its coordinate values) and every derived coordinate."""
@@ -143,7 +159,16 @@ class TableScan:
 
 
 def open_table(request: ReadRequest) -> TableScan:
-    return TableScan(request)
+    """Open the table a request selects: a dense scan, or one of stored sparse entries."""
+    scan = TableScan.__new__(TableScan)
+    store = open_store_for(request)
+    table = select_table(cached_tree(store), request.selection)
+    if table.layout != "dense":
+        from zarrsql.scan_sparse import SparseTableScan
+
+        scan = SparseTableScan.__new__(SparseTableScan)
+    scan.__init__(request)  # type: ignore[misc]
+    return scan
 
 
 def storage_options_tuple(options: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:

@@ -8,4 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-CONVENTIONS: list[Callable] = []
+from zarrsql.conventions import anndata
+
+CONVENTIONS: list[Callable] = [anndata.analyze]

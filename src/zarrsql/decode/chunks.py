@@ -169,8 +169,9 @@ def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], .
         sl = tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, array.chunks, strict=True))
         return chunk[sl]
     out = np.empty(shape, dtype=array.dtype.numpy)
-    for idx in indices:
-        chunk = read_chunk(store, array, idx)
+    raws = store.get_many([array.chunk_key(idx) for idx in indices])  # concurrent on remote stores
+    for idx, raw in zip(indices, raws, strict=True):
+        chunk = decode_chunk(array, raw)
         dst, src = [], []
         for (a, b), i, c in zip(region, idx, array.chunks, strict=True):
             lo, hi = max(a, i * c), min(b, (i + 1) * c)
@@ -210,5 +211,8 @@ def _zarr_store(store: Store) -> Any:
     from zarrsql.store.remote import FsspecStore
 
     if isinstance(store, FsspecStore):
-        return zarr.storage.FsspecStore(store.fs, path=store.root, read_only=True)
-    raise UnsupportedError(f"store {store.url} cannot be read through zarr-python")
+        return zarr.storage.FsspecStore(store.async_fs(), path=store.root, read_only=True)
+    raise UnsupportedError(
+        f"array codecs of store {store.url} need zarr-python, which cannot read through this store "
+        "(DuckDB secrets); pass credentials in storage_options := MAP {...} to read it with fsspec"
+    )

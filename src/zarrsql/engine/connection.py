@@ -28,13 +28,14 @@ from zarrsql import catalog
 from zarrsql.engine import params
 from zarrsql.engine.functions import METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
 from zarrsql.engine import mounts
+from zarrsql.engine.secrets import SecretOpener
 from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
 from zarrsql.decode.logical import Enum
 from zarrsql.errors import StoreNotFoundError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
-from zarrsql.store import is_url, open_store
+from zarrsql.store import is_url, open_store, using_opener
 
 T = TypeVar("T")
 #: Rounds of "register what binding asked for, run again" before giving up: one per distinct
@@ -69,6 +70,7 @@ class _State:
         self.depth = 0
         self.perform: Callable[[str, dict[str, Any]], object] | None = None
         self.scan_keys: dict[str, tuple[int, str]] = {}
+        self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
 
     def record(self, err: ZarrSQLError) -> None:
@@ -88,7 +90,8 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         if memo is not None and memo[0] == state.generation:
             return memo[1]
         try:
-            scan = open_table(params.read_request(params.parse_args(args)))
+            with using_opener(state.opener):
+                scan = open_table(params.read_request(params.parse_args(args)))
         except ZarrSQLError as err:
             state.record(err)
             raise
@@ -165,7 +168,8 @@ def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
 def _list_udf(state: _State) -> Callable[[str, str], str]:
     def listing(kind: str, args: str) -> str:
         try:
-            rows = list_rows(kind, params.parse_args(args))
+            with using_opener(state.opener):
+                rows = list_rows(kind, params.parse_args(args))
         except ZarrSQLError as err:
             state.record(err)
             raise
@@ -193,6 +197,7 @@ class Connection:
         con.create_function(list_udf, _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
         con.create_function(action_udf, _action_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
         self._state.perform = self._perform
+        self._state.opener = SecretOpener(con)
         for statement in macro_statements(scan_udf, list_udf, action_udf):
             con.execute(statement)
         if stored_views:  # a new in-memory database has none
@@ -327,10 +332,11 @@ class Connection:
         """Run an action of the SQL surface (outside any query) and return its rows."""
         try:
             if kind == "mount":
-                return mounts.mount(self, params.store_of(args), args.get("database"),
-                                    view_names=args.get("view_names"), existing=bool(args.get("existing")),
-                                    replace=bool(args.get("replace")),
-                                    storage_options=dict(params.storage_options_of(args)))
+                with using_opener(self._state.opener):
+                    return mounts.mount(self, params.store_of(args), args.get("database"),
+                                        view_names=args.get("view_names"), existing=bool(args.get("existing")),
+                                        replace=bool(args.get("replace")),
+                                        storage_options=dict(params.storage_options_of(args)))
             if kind == "unmount":
                 return mounts.unmount(self, args.get("database"))
             return mounts.mounts(self, args.get("database"))
@@ -367,6 +373,8 @@ class Connection:
         return Connection(self._con.cursor())
 
     def close(self) -> None:
+        if self._state.opener is not None:
+            self._state.opener.close()
         self._con.close()
 
 

@@ -17,7 +17,6 @@ import pyarrow as pa
 from zarrsql import counters
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
-from zarrsql.expand.rows import expand_dim
 from zarrsql.plan.units import ScanPlan, WorkUnit
 from zarrsql.scan import Column, TableScan
 
@@ -27,18 +26,16 @@ THREADS = max(1, min(os.cpu_count() or 1, 8))
 PREFETCH = THREADS * 2
 
 
+def _pool_size(scan: TableScan) -> tuple[int, int]:
+    """(threads, units in flight) for the scan's store: a remote store's `concurrency` (tens)
+    hides its request latency behind other units' requests; a local store keeps the defaults."""
+    wanted = getattr(scan.store, "concurrency", THREADS)
+    return max(THREADS, wanted), max(PREFETCH, wanted)
+
+
 def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
-    arrays = []
-    n_rows = unit.num_rows()
-    for col in columns:
-        if col.dim is not None or col.derived is not None:
-            axis, dv = (col.dim, scan.dims[col.dim]) if col.dim is not None else scan.derived[col.derived]  # type: ignore[index]
-            values = expand_dim(dv.values, unit, axis)
-            nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
-        else:
-            assert col.data is not None
-            values, nulls = scan.codecs[col.data].read(scan.store, unit)
-        arrays.append(to_arrow(values, nulls, col.logical))
+    n_rows, parts = scan.unit_columns(unit, columns)
+    arrays = [to_arrow(values, nulls, col.logical) for col, (values, nulls) in zip(columns, parts, strict=True)]
     counters.count(work_units_read=1, rows=n_rows)
     if not arrays:  # no column asked for (count(*)): rows without columns
         return pa.RecordBatch.from_struct_array(pa.nulls(n_rows, pa.struct([])))
@@ -64,7 +61,8 @@ def read_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column],
 def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
-    pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="zarrsql")
+    threads, prefetch = _pool_size(scan)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[Future[pa.RecordBatch]] = deque()
     window = 1  # grows to PREFETCH: a LIMIT met by the first unit decodes little else
     try:
@@ -72,7 +70,7 @@ def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iter
             pending.append(pool.submit(_unit_batch, scan, unit, columns, schema))
             if len(pending) >= window:
                 yield pending.popleft().result()
-                window = min(PREFETCH, window * 2)
+                window = min(prefetch, window * 2)
         while pending:
             yield pending.popleft().result()
     finally:

@@ -78,6 +78,16 @@ class FsspecStore:
         self._last_change_check = 0.0
         self._pool: ThreadPoolExecutor | None = None
 
+    def async_fs(self) -> Any:
+        """This store's filesystem as an instance made for async use (what zarr-python needs)."""
+        if self.fs.async_impl:
+            if self.fs.asynchronous:
+                return self.fs
+            return type(self.fs)(asynchronous=True, **self.fs_options)
+        from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+        return AsyncFileSystemWrapper(self.fs, asynchronous=True)
+
     # -- keys --------------------------------------------------------------------------------
     def _path(self, key: str) -> str:
         check_key(key)

@@ -111,7 +111,8 @@ def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
     return TableInfo(path, "_".join(dims), dims, shape, chunk_grid(arrays), tuple(arrays), coords, problem)
 
 
-def _name_clashes(tables: list[TableInfo]) -> list[TableInfo]:
+def resolve_names(tables: list[TableInfo]) -> list[TableInfo]:
+    """Give each table its name, or none (with the reason) when names clash."""
     out = []
     for t in tables:
         same = [o for o in tables if o is not t and o.default_name.lower() == t.default_name.lower()]
@@ -141,7 +142,7 @@ def analyze_cf_group(tree: NodeTree, path: str) -> GroupInfo:
     tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
     if misaligned:
         tables = [replace(t, problem=t.problem or misaligned) for t in tables]
-    tables = _name_clashes(tables)
+    tables = resolve_names(tables)
     return GroupInfo(path, tuple(members), tuple(tables), misaligned)
 
 

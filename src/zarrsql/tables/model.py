@@ -29,6 +29,8 @@ class TableInfo:
     `hidden` lists dimensions that give no column (a table-convention table without an
     index has only positional rows); `derived` adds computed coordinate columns;
     `name_hint` replaces the dimension-joined name (a table-convention group's own name).
+    `layout` is "dense" (one row per cell) or "csr"/"csc" (one row per stored entry of
+    sparse matrices, compressed along the first or the second dimension).
     `coords` holds, per dimension, the coordinate array (from the group or an ancestor) or
     None for a positional dimension. `chunk_grid` is the largest chunk length per dimension
     over the data arrays: the work-unit grid.
@@ -45,6 +47,7 @@ class TableInfo:
     derived: tuple[Derived, ...] = ()
     hidden: tuple[int, ...] = ()
     name_hint: str | None = None
+    layout: str = "dense"
 
     @property
     def default_name(self) -> str:
@@ -72,6 +75,7 @@ class ReadTable:
     data: tuple[DataColumn, ...]
     derived: tuple[Derived, ...] = ()
     hidden: tuple[int, ...] = ()
+    layout: str = "dense"
 
     @property
     def num_rows(self) -> int:

@@ -54,7 +54,7 @@ def _read_table(t: TableInfo) -> ReadTable:
         names = [_value_column(names[0], t.dims)]
     data = tuple(DataColumn(a, n) for a, n in zip(t.data_vars, names, strict=True))
     return ReadTable(t.group_path, t.name or t.default_name, t.dims, t.shape, t.chunk_grid, t.coords, data,
-                     t.derived, t.hidden)
+                     t.derived, t.hidden, t.layout)
 
 
 def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
