@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from zarrsql.conventions import anndata
+from zarrsql.conventions import anndata, ome
 
-CONVENTIONS: list[Callable] = [anndata.analyze]
+CONVENTIONS: list[Callable] = [ome.analyze, anndata.analyze]

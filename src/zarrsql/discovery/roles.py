@@ -22,12 +22,16 @@ class Member:
     """An array of a group with its role and the dimension names tables use.
 
     `dims` is None for arrays that declare no dimension names; a null entry in a partial
-    declaration becomes `dim_<position>`.
+    declaration becomes `dim_<position>`. A convention may name the axes itself (OME-Zarr's
+    `multiscales` axes, AnnData's obs/var), add `derived` coordinate columns and choose the
+    `column` name an `array_path` read gives the array (an image level's is `value`).
     """
 
     array: ArrayMeta | ArrayProblem
     role: Role
     dims: tuple[str, ...] | None
+    derived: tuple = ()
+    column: str | None = None
 
     @property
     def name(self) -> str:

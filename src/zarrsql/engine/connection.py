@@ -183,6 +183,10 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
     return listing
 
 
+def _zarr_url_in_from(text: str | None) -> bool:
+    return bool(text) and any(is_url(t) and claimable(t) for t in string_constants(text, table_position=True))
+
+
 class Connection:
     """A DuckDB connection with zarrsql's SQL functions (see the module docstring)."""
 
@@ -257,7 +261,10 @@ class Connection:
                 zerr = self._state.take_error()
                 if zerr is not None:
                     raise zerr.with_traceback(None) from err
-                if isinstance(err, duckdb.CatalogException) and self._register_missing(text):
+                # DuckDB reads `FROM 'http(s)://...'` itself (httpfs) before any catalog lookup,
+                # so a Zarr URL there fails with another error: claim it all the same.
+                if (isinstance(err, duckdb.CatalogException) or _zarr_url_in_from(text)) \
+                        and self._register_missing(text):
                     continue
                 raise
         raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")

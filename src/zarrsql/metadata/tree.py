@@ -416,6 +416,12 @@ def _watch(tree: NodeTree, store: Store) -> None:
         store.watch = (key, tree.validators[key])
 
 
+def clear_cache() -> None:
+    """Forget every cached tree (the next query of each store reads its metadata again)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def cached_tree(store: Store) -> NodeTree:
     """`read_tree`, cached per store and revalidated as the module docstring says."""
     key = getattr(store, "cache_key", store.url)

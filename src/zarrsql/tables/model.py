@@ -29,6 +29,7 @@ class TableInfo:
     `hidden` lists dimensions that give no column (a table-convention table without an
     index has only positional rows); `derived` adds computed coordinate columns;
     `name_hint` replaces the dimension-joined name (a table-convention group's own name).
+    `column_names`, when given, names the data columns (an image level's is `value`).
     `layout` is "dense" (one row per cell) or "csr"/"csc" (one row per stored entry of
     sparse matrices, compressed along the first or the second dimension).
     `coords` holds, per dimension, the coordinate array (from the group or an ancestor) or
@@ -48,6 +49,7 @@ class TableInfo:
     hidden: tuple[int, ...] = ()
     name_hint: str | None = None
     layout: str = "dense"
+    column_names: tuple[str, ...] = ()
 
     @property
     def default_name(self) -> str:

@@ -49,7 +49,7 @@ def _read_table(t: TableInfo) -> ReadTable:
         others = [v.path for v in t.data_vars if not unreadable(v)]
         hint = f"; read another array with array_path := '{others[0]}'" if others else ""
         raise UnsupportedError(f"array '{a.path}' of table '{t.name}' cannot be read: {unreadable(a)}{hint}")
-    names = [a.name for a in t.data_vars]
+    names = list(t.column_names) or [a.name for a in t.data_vars]
     if len(names) == 1 and _NUMBER.match(names[0]):  # an image level '0': name it value
         names = [_value_column(names[0], t.dims)]
     data = tuple(DataColumn(a, n) for a, n in zip(t.data_vars, names, strict=True))
@@ -135,14 +135,16 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
         reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
         raise UnsupportedError(f"array '{path}' cannot be read: {reason}")
     where = f"array '{path}'"
-    declared = effective_dims(node)
     group = path.rpartition("/")[0]
+    member = next((m for m in analyze_group(tree, group).members if m.array.path == path), None)
+    declared = member.dims if member is not None and member.dims is not None else effective_dims(node)
+    derived = member.derived if member is not None else ()
     if declared is not None:
         # Declared names (a null entry reads dim_<i>) bind the coordinates they name.
         dims = declared
         if dims_override is not None and dims_override != dims:
             raise ParameterError(f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares")
-        named = node.dimension_names or ()
+        named = node.dimension_names or (True,) * node.ndim
         coords = tuple(find_coord(tree, group, d) if named[k] else None for k, d in enumerate(dims))
         coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True))
     else:
@@ -154,8 +156,8 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     if node.ndim == 0:
         raise UnsupportedError(f"{where} is a 0-dimensional scalar; it has no rows to read (see read_zarr_metadata)")
     grid = tuple(max(1, min(c, n)) if n else max(c, 1) for c, n in zip(node.chunks, node.shape, strict=True))
-    column = DataColumn(node, _value_column(path, dims))
-    return ReadTable(group, path, dims, node.shape, grid, coords, (column,))
+    column = DataColumn(node, _value_column(member.column if member is not None and member.column else path, dims))
+    return ReadTable(group, path, dims, node.shape, grid, coords, (column,), derived)
 
 
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:

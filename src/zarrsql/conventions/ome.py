@@ -1,0 +1,102 @@
+"""OME-Zarr images: axis names from `multiscales`, physical coordinates from transforms.
+
+A group whose attributes hold `multiscales` (NGFF 0.4, Zarr v2) or `ome.multiscales` (0.5,
+Zarr v3) is an image. Each resolution level (`datasets[i].path`) gets the axis names of its
+multiscale, so an image reads with `c, z, y, x` columns; the levels share names but not
+shapes, so several levels are listed without a table name and read one at a time with
+`array_path :=` (a single level is an ordinary named table). A level's lone data column is
+named `value`. Every space or time axis also gets a physical coordinate column,
+`position * scale + translation` from the level's (then the multiscale's)
+`coordinateTransformations`, named `<axis>_<unit>` (`x_um` for micrometer) or
+`<axis>_physical` without a unit; WHERE on it prunes like any coordinate. Labels
+(`labels/<name>`) and HCS plate fields are images of their own and are found the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zarrsql.discovery.roles import Member, assign_roles
+from zarrsql.metadata.arrays import ArrayMeta
+from zarrsql.metadata.tree import NodeTree
+from zarrsql.tables.build import GroupInfo, chunk_grid, resolve_names
+from zarrsql.tables.model import Derived, TableInfo
+
+_UNITS = {
+    "micrometer": "um", "nanometer": "nm", "millimeter": "mm", "centimeter": "cm", "meter": "m",
+    "picometer": "pm", "angstrom": "angstrom", "second": "s", "millisecond": "ms",
+    "microsecond": "us", "nanosecond": "ns", "minute": "min", "hour": "h",
+}
+
+
+def _multiscales(attrs: Any) -> list[dict]:
+    ms = attrs.get("multiscales")
+    if ms is None and isinstance(attrs.get("ome"), dict):
+        ms = attrs["ome"].get("multiscales")
+    return [m for m in ms if isinstance(m, dict)] if isinstance(ms, list) else []
+
+
+def _axes(ms: dict) -> list[dict]:
+    out = []
+    for a in ms.get("axes") or []:
+        out.append(a if isinstance(a, dict) else {"name": str(a)})
+    return out
+
+
+def _affine(transforms: Any, ndim: int) -> tuple[list[float], list[float]]:
+    """The composed (scale, translation) of a list of scale/translation transforms."""
+    scale, shift = [1.0] * ndim, [0.0] * ndim
+    for t in transforms or []:
+        if not isinstance(t, dict):
+            continue
+        if t.get("type") == "scale" and isinstance(t.get("scale"), list) and len(t["scale"]) == ndim:
+            scale = [s * float(f) for s, f in zip(scale, t["scale"], strict=True)]
+            shift = [o * float(f) for o, f in zip(shift, t["scale"], strict=True)]
+        elif t.get("type") == "translation" and isinstance(t.get("translation"), list) and len(t["translation"]) == ndim:
+            shift = [o + float(d) for o, d in zip(shift, t["translation"], strict=True)]
+    return scale, shift
+
+
+def _derived(ms: dict, dataset: dict, axes: list[dict]) -> tuple[Derived, ...]:
+    ndim = len(axes)
+    scale, shift = _affine(dataset.get("coordinateTransformations"), ndim)
+    outer_scale, outer_shift = _affine(ms.get("coordinateTransformations"), ndim)
+    out = []
+    for k, a in enumerate(axes):
+        if a.get("type") not in ("space", "time"):
+            continue
+        unit = a.get("unit")
+        suffix = _UNITS.get(unit, unit) if isinstance(unit, str) and unit else "physical"
+        out.append(Derived(f"{a['name']}_{suffix}", k, scale[k] * outer_scale[k],
+                           shift[k] * outer_scale[k] + outer_shift[k]))
+    return tuple(out)
+
+
+def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
+    """The OME-Zarr reading of an image group, or None for any other group."""
+    group = tree.groups.get(path)
+    scales = _multiscales(group.attrs) if group is not None else []
+    if not scales:
+        return None
+    levels: dict[str, tuple[tuple[str, ...], tuple[Derived, ...]]] = {}
+    for ms in scales:
+        axes = _axes(ms)
+        names = tuple(str(a.get("name")) for a in axes)
+        for ds in ms.get("datasets") or []:
+            if isinstance(ds, dict) and isinstance(ds.get("path"), str):
+                full = f"{path}/{ds['path']}" if path else ds["path"]
+                levels[full] = (names, _derived(ms, ds, axes))
+    _, arrays = tree.children(path)
+    members, tables = [], []
+    for m in assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs)):  # type: ignore[union-attr]
+        level = levels.get(m.array.path)
+        if level is None or not isinstance(m.array, ArrayMeta) or m.array.ndim != len(level[0]):
+            members.append(m)
+            continue
+        dims, derived = level
+        role = "unsupported" if not m.array.dtype.supported else "data"
+        members.append(Member(m.array, role, dims, derived, column="value"))
+        grid = chunk_grid([m.array])
+        tables.append(TableInfo(path, None, dims, m.array.shape, grid, (m.array,), (None,) * len(dims),
+                                derived=derived, column_names=("value",)))
+    return GroupInfo(path, tuple(members), tuple(resolve_names(tables)), None)
