@@ -14,6 +14,7 @@ from zarrsql.api import (
     read_zarr_views,
     sql,
 )
+from zarrsql.counters import Trace, trace
 from zarrsql.engine.connection import Connection, connect, register
 from zarrsql.errors import (
     DecodeError,
@@ -24,9 +25,9 @@ from zarrsql.errors import (
     StoreReadError,
     UnsupportedError,
     ZarrSQLError,
+    ZarrSQLWarning,
 )
 from zarrsql.mount import mount, unmount
-from zarrsql.counters import Trace, trace
 
 __version__ = "0.1.0"
 
@@ -41,6 +42,7 @@ __all__ = [
     "Trace",
     "UnsupportedError",
     "ZarrSQLError",
+    "ZarrSQLWarning",
     "__version__",
     "connect",
     "mount",

@@ -10,6 +10,9 @@
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
     └── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
 
+    ZarrSQLWarning                (a UserWarning)           something left out rather than refused (a table-
+                                                            convention column of an unknown encoding-type)
+
 Each message names the problem, where it is (store, group, array, parameter) and what to do about it.
 Inside SQL the same text reaches the user as a DuckDB error.
 """
@@ -25,6 +28,7 @@ __all__ = [
     "StoreReadError",
     "UnsupportedError",
     "ZarrSQLError",
+    "ZarrSQLWarning",
 ]
 
 
@@ -58,3 +62,10 @@ class UnsupportedError(ZarrSQLError, NotImplementedError):
 
 class DecodeError(ZarrSQLError, ValueError):
     """Chunk bytes that cannot be decoded into the array's declared chunk."""
+
+
+class ZarrSQLWarning(UserWarning):
+    """Something zarrsql leaves out instead of refusing (e.g. a column it cannot interpret).
+
+    Silence it with `warnings.filterwarnings("ignore", category=zarrsql.ZarrSQLWarning)`.
+    """

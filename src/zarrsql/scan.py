@@ -20,11 +20,11 @@ from zarrsql.decode.chunks import read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.logical import Logical
 from zarrsql.decode.variables import Codec, codec_for
+from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, cached_tree
 from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import And, Predicate
-from zarrsql.expand.rows import expand_dim
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
 from zarrsql.store import Store, open_store
 from zarrsql.tables.model import ReadTable
@@ -108,6 +108,9 @@ class TableScan:
         self.codecs = self._make_codecs()
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
+        if self.table.column_order:  # a declared order (the table convention's table:columns)
+            rank = {name: k for k, name in enumerate(self.table.column_order)}
+            self.columns.sort(key=lambda c: rank.get(c.name, len(rank)))
         self.base_predicate: Predicate | None = None
         if request.bounds is not None:
             self.base_predicate = bounds_predicate(request.bounds, self.dims, self.dim_logical, self.positional)

@@ -46,14 +46,25 @@ def _freeze(config: Any) -> tuple:
     return tuple(sorted((k, v if not isinstance(v, (list, dict)) else repr(v)) for k, v in (config or {}).items()))
 
 
+def _pipeline_ok(codecs: Any) -> bool:
+    """Whether this module decodes a v3 codec list itself (sharding: its inner lists too)."""
+    names = [c.get("name") for c in codecs]
+    a2b = [n for n in names if n in ("bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed")]
+    others = [n for n in names if n not in ("bytes", "vlen-utf8", "vlen-bytes", "transpose", "sharding_indexed")]
+    if len(a2b) != 1 or not all(n in _BYTES_CODECS for n in others):
+        return False
+    for c in codecs:
+        if c.get("name") == "sharding_indexed":
+            config = c.get("configuration") or {}
+            inner = config.get("index_codecs") or []
+            if "transpose" in names or not _pipeline_ok(config.get("codecs") or []) or not _pipeline_ok(inner):
+                return False
+    return True
+
+
 def fast_path(array: ArrayMeta) -> bool:
     """Whether this module decodes the array's chunks itself (else zarr-python does)."""
-    if array.zarr_format == 2:
-        return True
-    names = [c.get("name") for c in array.codecs]
-    a2b = [n for n in names if n in ("bytes", "vlen-utf8", "vlen-bytes")]
-    others = [n for n in names if n not in ("bytes", "vlen-utf8", "vlen-bytes", "transpose")]
-    return len(a2b) == 1 and all(n in _BYTES_CODECS for n in others)
+    return array.zarr_format == 2 or _pipeline_ok(array.codecs)
 
 
 def _fill_chunk(array: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
@@ -102,25 +113,26 @@ def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     return arr.reshape(array.chunks, order=array.order)
 
 
-def _decode_v3(array: ArrayMeta, raw: bytes) -> np.ndarray:
+def _decode_codecs(array: ArrayMeta, codecs: list[dict], raw: Any, shape: tuple[int, ...],
+                   dtype: np.dtype | None = None) -> np.ndarray:
+    """Decode one v3 codec list into an array of `shape` (`dtype` overrides the array's)."""
     data: Any = raw
-    codecs = array.codecs
     for c in reversed(codecs):
         name = c.get("name")
         if name in _BYTES_CODECS:
             data = _decode_bytes_codec(_v3_bytes_codec(name, _freeze(c.get("configuration"))), data)
-    shape = array.chunks
     order = None
     for c in codecs:
         if c.get("name") == "transpose":
             order = tuple((c.get("configuration") or {}).get("order"))
     stored_shape = tuple(shape[i] for i in order) if order else shape
-    a2b = next(c for c in codecs if c.get("name") in ("bytes", "vlen-utf8", "vlen-bytes"))
-    if a2b["name"] == "bytes":
+    a2b = next(c for c in codecs if c.get("name") in ("bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed"))
+    if a2b["name"] == "sharding_indexed":
+        arr = _decode_shard(array, a2b.get("configuration") or {}, data, stored_shape)
+    elif a2b["name"] == "bytes":
+        base = dtype if dtype is not None else array.dtype.numpy
         endian = (a2b.get("configuration") or {}).get("endian", "little")
-        dt = array.dtype.numpy.newbyteorder("<" if endian == "little" else ">")
-        if array.dtype.numpy.itemsize == 1 or array.dtype.kind in ("fixed_bytes",):
-            dt = array.dtype.numpy
+        dt = base if base.itemsize == 1 or base.kind == "S" else base.newbyteorder("<" if endian == "little" else ">")
         arr = np.frombuffer(data, dtype=dt)
     else:
         codec = numcodecs.VLenUTF8() if a2b["name"] == "vlen-utf8" else numcodecs.VLenBytes()
@@ -131,13 +143,43 @@ def _decode_v3(array: ArrayMeta, raw: bytes) -> np.ndarray:
     return arr
 
 
+#: An inner chunk a shard's index marks as absent (offset and length all ones).
+_ABSENT = 2**64 - 1
+
+
+def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A shard: its index (one (offset, length) per inner chunk) and the inner chunks it points to."""
+    inner = tuple(config.get("chunk_shape") or ())
+    if len(inner) != len(shape) or any(c <= 0 or s % c for s, c in zip(shape, inner, strict=True)):
+        raise ValueError(f"inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}")
+    grid = tuple(s // c for s, c in zip(shape, inner, strict=True))
+    index_codecs = config.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}}]
+    size = int(np.prod(grid)) * 16 + 4 * sum(1 for c in index_codecs if c.get("name") == "crc32c")
+    view = memoryview(raw).cast("B")
+    if len(view) < size:
+        raise ValueError(f"shard of {len(view)} bytes is shorter than its {size}-byte index")
+    at_end = config.get("index_location", "end") == "end"
+    index_raw = view[len(view) - size:] if at_end else view[:size]
+    index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
+    out = _fill_chunk(array, shape)
+    for pos in np.ndindex(*grid):
+        offset, length = (int(v) for v in index[pos])
+        if offset == _ABSENT and length == _ABSENT:
+            continue
+        if offset + length > len(view):
+            raise ValueError(f"shard index points past the shard's end ({offset + length} > {len(view)})")
+        chunk = _decode_codecs(array, config.get("codecs") or [], view[offset:offset + length], inner)
+        out[tuple(slice(p * c, (p + 1) * c) for p, c in zip(pos, inner, strict=True))] = chunk
+    return out
+
+
 def decode_chunk(array: ArrayMeta, raw: bytes | None) -> np.ndarray:
     """The full chunk (chunk shape, padded at the edges) from its stored bytes."""
     counters.count(chunks_decoded=1)
     if raw is None:
         return _fill_chunk(array, array.chunks)
     try:
-        arr = _decode_v2(array, raw) if array.zarr_format == 2 else _decode_v3(array, raw)
+        arr = _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
     except (ValueError, RuntimeError, TypeError) as err:
         raise DecodeError(
             f"chunk of array '{array.path}' could not be decoded ({err}); the chunk is corrupt "

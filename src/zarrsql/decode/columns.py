@@ -25,10 +25,13 @@ from zarrsql.metadata.arrays import ArrayMeta
 
 @dataclass(frozen=True, slots=True)
 class DecodeOptions:
-    """Per-read switches: `decode_times` (CF time → TIMESTAMP), `nan_as_null`."""
+    """Per-read switches: `decode_times` (CF time → TIMESTAMP), `nan_as_null`, and
+    `geometry`: "native" (GeoArrow-style nested types) or "wkb" (well-known binary BLOBs)
+    for the table convention's point, linestring and polygon columns."""
 
     decode_times: bool = True
     nan_as_null: bool = True
+    geometry: str = "native"
 
 
 def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:

@@ -4,7 +4,9 @@ A scalar column's type is a name ("float64", "string", "timestamp_us", ...). Enc
 use these records; each says what `Codec.read` returns for it:
 - `Enum`: int32 codes into `categories` (NULL where masked); an SQL ENUM when the categories
   are distinct strings.
-- `FixedList`: an (n, size) array of `inner` values (a fixed multi-valued column).
+- `FixedList`: an (n, size, ...) array of `inner` values (a fixed multi-valued column; `inner`
+  is a `FixedList` again for each further axis); nulls per row (n,) or per value (the
+  values' shape).
 - `Point`: an (n, len(axes)) float array; `LineString`: (offsets of length n+1, coords);
   `Polygon`: (geometry offsets n+1 into rings, ring offsets into coords, coords). Offsets
   start at 0 for the rows returned.
@@ -25,7 +27,7 @@ class Enum:
 
 @dataclass(frozen=True, slots=True)
 class FixedList:
-    inner: str
+    inner: str | FixedList
     size: int
 
 

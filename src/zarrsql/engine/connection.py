@@ -13,11 +13,11 @@ Registration happens outside any running query, so DuckDB's no-re-entrancy rule 
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import threading
-from collections import deque
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,13 +25,12 @@ import duckdb
 import pyarrow as pa
 
 from zarrsql import catalog
-from zarrsql.engine import params
+from zarrsql.decode.logical import Enum
+from zarrsql.engine import mounts, params
 from zarrsql.engine.functions import METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
-from zarrsql.engine import mounts
 from zarrsql.engine.secrets import SecretOpener
 from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
-from zarrsql.decode.logical import Enum
 from zarrsql.errors import StoreNotFoundError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table

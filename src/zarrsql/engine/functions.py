@@ -12,7 +12,7 @@ names a registered Arrow table holding them, keyed by their content.
 from __future__ import annotations
 
 READ_PARAMS = ["table_name", '"table"', "dims", "group_path", '"group"', "array_path", '"array"',
-               "bounds", "decode_times", "nan_as_null", "storage_options"]
+               "bounds", "decode_times", "nan_as_null", "geometry", "storage_options"]
 LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
 
 METADATA_COLUMNS = {

@@ -45,6 +45,18 @@ def _flag(args: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
+GEOMETRY_FORMATS = ("native", "wkb")
+
+
+def _geometry(args: dict[str, Any]) -> str:
+    value = _text(args, "geometry")
+    if value is None:
+        return "native"
+    if value.lower() not in GEOMETRY_FORMATS:
+        raise ParameterError(f"geometry := must be 'native' or 'wkb', got {json.dumps(value)}")
+    return value.lower()
+
+
 def storage_options_of(args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     value = args.get("storage_options")
     if value is None:
@@ -79,7 +91,8 @@ def read_request(args: dict[str, Any]) -> ReadRequest:
         store=store_of(args),
         selection=sel,
         bounds=args.get("bounds"),
-        options=DecodeOptions(decode_times=_flag(args, "decode_times", True), nan_as_null=_flag(args, "nan_as_null", True)),
+        options=DecodeOptions(decode_times=_flag(args, "decode_times", True), nan_as_null=_flag(args, "nan_as_null", True),
+                              geometry=_geometry(args)),
         storage_options=storage_options_of(args),
     )
 

@@ -36,7 +36,7 @@ def arrow_type(logical: lg.Logical) -> pa.DataType:
     if isinstance(logical, lg.Enum):
         return pa.dictionary(pa.int32(), pa.string(), ordered=logical.ordered)
     if isinstance(logical, lg.FixedList):
-        return pa.list_(_TYPES[logical.inner], logical.size)
+        return pa.list_(arrow_type(logical.inner), logical.size)
     if isinstance(logical, lg.Point):
         return _point_type(logical.axes)
     if isinstance(logical, lg.LineString):
@@ -68,14 +68,17 @@ def _offsets(offsets: np.ndarray) -> pa.Array:
 
 
 def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Array:
-    mask = None if nulls is None or not nulls.any() else pa.array(nulls)
+    mask = None if nulls is None or nulls.ndim != 1 or not nulls.any() else pa.array(nulls)
     if isinstance(logical, lg.Enum):
         codes = np.asarray(values, dtype=np.int32)
         indices = pa.array(codes, mask=nulls)
         return pa.DictionaryArray.from_arrays(indices, pa.array(list(logical.categories), pa.string()),
                                               ordered=logical.ordered)
     if isinstance(logical, lg.FixedList):
-        flat = to_arrow(np.ascontiguousarray(values).reshape(-1), None, logical.inner)
+        values = np.ascontiguousarray(values)
+        per_value = nulls is not None and nulls.ndim > 1  # NULL values inside the lists
+        inner = (-1, *values.shape[2:])
+        flat = to_arrow(values.reshape(inner), nulls.reshape(inner) if per_value else None, logical.inner)
         return pa.FixedSizeListArray.from_arrays(flat, logical.size, mask=mask)
     if isinstance(logical, lg.Point):
         points = _points(values, logical.axes)

@@ -14,8 +14,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from zarrsql.errors import ParameterError
 from zarrsql.plan.predicate import And, Cmp, Predicate
 from zarrsql.plan.units import DimValues

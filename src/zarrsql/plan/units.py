@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarrsql.plan.predicate import Leaf, Predicate, columns_of, conjuncts, evaluate, leaf_truth, And
+from zarrsql.plan.predicate import And, Leaf, Predicate, columns_of, conjuncts, evaluate, leaf_truth
 
 
 @dataclass(frozen=True, slots=True)

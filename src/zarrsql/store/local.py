@@ -14,7 +14,6 @@ from zarrsql import counters
 from zarrsql.errors import StoreReadError
 from zarrsql.store.base import check_key
 
-
 #: Reads worth having in flight on a local disk: one per core, capped like the reader's pool.
 LOCAL_CONCURRENCY = max(1, min(os.cpu_count() or 1, 8))
 

@@ -15,6 +15,9 @@ zarrsql reads these keys itself and does not pass them on:
 | `concurrency` | 32 | requests in flight, and the reader's threads for this store |
 | `metadata_ttl` | 0 | seconds a cached node tree is trusted without revalidating it |
 
+On S3, botocore's own retries are turned off (`config_kwargs` default) and s3fs's are
+set to one attempt, so that `retries` means what it says.
+
 Anonymous S3: a store on `s3://` gets `anon=True` unless the options name credentials
 (`anon`, `key`, `secret`, `token`, `profile`, `session`) or the environment holds them
 (the `AWS_*` variables below, or a shared credentials/config file). See docs/remote.md.
@@ -115,6 +118,9 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
             ours[key] = _number(key, _value(raw))
         else:
             theirs[str(key)] = _value(raw)
-    if protocol in ("s3", "s3a") and not s3_has_credentials(theirs):
-        theirs["anon"] = True
+    if protocol in ("s3", "s3a"):
+        if not s3_has_credentials(theirs):
+            theirs["anon"] = True
+        # zarrsql's retries replace botocore's (else a 5xx would be retried retries x 5 times)
+        theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
     return NetworkOptions(**ours), theirs

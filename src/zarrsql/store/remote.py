@@ -28,7 +28,7 @@ from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import check_key
 from zarrsql.store.failures import Failure, classify, describe
-from zarrsql.store.options import NetworkOptions, split_options
+from zarrsql.store.options import split_options
 
 #: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
 #: extra HEAD requests on stores that legitimately leave many chunks unwritten.
@@ -66,6 +66,8 @@ class FsspecStore:
         except (ValueError, TypeError) as err:
             raise ParameterError(f"cannot open '{url}' with these storage_options: {err}") from err
         self.root = self.root.rstrip("/")
+        if self.protocol in ("s3", "s3a"):
+            self.fs.retries = 1  # s3fs's own retry loop: zarrsql's `retries` is the only one
         self.can_list = self.protocol not in ("http", "https")
         self.concurrency = self.network.concurrency
         self.metadata_ttl = self.network.metadata_ttl

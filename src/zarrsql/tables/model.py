@@ -29,7 +29,9 @@ class TableInfo:
     `hidden` lists dimensions that give no column (a table-convention table without an
     index has only positional rows); `derived` adds computed coordinate columns;
     `name_hint` replaces the dimension-joined name (a table-convention group's own name).
-    `column_names`, when given, names the data columns (an image level's is `value`).
+    `column_names`, when given, names the data columns (an image level's is `value`);
+    `column_order`, when given, orders all the table's columns by name (a table-convention
+    table keeps its `table:columns` order even when its index, a dimension, is not first).
     `layout` is "dense" (one row per cell) or "csr"/"csc" (one row per stored entry of
     sparse matrices, compressed along the first or the second dimension).
     `coords` holds, per dimension, the coordinate array (from the group or an ancestor) or
@@ -50,6 +52,7 @@ class TableInfo:
     name_hint: str | None = None
     layout: str = "dense"
     column_names: tuple[str, ...] = ()
+    column_order: tuple[str, ...] = ()
 
     @property
     def default_name(self) -> str:
@@ -78,6 +81,7 @@ class ReadTable:
     derived: tuple[Derived, ...] = ()
     hidden: tuple[int, ...] = ()
     layout: str = "dense"
+    column_order: tuple[str, ...] = ()
 
     @property
     def num_rows(self) -> int:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
 from zarrsql.decode.variables import unreadable
 from zarrsql.discovery.roles import effective_dims
+from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
 from zarrsql.store import check_key
 from zarrsql.tables.analyze import analyze_group
@@ -54,7 +54,7 @@ def _read_table(t: TableInfo) -> ReadTable:
         names = [_value_column(names[0], t.dims)]
     data = tuple(DataColumn(a, n) for a, n in zip(t.data_vars, names, strict=True))
     return ReadTable(t.group_path, t.name or t.default_name, t.dims, t.shape, t.chunk_grid, t.coords, data,
-                     t.derived, t.hidden, t.layout)
+                     t.derived, t.hidden, t.layout, t.column_order)
 
 
 def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
