@@ -31,6 +31,10 @@ from zarrsql.tables.model import ReadTable
 from zarrsql.tables.select import Selection, select_table
 
 
+#: Coordinate columns of recent units kept for reuse (see `TableScan._coordinate`).
+PATTERNS_KEPT = 8
+
+
 @dataclass(frozen=True, slots=True)
 class ReadRequest:
     """Everything a `read_zarr` call says, validated (see `engine/params.py`)."""
@@ -105,6 +109,7 @@ class TableScan:
             positions = np.arange(self.table.shape[d.axis], dtype=np.float64)
             self.derived.append((d.axis, DimValues(d.name, positions * d.scale + d.offset, None)))
             self.columns.append(Column(d.name, "float64", derived=j))
+        self._patterns: dict[Any, tuple[Any, Any]] = {}
         self.codecs = self._make_codecs()
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
@@ -145,13 +150,28 @@ class TableScan:
         parts = []
         for col in columns:
             if col.dim is not None or col.derived is not None:
-                axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
-                nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
-                parts.append((expand_dim(dv.values, unit, axis), nulls))
+                parts.append(self._coordinate(col, unit))
             else:
                 assert col.data is not None
                 parts.append(self.codecs[col.data].read(self.store, unit))
         return unit.num_rows(), parts
+
+    def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
+        """A coordinate column of a unit. Units of one shape at one place along an axis give
+        the same column (latitude and longitude repeat for every time block), so the last
+        few are kept and handed out again instead of being rebuilt."""
+        axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
+        key = (col.name, unit.region) if unit.select is None else None
+        hit = self._patterns.get(key) if key is not None else None
+        if hit is not None:
+            return hit
+        nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
+        made = (expand_dim(dv.values, unit, axis), nulls)
+        if key is not None:
+            self._patterns[key] = made
+            while len(self._patterns) > PATTERNS_KEPT:
+                self._patterns.pop(next(iter(self._patterns)))
+        return made
 
     def filterable(self) -> dict[str, str]:
         """Columns a pushed predicate may name, with their logical types: every dimension
