@@ -120,7 +120,8 @@ def test_random_predicates_match_duckdb_and_read_exact_units(case: Case, fixture
                 assert t.work_units_read == units, where
                 assert t.rows == len(expected), where
                 pruned += t.work_units_read < t.work_units_planned
-            else:  # DuckDB 1.5: results still exact, pruning lost
+            else:  # DuckDB 1.5: Arrow prunes by each unit's coordinate ranges (conservative)
+                assert units <= t.work_units_read <= t.work_units_planned, where
                 assert t.rows >= len(expected)
     if HAS_SOURCES and case.grid != tuple(len(coords[d]) for d in case.dims):
         assert pruned > 0

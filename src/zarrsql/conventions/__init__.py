@@ -8,6 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from zarrsql.conventions import anndata, ome
+from zarrsql.conventions import anndata, ome, table
 
-CONVENTIONS: list[Callable] = [ome.analyze, anndata.analyze]
+CONVENTIONS: list[Callable] = [table.analyze, ome.analyze, anndata.analyze]

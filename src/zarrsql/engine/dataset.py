@@ -3,19 +3,29 @@
 DuckDB 1.5 has no scan-source protocol. It reads a registered pyarrow dataset by calling
 `scanner(columns=..., filter=...)` once per scan and trusts the scanner to apply the filter
 exactly; `Scanner.from_batches` does so with Arrow's semantics on the streamed batches.
+
+The filter is an opaque Arrow expression, so pruning asks Arrow itself: each work unit
+becomes a (never opened) fragment whose partition expression states the range of every
+coordinate inside it, and `get_fragments(filter=...)` returns the units the filter may
+match. A coordinate range holding NULL or NaN states nothing, so such units are kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.expand.reader import read_batches
+from zarrsql.plan.units import ScanPlan
 from zarrsql.scan import TableScan
 
 
@@ -41,5 +51,44 @@ class ZarrDataset(pads.Dataset):
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
         by_name = {c.name: c for c in self._scan.columns}
         wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
-        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, self._scan.plan(), wanted, self._on_error)
+        plan = self._scan.plan()
+        if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
+            plan = replace(plan, only=self._units_matching(plan, filter))
+        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, plan, wanted, self._on_error)
         return pads.Scanner.from_batches(batches, schema=schema_of(wanted), filter=filter)
+
+    def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002
+        """The units whose coordinate ranges Arrow cannot rule out for `filter`."""
+        ranges = [(name, axis, dv, self._schema.field(name).type)
+                  for name, (axis, dv) in plan.columns.items() if name in self._schema.names]
+        units = list(plan.units())
+        guarantees = [_guarantee(unit, ranges) for unit in units]
+        dataset = pads.FileSystemDataset.from_paths(
+            [f"unit/{i}" for i in range(len(units))], schema=self._schema, format=pads.IpcFileFormat(),
+            filesystem=pafs.LocalFileSystem(), partitions=guarantees)
+        kept = {int(f.path.rsplit("/", 1)[1]) for f in dataset.get_fragments(filter=filter)}
+        return frozenset(units[i].index for i in kept)
+
+
+#: Above this many work units the guarantees cost more than they save; every unit is read.
+MAX_GUARANTEED_UNITS = 20_000
+
+
+def _guarantee(unit: Any, ranges: list) -> pc.Expression:
+    expr = pc.scalar(True)
+    for name, axis, dv, typ in ranges:
+        a, b = unit.region[axis]
+        values = dv.values[a:b]
+        if b <= a or (dv.nulls is not None and dv.nulls[a:b].any()):
+            continue
+        if values.dtype.kind == "f" and np.isnan(values).any():
+            continue
+        low, high = values.min(), values.max()
+        if values.dtype.kind in "iu" and pa.types.is_timestamp(typ):
+            low, high = int(low), int(high)
+        elif values.dtype == object:
+            low, high = str(low), str(high)
+        else:
+            low, high = low.item(), high.item()
+        expr = expr & (pc.field(name) >= pa.scalar(low, typ)) & (pc.field(name) <= pa.scalar(high, typ))
+    return expr

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -62,7 +62,8 @@ class ScanPlan:
     """The work units of one scan, lazily listed, and how many the full grid has.
 
     `columns` maps every column a predicate may name to (axis, its values along that axis):
-    the dimensions themselves and any derived coordinate of an axis.
+    the dimensions themselves and any derived coordinate of an axis. `only`, when set, keeps
+    just the units with those grid indices (pruning decided outside, e.g. by Arrow).
     """
 
     shape: tuple[int, ...]
@@ -72,8 +73,12 @@ class ScanPlan:
     predicate: Predicate | None
     dims: tuple[DimValues, ...]
     columns: dict[str, tuple[int, DimValues]]
+    only: frozenset[tuple[int, ...]] | None = None
 
     def units(self) -> Iterator[WorkUnit]:
+        if self.only is not None:
+            yield from (u for u in replace(self, only=None).units() if u.index in self.only)
+            return
         if self.predicate is not None and self.kept is None:
             yield from _masked_units(self)
             return
