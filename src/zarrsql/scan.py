@@ -18,7 +18,7 @@ import numpy as np
 
 from zarrsql.decode.chunks import read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec
-from zarrsql.decode.logical import Logical
+from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.variables import Codec, codec_for
 from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta
@@ -102,7 +102,8 @@ class TableScan:
             self.dim_logical.append(logical)
             self.positional.append(coord is None)
             if k not in self.table.hidden:
-                self.columns.append(Column(name, logical, dim=k))
+                shown: Logical = Labels(dv.values) if logical == "string" else logical
+                self.columns.append(Column(name, shown, dim=k))
         #: Derived coordinate columns: name -> (axis, values along that axis).
         self.derived: list[tuple[int, DimValues]] = []
         for j, d in enumerate(self.table.derived):
@@ -166,7 +167,8 @@ class TableScan:
         if hit is not None:
             return hit
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
-        made = (expand_dim(dv.values, unit, axis), nulls)
+        source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
+        made = (expand_dim(source, unit, axis), nulls)
         if key is not None:
             self._patterns[key] = made
             while len(self._patterns) > PATTERNS_KEPT:

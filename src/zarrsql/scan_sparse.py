@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from zarrsql.decode.columns import column_codec
+from zarrsql.decode.logical import Labels
 from zarrsql.decode.sparse import SparseMatrix, entries, load_indptr
 from zarrsql.plan.predicate import And, Predicate, columns_of, conjuncts, evaluate, leaf_truth
 from zarrsql.scan import Column, TableScan
@@ -110,7 +111,8 @@ class SparseTableScan(TableScan):
             if col.dim is not None:
                 dv = self.dims[col.dim]
                 idx = rows if col.dim == 0 else cols
-                parts.append((dv.values[idx], None if dv.nulls is None else dv.nulls[idx]))
+                values = idx if isinstance(col.logical, Labels) else dv.values[idx]
+                parts.append((values, None if dv.nulls is None else dv.nulls[idx]))
             else:
                 parts.append(self.values[col.data].decode(values[col.data]))  # type: ignore[index]
         return len(rows), parts

@@ -1,8 +1,9 @@
 """The Zarr table convention: a group registered as `table` is one SQL table.
 
 Recognition: the group's `zarr_conventions` holds the convention (by its uuid, or by the
-name "table"); without a valid `table:columns` its table is unreadable and says why. The table is named after the group's last
-path segment (a root group after the store, without `.zarr`).
+name "table"); without a valid `table:columns` its table is unreadable and says why. The
+table is named after the group's last path segment (a root group after the store, without
+`.zarr`).
 
 The table: one row per entry of the row axis (axis 0 of every row-aligned node); its
 columns are `table:columns` in their order under their `name`, read from their `node`.
@@ -317,16 +318,22 @@ def _row_chunk(cols: list[_Column]) -> int:
     return a0.chunks[0]
 
 
+def _coordinate_like(array: ArrayMeta) -> bool:
+    """Whether a plain array can be the row coordinate: one supported value per row, no
+    categories and no string sentinel (a coordinate is decoded by the plain rules alone)."""
+    attrs = array.attrs
+    if attrs.get("encoding-type", "array") != "array" or "categories" in attrs:
+        return False
+    if isinstance(attrs.get("missing_value"), str) and array.dtype.kind in _STRINGS:
+        return False
+    return array.ndim == 1 and array.dtype.supported
+
+
 def _index_coord(c: _Column | None) -> ArrayMeta | None:
-    """The index column's array when it can be the row coordinate (plain, one value per row)."""
-    if c is None or c.encoding != "array" or "categories" in c.attrs:
+    """The index column's array when it can be the row coordinate."""
+    if c is None or "" not in c.arrays or not _coordinate_like(c.arrays[""]):
         return None
-    a = c.arrays[""]
-    if a.ndim != 1 or not a.dtype.supported:
-        return None
-    if isinstance(c.attrs.get("missing_value"), str) and a.dtype.kind in _STRINGS:
-        return None
-    return a
+    return c.arrays[""]
 
 
 def _row_dim(cols: list[_Column]) -> str:
@@ -402,7 +409,7 @@ def _member(node: ArrayMeta | ArrayProblem, name: str, table_attrs: Mapping[str,
         role = "unsupported"
     elif node.ndim == 0:
         role = "scalar"
-    elif plain and node.ndim == 1 and table_attrs.get("table:index") == name and "categories" not in node.attrs:
+    elif plain and table_attrs.get("table:index") == name and _coordinate_like(node):
         role = "coord"
     else:
         role = "data"

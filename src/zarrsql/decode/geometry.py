@@ -217,10 +217,12 @@ class RaggedCodec:
         geom = self._offsets(store, self.geom_offsets, r0, r1 + 1, limit, "coords" if rings is None else "ring_offsets")
         geom_out, picked = _gather(geom, unit_rows(unit))
         ring_out = None
-        if rings is not None:
+        if rings is not None and _span(picked)[1] > _span(picked)[0]:
             lo, hi = _span(picked)
             ring_part = self._offsets(store, rings, lo, hi + 1, n_coords, "coords")
             ring_out, picked = _gather(ring_part, None if isinstance(picked, slice) else picked - lo)
+        elif rings is not None:  # no ring at all: nothing to read
+            ring_out, picked = np.zeros(1, dtype=np.int64), slice(0, 0)
         lo, hi = _span(picked)
         block = read_region(store, self.coords, ((lo, hi), (0, self.coords.shape[1])))
         coords = np.asarray(block, dtype=np.float64)[_relative(picked, lo)][:, list(self.order)]

@@ -11,12 +11,14 @@ use these records; each says what `Codec.read` returns for it:
   `Polygon`: (geometry offsets n+1 into rings, ring offsets into coords, coords). Offsets
   start at 0 for the rows returned.
 - `WKB`: an object array of bytes (well-known binary geometry).
+- `Labels`: int32 positions into a string coordinate's `values` (a VARCHAR column that never
+  builds one Python string per row: AnnData's obs/var names over millions of entries).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,13 @@ class Polygon:
     axes: tuple[str, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class Labels:
+    """A string coordinate's values; rows hold positions into them (compared by identity)."""
+
+    values: Any
+
+
 WKB = "wkb"
 
-Logical = Union[str, Enum, FixedList, Point, LineString, Polygon]
+Logical = Union[str, Enum, FixedList, Point, LineString, Polygon, Labels]

@@ -39,7 +39,7 @@ class ZarrDataset(pads.Dataset):
     def __init__(self, scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> None:  # noqa: D107
         self._scan = scan
         self._on_error = on_error
-        self._schema = schema_of(scan.columns)
+        self._schema = _plain(schema_of(scan.columns))
 
     @property
     def schema(self) -> pa.Schema:  # type: ignore[override]
@@ -55,7 +55,11 @@ class ZarrDataset(pads.Dataset):
         if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
             plan = replace(plan, only=self._units_matching(plan, filter))
         batches: Iterator[pa.RecordBatch] = read_batches(self._scan, plan, wanted, self._on_error)
-        return pads.Scanner.from_batches(batches, schema=schema_of(wanted), filter=filter)
+        schema = schema_of(wanted)
+        plain = _plain(schema)
+        if plain != schema:
+            batches = (b.cast(plain) for b in batches)
+        return pads.Scanner.from_batches(batches, schema=plain, filter=filter)
 
     def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002
         """The units whose coordinate ranges Arrow cannot rule out for `filter`."""
@@ -68,6 +72,13 @@ class ZarrDataset(pads.Dataset):
             filesystem=pafs.LocalFileSystem(), partitions=guarantees)
         kept = {int(f.path.rsplit("/", 1)[1]) for f in dataset.get_fragments(filter=filter)}
         return frozenset(units[i].index for i in kept)
+
+
+def _plain(schema: pa.Schema) -> pa.Schema:
+    """`schema` with label (dictionary) columns as plain strings: DuckDB 1.5 reads this shell's
+    declared schema, and Arrow's filter kernels want plain strings."""
+    return pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type)
+                      and pa.types.is_string(f.type.value_type) else f for f in schema])
 
 
 #: Above this many work units the guarantees cost more than they save; every unit is read.

@@ -91,8 +91,8 @@ def read_request(args: dict[str, Any]) -> ReadRequest:
         store=store_of(args),
         selection=sel,
         bounds=args.get("bounds"),
-        options=DecodeOptions(decode_times=_flag(args, "decode_times", True), nan_as_null=_flag(args, "nan_as_null", True),
-                              geometry=_geometry(args)),
+        options=DecodeOptions(decode_times=_flag(args, "decode_times", True),
+                              nan_as_null=_flag(args, "nan_as_null", True), geometry=_geometry(args)),
         storage_options=storage_options_of(args),
     )
 

@@ -33,6 +33,8 @@ def _point_type(axes: Sequence[str]) -> pa.DataType:
 def arrow_type(logical: lg.Logical) -> pa.DataType:
     if isinstance(logical, str):
         return _TYPES[logical]
+    if isinstance(logical, lg.Labels):
+        return pa.dictionary(pa.int32(), pa.string())
     if isinstance(logical, lg.Enum):
         return pa.dictionary(pa.int32(), pa.string(), ordered=logical.ordered)
     if isinstance(logical, lg.FixedList):
@@ -67,8 +69,25 @@ def _offsets(offsets: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(offsets, dtype=np.int32))
 
 
+_dictionaries: dict[int, tuple[Any, pa.Array]] = {}
+
+
+def _labels(logical: lg.Labels) -> pa.Array:
+    """The Arrow dictionary of a coordinate's labels, built once per coordinate."""
+    hit = _dictionaries.get(id(logical))
+    if hit is None or hit[0] is not logical:
+        if len(_dictionaries) > 64:
+            _dictionaries.clear()
+        hit = (logical, pa.array(logical.values, type=pa.string()))
+        _dictionaries[id(logical)] = hit
+    return hit[1]
+
+
 def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Array:
     mask = None if nulls is None or nulls.ndim != 1 or not nulls.any() else pa.array(nulls)
+    if isinstance(logical, lg.Labels):
+        indices = pa.array(np.asarray(values, dtype=np.int32), mask=nulls if mask is not None else None)
+        return pa.DictionaryArray.from_arrays(indices, _labels(logical))
     if isinstance(logical, lg.Enum):
         codes = np.asarray(values, dtype=np.int32)
         indices = pa.array(codes, mask=nulls)

@@ -35,6 +35,11 @@ from zarrsql.store.options import split_options
 CHANGE_CHECK_INTERVAL = 1.0
 #: Longest wait between two attempts, whatever the backoff doubled to.
 MAX_BACKOFF = 2.0
+#: Seconds a validator seen on a GET stands in for a HEAD (once): about a round trip's worth
+#: of staleness, which a HEAD has too. It saves the HEAD that follows reading a document.
+FETCHED_TOKEN_AGE = 2.0
+#: Validators kept from GETs (oldest dropped): chunk reads must not grow it without bound.
+MAX_FETCHED_TOKENS = 1024
 
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
            "abfss": "azure", "http": "http", "https": "http"}
@@ -79,6 +84,7 @@ class FsspecStore:
         self._lock = threading.Lock()
         self._last_change_check = 0.0
         self._pool: ThreadPoolExecutor | None = None
+        self._fetched: dict[str, tuple[str, float]] = {}  # key -> (validator from its GET, when)
 
     def async_fs(self) -> Any:
         """This store's filesystem as an instance made for async use (what zarr-python needs)."""
@@ -157,7 +163,7 @@ class FsspecStore:
         paths = [self._path(k) for k in keys]
         if self.is_async:
             async def one(key: str, path: str) -> bytes | None:
-                return await self._attempts(key, lambda: self.fs._cat_file(path))
+                return await self._attempts(key, lambda: self._aget(key, path))
 
             out = self._run(lambda: asyncio.gather(*(one(k, p) for k, p in zip(keys, paths, strict=True))))
         else:
@@ -172,7 +178,20 @@ class FsspecStore:
         return self.token_many([key])[0]
 
     def token_many(self, keys: Sequence[str]) -> list[str | None]:
-        """A validator per key (ETag, Last-Modified, size), None where the key is missing."""
+        """A validator per key (ETag, Last-Modified, size), None where the key is missing.
+
+        A validator that came with a GET of the key in the last `FETCHED_TOKEN_AGE` seconds is
+        used once instead of a HEAD: it is as fresh as a HEAD's answer would be.
+        """
+        now = time.monotonic()
+        with self._lock:
+            fetched = {k: self._fetched.pop(k) for k in keys if k in self._fetched}
+        known = {k: tok for k, (tok, at) in fetched.items() if now - at < FETCHED_TOKEN_AGE}
+        ask = [k for k in dict.fromkeys(keys) if k not in known]
+        answers = dict(zip(ask, self._token_requests(ask), strict=True)) if ask else {}
+        return [known[k] if k in known else answers[k] for k in keys]
+
+    def _token_requests(self, keys: Sequence[str]) -> list[str | None]:
         paths = [self._path(k) for k in keys]
         if self.is_async:
             async def one(key: str, path: str) -> str | None:
@@ -202,6 +221,25 @@ class FsspecStore:
         return sorted(n for n in names if n and "/" not in n)
 
     # -- filesystem specifics -------------------------------------------------------------------
+    async def _aget(self, key: str, path: str) -> bytes:
+        """GET a key; over HTTP the response's validator is kept for the next `token` of it."""
+        if self.protocol not in ("http", "https"):
+            return await self.fs._cat_file(path)
+        from aiohttp import ClientResponseError
+
+        session = await self.fs.set_session()
+        async with session.get(self.fs.encode_url(path), **self.fs.kwargs) as r:
+            if r.status >= 400:
+                raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
+            data = await r.read()  # a body shorter than its Content-Length raises here
+            token = _token_of({"ETag": r.headers.get("ETag"), "Last-Modified": r.headers.get("Last-Modified"),
+                               "size": r.headers.get("Content-Length")})
+        with self._lock:
+            self._fetched[key] = (token, time.monotonic())
+            if len(self._fetched) > MAX_FETCHED_TOKENS:
+                self._fetched.pop(next(iter(self._fetched)))
+        return data
+
     async def _ainfo(self, path: str) -> dict[str, Any]:
         if self.protocol in ("http", "https"):
             return await self._http_head(path)
