@@ -111,8 +111,8 @@ class SparseTableScan(TableScan):
             if col.dim is not None:
                 dv = self.dims[col.dim]
                 idx = rows if col.dim == 0 else cols
-                values = idx if isinstance(col.logical, Labels) else dv.values[idx]
-                parts.append((values, None if dv.nulls is None else dv.nulls[idx]))
+                column = idx if isinstance(col.logical, Labels) else dv.values[idx]
+                parts.append((column, None if dv.nulls is None else dv.nulls[idx]))
             else:
                 parts.append(self.values[col.data].decode(values[col.data]))  # type: ignore[index]
         return len(rows), parts

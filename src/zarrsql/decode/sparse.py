@@ -22,7 +22,7 @@ from zarrsql.plan.selection import select_cells
 from zarrsql.plan.units import WorkUnit
 from zarrsql.store import Store
 
-#: Ranges of `indices`/`data` closer than this many entries are read as one.
+#: Ranges of `indices`/`data` closer than this many entries (or one chunk) are read as one.
 MERGE_GAP = 4096
 
 
@@ -58,13 +58,13 @@ def load_indptr(store: Store, m: SparseMatrix) -> np.ndarray:
     return ptr
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int]]:
-    """Merge [start, end) ranges (sorted by start) that lie within MERGE_GAP of each other."""
+def _ranges(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """Merge [start, end) ranges (sorted by start) that lie within `gap` of each other."""
     out: list[list[int]] = []
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         if b <= a:
             continue
-        if out and a - out[-1][1] <= MERGE_GAP:
+        if out and a - out[-1][1] <= gap:
             out[-1][1] = max(out[-1][1], b)
         else:
             out.append([a, b])
@@ -74,7 +74,9 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int]]:
 def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The concatenation of array[starts[i]:ends[i]] for every i, reading merged ranges once."""
     pieces = []
-    merged = _ranges(starts, ends)
+    # ranges within one chunk of each other share their chunks: read them together, so that
+    # no chunk is decoded twice
+    merged = _ranges(starts, ends, max(MERGE_GAP, array.chunks[0]))
     blocks = [(a, read_region(store, array, ((a, b),))) for a, b in merged]
     k = 0
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
