@@ -98,6 +98,9 @@ class SparseTableScan(TableScan):
         return kept, residual
 
     def unit_columns(self, unit: Any, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:  # type: ignore[override]
+        if not columns and unit.residual is None and len(self.pointers) == 1:
+            ptr = self.pointers[0]  # count(*): the pointers alone say how many entries there are
+            return int((ptr[unit.positions + 1] - ptr[unit.positions]).sum()), []
         major, minor, values = self._union(unit.positions)
         rows, cols = (major, minor) if self.axis == 0 else (minor, major)
         residual = unit.residual

@@ -9,13 +9,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from zarrsql.decode.variables import unreadable
+from zarrsql.decode.variables import EncodedVariable, unreadable
 from zarrsql.discovery.roles import effective_dims
 from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
 from zarrsql.store import check_key
 from zarrsql.tables.analyze import analyze_group
-from zarrsql.tables.build import display_path, find_coord
+from zarrsql.tables.build import ancestors, chunk_grid, display_path, find_coord
 from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
 
 
@@ -129,7 +129,10 @@ def _check_dims(dims: tuple[str, ...], ndim: int, where: str) -> None:
 def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None) -> ReadTable:
     node = tree.arrays.get(path)
     if node is None:
-        kind = "a group" if path in tree.groups else "not in the store"
+        encoded = _encoded_read(tree, path)
+        if encoded is not None:
+            return encoded
+        kind = "a group of store" if path in tree.groups else "not in store"
         raise SelectionError(f"array_path '{path}' is {kind} '{tree.store.url}'; list arrays with read_zarr_metadata")
     if isinstance(node, ArrayProblem) or not node.dtype.supported:
         reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
@@ -158,6 +161,21 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     grid = tuple(max(1, min(c, n)) if n else max(c, 1) for c, n in zip(node.chunks, node.shape, strict=True))
     column = DataColumn(node, _value_column(member.column if member is not None and member.column else path, dims))
     return ReadTable(group, path, dims, node.shape, grid, coords, (column,), derived)
+
+
+def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
+    """A variable stored as a group (an AnnData sparse matrix) read alone, with the axes and
+    coordinates of the table it belongs to; None when `path` is no such variable."""
+    group = path.rpartition("/")[0]
+    for owner in [group, *ancestors(group)] if path else []:
+        for t in analyze_group(tree, owner).tables:
+            for v in t.data_vars:
+                if v.path == path and isinstance(v, EncodedVariable):
+                    matrix = v.attrs.get("sparse")
+                    layout = matrix.format if matrix is not None else "dense"
+                    return ReadTable(t.group_path, path, t.dims, t.shape, chunk_grid([v], len(t.dims)), t.coords,
+                                     (DataColumn(v, v.name),), t.derived, t.hidden, layout)
+    return None
 
 
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
