@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from zarrsql.decode.chunks import read_region
+from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.variables import Codec, codec_for
@@ -62,16 +62,37 @@ def open_store_for(request: ReadRequest) -> Store:
     return open_store(request.store, dict(request.storage_options))
 
 
-def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions) -> tuple[DimValues, str]:
+def _coord_chunks(array: ArrayMeta) -> list[str]:
+    return [array.chunk_key((i,)) for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0)]
+
+
+def _prefetch_coords(tree: NodeTree, arrays: Sequence[ArrayMeta], options: DecodeOptions) -> dict[str, bytes | None]:
+    """Every chunk of the coordinates not yet decoded, fetched together (one round of
+    concurrent requests on a remote store), with their tokens for revalidation."""
+    todo = [a for a in arrays if ("coord", a.path, options) not in tree.derived and fast_path(a)]
+    keys = [k for a in todo for k in _coord_chunks(a)]
+    if not keys:
+        return {}
+    raws = tree.store.get_many(keys)
+    # A coordinate rewritten in place (chunks only) must not be served from the cache: its
+    # chunk keys join the documents the cached tree is revalidated against.
+    for k, token in zip(keys, tree.store.token_many(keys), strict=True):
+        tree.validators[k] = token
+    return dict(zip(keys, raws, strict=True))
+
+
+def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions,
+                fetched: dict[str, bytes | None]) -> tuple[DimValues, str]:
     key = ("coord", array.path, options)
     hit = tree.derived.get(key)
     if hit is None:
-        raw = read_region(tree.store, array, ((0, array.shape[0]),))
-        # A coordinate rewritten in place (chunks only) must not be served from this cache:
-        # its chunk keys join the documents the cached tree is revalidated against.
-        for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0):
-            chunk = array.chunk_key((i,))
-            tree.validators[chunk] = tree.store.token(chunk)
+        keys = _coord_chunks(array)
+        if keys and all(k in fetched for k in keys):
+            raw = np.concatenate([decode_chunk(array, fetched[k]) for k in keys])[: array.shape[0]]
+        else:
+            raw = read_region(tree.store, array, ((0, array.shape[0]),))
+            for k, token in zip(keys, tree.store.token_many(keys), strict=True):
+                tree.validators[k] = token
         codec = column_codec(array, options, is_coord=True, coord_values=raw)
         values, nulls = codec.decode(raw)
         hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
@@ -83,11 +104,14 @@ def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions) -> tup
 class TableScan:
     """One opened table: its columns, decoded dimensions and data codecs."""
 
-    def __init__(self, request: ReadRequest) -> None:
+    def __init__(self, request: ReadRequest, tree: NodeTree | None = None, table: ReadTable | None = None,
+                 store: Store | None = None) -> None:
         self.request = request
-        self.store = open_store_for(request)
-        self.tree = cached_tree(self.store)
-        self.table: ReadTable = select_table(self.tree, request.selection)
+        # this call's store reads the chunks; the cached tree may have been read by another
+        self.store = store if store is not None else open_store_for(request)
+        self.tree = tree if tree is not None else cached_tree(self.store)
+        self.table: ReadTable = table if table is not None else select_table(self.tree, request.selection)
+        fetched = _prefetch_coords(self.tree, [c for c in self.table.coords if c is not None], request.options)
         self.dims: list[DimValues] = []
         self.dim_logical: list[str] = []
         self.columns: list[Column] = []
@@ -96,7 +120,7 @@ class TableScan:
             if coord is None:
                 dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
             else:
-                dv, logical = _load_coord(self.tree, coord, request.options)
+                dv, logical = _load_coord(self.tree, coord, request.options, fetched)
                 dv = DimValues(name, dv.values, dv.nulls)
             self.dims.append(dv)
             self.dim_logical.append(logical)
@@ -185,15 +209,14 @@ class TableScan:
 
 def open_table(request: ReadRequest) -> TableScan:
     """Open the table a request selects: a dense scan, or one of stored sparse entries."""
-    scan = TableScan.__new__(TableScan)
     store = open_store_for(request)
-    table = select_table(cached_tree(store), request.selection)
+    tree = cached_tree(store)
+    table = select_table(tree, request.selection)
     if table.layout != "dense":
         from zarrsql.scan_sparse import SparseTableScan
 
-        scan = SparseTableScan.__new__(SparseTableScan)
-    scan.__init__(request)  # type: ignore[misc]
-    return scan
+        return SparseTableScan(request, tree, table, store)
+    return TableScan(request, tree, table, store)
 
 
 def storage_options_tuple(options: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:

@@ -80,7 +80,9 @@ def _value(text: Any) -> Any:
         try:
             return json.loads(text)
         except ValueError as err:
-            raise ParameterError(f"storage option value {text!r} starts like JSON but is not valid JSON: {err}") from err
+            raise ParameterError(
+                f"storage option value {text!r} starts like JSON but is not valid JSON: {err}"
+            ) from err
     return text
 
 

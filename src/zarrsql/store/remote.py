@@ -151,7 +151,8 @@ class FsspecStore:
             return ("give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
                     "environment variables, or a DuckDB secret (CREATE SECRET (TYPE s3, ...))")
         if self.protocol in ("http", "https"):
-            return "check the URL; a server that needs authentication takes storage_options := MAP {'headers': '{\"Authorization\": ...}'}"
+            return ("check the URL; a server that needs authentication takes "
+                    "storage_options := MAP {'headers': '{\"Authorization\": ...}'}")
         return "check the URL and the credentials in storage_options"
 
     # -- the Store protocol ---------------------------------------------------------------------

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Remote stores: zarrsql over HTTP with injected latency, vs local disk and xarray-sql 0.6.0.
+
+    python benchmarks/run_remote.py                  # full ERA5-like store, 20 ms, 3 repetitions
+    python benchmarks/run_remote.py --quick --repeat 1
+
+A local HTTP server (tests/remote/httpserver.py, its own process so it does not share the
+GIL with the reader) serves benchmarks/data with `--latency` seconds added to every request.
+Each (engine, query, repetition) runs in a fresh process, timed from the end of the imports
+to the materialised result (open + query), as run_era5.py does; the server's request log
+gives the requests each run made. Q1 is the full-table aggregate, Q3 the one-day slice.
+Writes benchmarks/results/remote.md (and .json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+SERVER = ROOT / "tests" / "remote" / "httpserver.py"
+DAYS = {"era5.zarr": "2020-02-01", "era5_quick.zarr": "2020-01-02"}
+CHILD = r"""
+import json, sys, time
+sys.path.insert(0, {bench!r})
+import engines as E
+for name in E.ENGINE_IMPORTS[{runner!r}] + {extra!r}:
+    __import__(name)
+start = time.perf_counter()
+table = E.RUNNERS[{runner!r}]({query!r}, {store!r}, None, {day!r})
+print(json.dumps({{"seconds": time.perf_counter() - start, "value": table.column(0)[0].as_py()}}))
+"""
+ENGINES = {  # column: (runner in engines.py, over HTTP?)
+    "zarrsql, local disk": ("zarrsql", False),
+    "zarrsql, HTTP": ("zarrsql", True),
+    "xarray-sql 0.6.0 + DuckDB, HTTP": ("xarray-sql+duckdb", True),
+}
+
+
+def requests_so_far(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/__requests") as r:
+        return sum(json.load(r).values())
+
+
+#: Imported before the clock starts for HTTP runs, as the engines' own libraries are: both
+#: zarrsql and xarray load fsspec's HTTP filesystem lazily, on the first remote open.
+HTTP_IMPORTS = ["fsspec", "aiohttp", "fsspec.implementations.http"]
+
+
+def run_child(python: str, runner: str, query: str, store: str, day: str) -> dict:
+    extra = HTTP_IMPORTS if store.startswith("http") else []
+    code = CHILD.format(bench=str(HERE), runner=runner, query=query, store=store, day=day, extra=extra)
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the 96-hour store (4 chunks per variable)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--latency", type=float, default=0.02, help="seconds added to each request")
+    ap.add_argument("--python", default=sys.executable, help="interpreter for the children")
+    args = ap.parse_args()
+    name = "era5_quick.zarr" if args.quick else "era5.zarr"
+    store_path = HERE / "data" / name
+    if not store_path.exists():
+        subprocess.run([sys.executable, str(HERE / "make_era5.py"), *(["--quick"] if args.quick else [])], check=True)
+    server = subprocess.Popen([sys.executable, str(SERVER), str(HERE / "data"), "--latency", str(args.latency)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}/{name}"
+        results: dict[str, dict[str, list[dict]]] = {}
+        for rep in range(args.repeat):
+            for query in ("Q1", "Q3"):
+                for column, (runner, remote) in ENGINES.items():
+                    before = requests_so_far(port)
+                    res = run_child(args.python, runner, query, url if remote else str(store_path), DAYS[name])
+                    res["requests"] = requests_so_far(port) - before if remote else None
+                    results.setdefault(query, {}).setdefault(column, []).append(res)
+                    print(f"rep {rep + 1} {query} {column}: {res}", file=sys.stderr, flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+    write(results, name, args)
+    return 0
+
+
+def _cell(runs: list[dict]) -> tuple[str, float | None]:
+    ok = [r for r in runs if "seconds" in r]
+    if not ok:
+        return f"failed: {runs[0].get('error', '?')[:80]}", None
+    median = statistics.median(r["seconds"] for r in ok)
+    reqs = [r["requests"] for r in ok if r.get("requests") is not None]
+    text = f"{median:.3f} s" + (f" · {int(statistics.median(reqs))} requests" if reqs else "")
+    return text, median
+
+
+def write(results: dict, name: str, args: argparse.Namespace) -> None:
+    lines = [
+        f"# Remote stores: zarrsql over HTTP ({args.latency * 1000:.0f} ms per request) vs local disk and xarray-sql",
+        "",
+        f"Store `benchmarks/data/{name}` served by `tests/remote/httpserver.py` on 127.0.0.1 with "
+        f"{args.latency * 1000:.0f} ms added to every request. Median of {args.repeat} runs, each in a fresh "
+        "process, open + query (imports excluded: "
+        "fsspec's HTTP filesystem and aiohttp count as imports); requests from the server's log. Q1 = "
+        "`SELECT avg(t2m)` over the whole table, Q3 = one day × 30°×30° box. zarrsql's default "
+        "`concurrency` (32 requests in flight), cold metadata cache (a new process).",
+        "",
+        "Goal (issue 7): HTTP ≤ 1.5 × local disk + one round trip per concurrent batch, where the "
+        "batches are ⌈requests / 32⌉.",
+        "",
+        "| query | " + " | ".join(ENGINES) + " | HTTP / local | goal | met |",
+        "|---|" + "---|" * (len(ENGINES) + 3),
+    ]
+    for query, cols in results.items():
+        cells = {c: _cell(cols[c]) for c in ENGINES}
+        local, remote = cells["zarrsql, local disk"][1], cells["zarrsql, HTTP"][1]
+        ratio = f"{remote / local:.2f}×" if local and remote else "—"
+        reqs = [r["requests"] for r in cols["zarrsql, HTTP"] if r.get("requests")]
+        goal = 1.5 * local + args.latency * -(-int(statistics.median(reqs)) // 32) if local and reqs else None
+        met = "—" if goal is None or remote is None else ("yes" if remote <= goal else "no")
+        goal_text = f"{goal:.3f} s" if goal is not None else "—"
+        lines.append(f"| {query} | " + " | ".join(cells[c][0] for c in ENGINES) + f" | {ratio} | {goal_text} | {met} |")
+    text = "\n".join(lines) + "\n"
+    out = HERE / "results" / "remote.md"
+    out.write_text(text)
+    (HERE / "results" / "remote.json").write_text(json.dumps({"store": name, "latency": args.latency,
+                                                              "repeat": args.repeat, "results": results}, indent=1))
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

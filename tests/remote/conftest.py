@@ -1,0 +1,139 @@
+"""Servers for the remote-store tests: a fault-injecting HTTP server over tests/fixtures and an
+S3 API server (moto's server mode) holding copies of fixture stores. Both run on 127.0.0.1,
+started by the tests; nothing leaves the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import zarrsql
+from tests.remote import httpserver
+from zarrsql.metadata.tree import clear_cache
+
+BUCKET = "zarrsql-fixtures"
+#: Stores copied into the bucket: v3 consolidated, v2 consolidated, v3 without consolidated metadata.
+S3_STORES = (
+    "fixtures/era5_like.zarr",
+    "fixtures/v2/air_temperature.zarr",
+    "plain/era5_like.zarr",
+    "plain/v2_air_temperature.zarr",
+)
+
+
+def _unconsolidate(src: Path, dst: Path) -> None:
+    """A copy of a store without consolidated metadata (as bioformats2raw or Icechunk write)."""
+    shutil.copytree(src, dst)
+    (dst / ".zmetadata").unlink(missing_ok=True)
+    root = dst / "zarr.json"
+    if root.exists():
+        doc = json.loads(root.read_text())
+        doc.pop("consolidated_metadata", None)
+        root.write_text(json.dumps(doc))
+
+
+@pytest.fixture(scope="session")
+def served_root(fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture stores, plus `plain/` copies of two of them without consolidated metadata."""
+    root = tmp_path_factory.mktemp("served")
+    shutil.copytree(fixtures_dir, root / "fixtures")
+    _unconsolidate(fixtures_dir / "era5_like.zarr", root / "plain" / "era5_like.zarr")
+    _unconsolidate(fixtures_dir / "v2" / "air_temperature.zarr", root / "plain" / "v2_air_temperature.zarr")
+    return root
+
+
+def _close_http_sessions() -> None:
+    """Close the aiohttp sessions fsspec keeps, while its event loop still runs: left to the
+    interpreter's exit, their sockets are torn down from a thread that exit is killing."""
+    import gc
+
+    from fsspec.asyn import sync
+    from fsspec.implementations.http import HTTPFileSystem
+
+    for fs in list(HTTPFileSystem._cache.values()):
+        session = getattr(fs, "_session", None)
+        if session is not None and not session.closed:
+            sync(fs.loop, session.close)
+    HTTPFileSystem.clear_instance_cache()
+    gc.collect()
+
+
+@pytest.fixture(scope="session")
+def _http(served_root: Path) -> Iterator[httpserver.FaultyServer]:
+    server = httpserver.start(served_root)
+    yield server
+    _close_http_sessions()
+    server.stop()
+
+
+@pytest.fixture
+def http(_http: httpserver.FaultyServer) -> Iterator[httpserver.FaultyServer]:
+    """The HTTP server, with no faults, no latency and an empty request log."""
+    _http.reset()
+    clear_cache()  # each test starts cold: its request counts are its own
+    yield _http
+    _http.reset()
+
+
+@pytest.fixture
+def con() -> Iterator[zarrsql.Connection]:
+    c = zarrsql.connect()
+    yield c
+    c.close()
+
+
+def _no_aws_environment() -> None:
+    """Tests decide credentials themselves: no AWS_* variables, no shared files."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            del os.environ[name]
+    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull + "-none"
+    os.environ["AWS_CONFIG_FILE"] = os.devnull + "-none"
+
+
+@pytest.fixture(scope="session")
+def s3(served_root: Path) -> Iterator[str]:
+    """The endpoint URL of an S3 API server whose bucket holds `S3_STORES`."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    saved = dict(os.environ)
+    _no_aws_environment()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="fixture",
+        aws_secret_access_key="fixture",
+    )
+    client.create_bucket(Bucket=BUCKET, ACL="public-read")  # a public bucket, as ERA5's and CMIP6's are
+    for store in S3_STORES:
+        root = served_root / store
+        for f in root.rglob("*"):
+            if f.is_file():
+                client.put_object(
+                    Bucket=BUCKET,
+                    Key=f"{store}/{f.relative_to(root).as_posix()}",
+                    Body=f.read_bytes(),
+                    ACL="public-read",
+                )
+    yield endpoint
+    server.stop()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture
+def fresh_cache() -> Iterator[None]:
+    clear_cache()
+    yield
+    clear_cache()
