@@ -50,16 +50,31 @@ def _scope(tree: NodeTree, group_path: str | None, array_path: str | None) -> tu
 def _metadata_row(m: Member) -> dict[str, Any]:
     a = m.array
     if not isinstance(a, ArrayMeta):
-        return {"name": a.path, "dims": [], "dtype": "unsupported", "shape": [], "chunk_shape": [],
-                "attrs": json.dumps({"error": a.error}), "role": "unsupported", "array_path_dims": []}
+        return {
+            "name": a.path,
+            "dims": [],
+            "dtype": "unsupported",
+            "shape": [],
+            "chunk_shape": [],
+            "attrs": json.dumps({"error": a.error}),
+            "role": "unsupported",
+            "array_path_dims": [],
+        }
     attrs = dict(a.attrs)
     if not a.dtype.supported:
         attrs = {**attrs, "error": a.dtype.reason}
     declared = list(m.dims) if m.dims is not None else []
     path_dims = declared if m.dims is not None else [f"dim_{i}" for i in range(a.ndim)]
-    return {"name": a.path, "dims": declared, "dtype": dtype_text(a), "shape": list(a.shape),
-            "chunk_shape": list(a.chunks), "attrs": json.dumps(attrs, default=str),
-            "role": m.role, "array_path_dims": path_dims}
+    return {
+        "name": a.path,
+        "dims": declared,
+        "dtype": dtype_text(a),
+        "shape": list(a.shape),
+        "chunk_shape": list(a.chunks),
+        "attrs": json.dumps(attrs, default=str),
+        "role": m.role,
+        "array_path_dims": path_dims,
+    }
 
 
 def list_metadata(tree: NodeTree, group_path: str | None = None, array_path: str | None = None) -> list[dict[str, Any]]:
@@ -69,17 +84,21 @@ def list_metadata(tree: NodeTree, group_path: str | None = None, array_path: str
     for g in sorted(tree.groups):
         if not _in_scope(g, group):
             continue
-        for m in analyze_group(tree, g).members:
-            if array is None or m.array.path == array:
-                rows.append(_metadata_row(m))
+        rows.extend(_metadata_row(m) for m in analyze_group(tree, g).members if array is None or m.array.path == array)
     return rows
 
 
 def _table_row(t: TableInfo) -> dict[str, Any]:
-    return {"group_path": display_path(t.group_path), "schema_name": schema_name(t.group_path),
-            "table_name": t.name, "dims": list(t.dims), "shape": list(t.shape),
-            "chunk_shape": list(t.chunk_grid), "data_vars": [a.path for a in t.data_vars],
-            "coord_vars": [c.path for c in t.coords if c is not None]}
+    return {
+        "group_path": display_path(t.group_path),
+        "schema_name": schema_name(t.group_path),
+        "table_name": t.name,
+        "dims": list(t.dims),
+        "shape": list(t.shape),
+        "chunk_shape": list(t.chunk_grid),
+        "data_vars": [a.path for a in t.data_vars],
+        "coord_vars": [c.path for c in t.coords if c is not None],
+    }
 
 
 def list_tables(tree: NodeTree, group_path: str | None = None, array_path: str | None = None) -> list[dict[str, Any]]:
@@ -87,8 +106,17 @@ def list_tables(tree: NodeTree, group_path: str | None = None, array_path: str |
     group, array = _scope(tree, group_path, array_path)
     if array is not None:
         rt = select_table(tree, Selection(array_path=array))
-        info = TableInfo(rt.group_path, None, rt.dims, rt.shape, rt.chunk_grid,
-                         tuple(d.array for d in rt.data), rt.coords, derived=rt.derived, hidden=rt.hidden)
+        info = TableInfo(
+            rt.group_path,
+            None,
+            rt.dims,
+            rt.shape,
+            rt.chunk_grid,
+            tuple(d.array for d in rt.data),
+            rt.coords,
+            derived=rt.derived,
+            hidden=rt.hidden,
+        )
         return [_table_row(info)]
     rows = []
     for g in sorted(tree.groups):
@@ -110,8 +138,9 @@ def _view_key(t: dict[str, Any]) -> str:
     return t["table_name"] if not g else f"{g}/{t['table_name']}"
 
 
-def view_statements(tree: NodeTree, store: str, database: str,
-                    view_names: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def view_statements(
+    tree: NodeTree, store: str, database: str, view_names: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """The statements that mount a store as `database`: ATTACH, CREATE SCHEMA, CREATE VIEW.
 
     `view_names` renames views; keys are `table` for the root group and `group/path/table`
@@ -127,8 +156,9 @@ def view_statements(tree: NodeTree, store: str, database: str,
     if unknown:
         raise ParameterError(f"view_names key(s) {unknown} name no table of the store; its tables: {sorted(keys)}")
     lowered = {k.lower(): v for k, v in names.items()}
-    rows: list[dict[str, Any]] = [{"schema_name": None, "view_name": None,
-                                   "sql": f"ATTACH ':memory:' AS {quote_ident(database)}"}]
+    rows: list[dict[str, Any]] = [
+        {"schema_name": None, "view_name": None, "sql": f"ATTACH ':memory:' AS {quote_ident(database)}"}
+    ]
     seen: dict[tuple[str, str], str] = {}
     made_schemas: set[str] = set()
     for t in tables:
@@ -138,17 +168,29 @@ def view_statements(tree: NodeTree, store: str, database: str,
             raise ParameterError(f"view_names value for '{_view_key(t)}' must be a non-empty name")
         clash = seen.get((schema, view.lower()))
         if clash:
-            raise ParameterError(f"view_names gives two views of schema '{schema}' the name '{view}' ({clash} and {_view_key(t)})")
+            raise ParameterError(
+                f"view_names gives two views of schema '{schema}' the name '{view}' ({clash} and {_view_key(t)})"
+            )
         seen[(schema, view.lower())] = _view_key(t)
         if schema != "main" and schema not in made_schemas:
             made_schemas.add(schema)
-            rows.append({"schema_name": schema, "view_name": None,
-                         "sql": f"CREATE SCHEMA IF NOT EXISTS {quote_ident(database)}.{quote_ident(schema)}"})
+            rows.append(
+                {
+                    "schema_name": schema,
+                    "view_name": None,
+                    "sql": f"CREATE SCHEMA IF NOT EXISTS {quote_ident(database)}.{quote_ident(schema)}",
+                }
+            )
         args = [quote_text(store)]
         if t["group_path"] != "/":
             args.append(f"group_path := {quote_text(t['group_path'].strip('/'))}")
         args.append(f"table_name := {quote_text(t['table_name'])}")
-        rows.append({"schema_name": schema, "view_name": view,
-                     "sql": f"CREATE OR REPLACE VIEW {quote_ident(database)}.{quote_ident(schema)}.{quote_ident(view)} AS "
-                            f"SELECT * FROM read_zarr({', '.join(args)})"})
+        rows.append(
+            {
+                "schema_name": schema,
+                "view_name": view,
+                "sql": f"CREATE OR REPLACE VIEW {quote_ident(database)}.{quote_ident(schema)}.{quote_ident(view)} AS "
+                f"SELECT * FROM read_zarr({', '.join(args)})",
+            }
+        )
     return rows

@@ -39,7 +39,7 @@ def _print(rel: object, fmt: str, output: str | None) -> None:
             writer.writerows(rel.fetchall())
         else:
             for row in rel.fetchall():
-                stream.write(json.dumps(dict(zip(rel.columns, row)), default=str) + "\n")
+                stream.write(json.dumps(dict(zip(rel.columns, row, strict=True)), default=str) + "\n")
     finally:
         if output:
             stream.close()

@@ -11,9 +11,16 @@ from zarrsql.engine import mounts
 from zarrsql.engine.connection import register
 
 
-def mount(con: Any, store: str, database: str, *, view_names: Mapping[str, str] | None = None,
-          existing: bool = False, replace: bool = False,
-          storage_options: Mapping[str, str] | None = None) -> duckdb.DuckDBPyRelation:
+def mount(
+    con: Any,
+    store: str,
+    database: str,
+    *,
+    view_names: Mapping[str, str] | None = None,
+    existing: bool = False,
+    replace: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> duckdb.DuckDBPyRelation:
     """Make every named table of `store` queryable as `database.table` (nested groups:
     `database."group/path".table`).
 
@@ -24,8 +31,15 @@ def mount(con: Any, store: str, database: str, *, view_names: Mapping[str, str] 
     tables: `read_zarr_tables`' columns plus `view_name`.
     """
     zcon = register(con)
-    table = mounts.mount(zcon, store, database, view_names=view_names, existing=existing,
-                         replace=replace, storage_options=storage_options)
+    table = mounts.mount(
+        zcon,
+        store,
+        database,
+        view_names=view_names,
+        existing=existing,
+        replace=replace,
+        storage_options=storage_options,
+    )
     return zcon.duckdb.from_arrow(table)
 
 

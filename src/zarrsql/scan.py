@@ -30,7 +30,6 @@ from zarrsql.store import Store, open_store
 from zarrsql.tables.model import ReadTable
 from zarrsql.tables.select import Selection, select_table
 
-
 #: Coordinate columns of recent units kept for reuse (see `TableScan._coordinate`).
 PATTERNS_KEPT = 8
 
@@ -81,8 +80,9 @@ def _prefetch_coords(tree: NodeTree, arrays: Sequence[ArrayMeta], options: Decod
     return dict(zip(keys, raws, strict=True))
 
 
-def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions,
-                fetched: dict[str, bytes | None]) -> tuple[DimValues, str]:
+def _load_coord(
+    tree: NodeTree, array: ArrayMeta, options: DecodeOptions, fetched: dict[str, bytes | None]
+) -> tuple[DimValues, str]:
     key = ("coord", array.path, options)
     hit = tree.derived.get(key)
     if hit is None:
@@ -104,8 +104,13 @@ def _load_coord(tree: NodeTree, array: ArrayMeta, options: DecodeOptions,
 class TableScan:
     """One opened table: its columns, decoded dimensions and data codecs."""
 
-    def __init__(self, request: ReadRequest, tree: NodeTree | None = None, table: ReadTable | None = None,
-                 store: Store | None = None) -> None:
+    def __init__(
+        self,
+        request: ReadRequest,
+        tree: NodeTree | None = None,
+        table: ReadTable | None = None,
+        store: Store | None = None,
+    ) -> None:
         self.request = request
         # this call's store reads the chunks; the cached tree may have been read by another
         self.store = store if store is not None else open_store_for(request)

@@ -106,8 +106,14 @@ class SparseTableScan(TableScan):
         residual = unit.residual
         if residual is not None:
             index = {self.dims[0].name: rows, self.dims[1].name: cols}
-            t, _ = evaluate(residual, lambda leaf: leaf_truth(
-                leaf, self._dim_values(leaf.column)[index[leaf.column]], self._dim_nulls(leaf.column, index[leaf.column])))
+            t, _ = evaluate(
+                residual,
+                lambda leaf: leaf_truth(
+                    leaf,
+                    self._dim_values(leaf.column)[index[leaf.column]],
+                    self._dim_nulls(leaf.column, index[leaf.column]),
+                ),
+            )
             rows, cols, values = rows[t], cols[t], [v[t] for v in values]
         parts = []
         for col in columns:

@@ -117,12 +117,14 @@ def _sparse_variable(m: SparseMatrix) -> EncodedVariable:
         return dense_codec(m, store, options)
 
     chunks = (m.shape[0], max(1, min(m.shape[1], 1024))) if m.axis == 0 else (max(1, min(m.shape[0], 1024)), m.shape[1])
-    return EncodedVariable(m.path, m.shape, chunks, make_dense, attrs={"sparse": m},
-                           parts=(m.data.path, m.indices.path, m.indptr.path))
+    return EncodedVariable(
+        m.path, m.shape, chunks, make_dense, attrs={"sparse": m}, parts=(m.data.path, m.indices.path, m.indptr.path)
+    )
 
 
-def _matrix_table(group: str, dims: tuple[str, str], shape: tuple[int, int], coords: tuple, mats: list,
-                  name: str | None = None) -> TableInfo | None:
+def _matrix_table(
+    group: str, dims: tuple[str, str], shape: tuple[int, int], coords: tuple, mats: list, name: str | None = None
+) -> TableInfo | None:
     if not mats:
         return None
     sparse = [m for m in mats if isinstance(m, SparseMatrix)]
@@ -132,8 +134,9 @@ def _matrix_table(group: str, dims: tuple[str, str], shape: tuple[int, int], coo
         formats = {m.format for m in sparse}
         layout = formats.pop() if len(formats) == 1 else "dense"
         if len(sparse) > 1 and {m.format for m in sparse} == {"csr", "csc"}:
-            problem = ("it mixes CSR and CSC sparse matrices; read them one at a time with array_path := "
-                       f"'{sparse[0].path}'")
+            problem = (
+                f"it mixes CSR and CSC sparse matrices; read them one at a time with array_path := '{sparse[0].path}'"
+            )
     grid = chunk_grid(variables, 2)
     return TableInfo(group, None, dims, shape, grid, tuple(variables), coords, problem, layout=layout, name_hint=name)
 
@@ -183,7 +186,7 @@ def _embeddings(tree: NodeTree, path: str, element: str, axis: str, index: Array
 # ----------------------------------------------------------------------------- members
 def _axis_dims(tree: NodeTree, root: str, array: ArrayMeta) -> tuple[str, ...] | None:
     """AnnData's axis names for an array below the AnnData group `root`."""
-    rel = array.path[len(root) + 1:] if root else array.path
+    rel = array.path[len(root) + 1 :] if root else array.path
     parts = rel.split("/")
     head = parts[0]
     if head in ("obs", "var") and array.ndim == 1 and parts[-1] != "categories":
@@ -206,9 +209,19 @@ def _members(tree: NodeTree, path: str, root: str) -> tuple[Member, ...]:
             out.append(Member(node, "unsupported", None))
             continue
         dims = _axis_dims(tree, root, node)
-        index_of = {_join(root, f, str((tree.groups.get(_join(root, f)) or _NoAttrs).attrs.get("_index", "_index")))
-                    for f in ("obs", "var")}
-        role = "unsupported" if not node.dtype.supported else "coord" if p in index_of else "scalar" if node.ndim == 0 else "data"
+        index_of = {
+            _join(root, f, str((tree.groups.get(_join(root, f)) or _NoAttrs).attrs.get("_index", "_index")))
+            for f in ("obs", "var")
+        }
+        role = (
+            "unsupported"
+            if not node.dtype.supported
+            else "coord"
+            if p in index_of
+            else "scalar"
+            if node.ndim == 0
+            else "data"
+        )
         out.append(Member(node, role, dims))
     return tuple(out)
 
@@ -243,5 +256,5 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
 
 
 def _inside_modality(tree: NodeTree, root: str, path: str) -> bool:
-    rel = path[len(root) + 1:] if root else path
+    rel = path[len(root) + 1 :] if root else path
     return rel == "mod" or rel.startswith("mod/")

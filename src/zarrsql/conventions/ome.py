@@ -23,9 +23,19 @@ from zarrsql.tables.build import GroupInfo, chunk_grid, resolve_names
 from zarrsql.tables.model import Derived, TableInfo
 
 _UNITS = {
-    "micrometer": "um", "nanometer": "nm", "millimeter": "mm", "centimeter": "cm", "meter": "m",
-    "picometer": "pm", "angstrom": "angstrom", "second": "s", "millisecond": "ms",
-    "microsecond": "us", "nanosecond": "ns", "minute": "min", "hour": "h",
+    "micrometer": "um",
+    "nanometer": "nm",
+    "millimeter": "mm",
+    "centimeter": "cm",
+    "meter": "m",
+    "picometer": "pm",
+    "angstrom": "angstrom",
+    "second": "s",
+    "millisecond": "ms",
+    "microsecond": "us",
+    "nanosecond": "ns",
+    "minute": "min",
+    "hour": "h",
 }
 
 
@@ -37,10 +47,7 @@ def _multiscales(attrs: Any) -> list[dict]:
 
 
 def _axes(ms: dict) -> list[dict]:
-    out = []
-    for a in ms.get("axes") or []:
-        out.append(a if isinstance(a, dict) else {"name": str(a)})
-    return out
+    return [a if isinstance(a, dict) else {"name": str(a)} for a in ms.get("axes") or []]
 
 
 def _affine(transforms: Any, ndim: int) -> tuple[list[float], list[float]]:
@@ -52,7 +59,9 @@ def _affine(transforms: Any, ndim: int) -> tuple[list[float], list[float]]:
         if t.get("type") == "scale" and isinstance(t.get("scale"), list) and len(t["scale"]) == ndim:
             scale = [s * float(f) for s, f in zip(scale, t["scale"], strict=True)]
             shift = [o * float(f) for o, f in zip(shift, t["scale"], strict=True)]
-        elif t.get("type") == "translation" and isinstance(t.get("translation"), list) and len(t["translation"]) == ndim:
+        elif (
+            t.get("type") == "translation" and isinstance(t.get("translation"), list) and len(t["translation"]) == ndim
+        ):
             shift = [o + float(d) for o, d in zip(shift, t["translation"], strict=True)]
     return scale, shift
 
@@ -67,8 +76,9 @@ def _derived(ms: dict, dataset: dict, axes: list[dict]) -> tuple[Derived, ...]:
             continue
         unit = a.get("unit")
         suffix = _UNITS.get(unit, unit) if isinstance(unit, str) and unit else "physical"
-        out.append(Derived(f"{a['name']}_{suffix}", k, scale[k] * outer_scale[k],
-                           shift[k] * outer_scale[k] + outer_shift[k]))
+        out.append(
+            Derived(f"{a['name']}_{suffix}", k, scale[k] * outer_scale[k], shift[k] * outer_scale[k] + outer_shift[k])
+        )
     return tuple(out)
 
 
@@ -97,6 +107,17 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
         role = "unsupported" if not m.array.dtype.supported else "data"
         members.append(Member(m.array, role, dims, derived, column="value"))
         grid = chunk_grid([m.array])
-        tables.append(TableInfo(path, None, dims, m.array.shape, grid, (m.array,), (None,) * len(dims),
-                                derived=derived, column_names=("value",)))
+        tables.append(
+            TableInfo(
+                path,
+                None,
+                dims,
+                m.array.shape,
+                grid,
+                (m.array,),
+                (None,) * len(dims),
+                derived=derived,
+                column_names=("value",),
+            )
+        )
     return GroupInfo(path, tuple(members), tuple(resolve_names(tables)), None)

@@ -118,20 +118,24 @@ def _entries(attrs: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(name, node) of every column, validated."""
     columns = attrs.get("table:columns")
     if not isinstance(columns, list) or not columns:
-        raise _Invalid("table:columns must be a non-empty list of {\"name\", \"node\"} objects; "
-                       f"got {columns!r}")
+        raise _Invalid(f'table:columns must be a non-empty list of {{"name", "node"}} objects; got {columns!r}')
     out, seen = [], {}
     for i, c in enumerate(columns):
         name, node = (c.get("name"), c.get("node")) if isinstance(c, dict) else (None, None)
         if not (isinstance(name, str) and name and isinstance(node, str) and node):
-            raise _Invalid(f"table:columns entry {i} ({c!r}) must be an object with a non-empty string "
-                           "'name' and 'node'")
+            raise _Invalid(
+                f"table:columns entry {i} ({c!r}) must be an object with a non-empty string 'name' and 'node'"
+            )
         if "/" in node or node in (".", ".."):
-            raise _Invalid(f"column '{name}': node '{node}' is not a child's name; the table convention "
-                           "requires each node to be a child array or group of the table group")
+            raise _Invalid(
+                f"column '{name}': node '{node}' is not a child's name; the table convention "
+                "requires each node to be a child array or group of the table group"
+            )
         if name.lower() in seen:
-            raise _Invalid(f"table:columns names two columns '{seen[name.lower()]}' and '{name}' (names must "
-                           "be distinct, ignoring case, to be SQL columns)")
+            raise _Invalid(
+                f"table:columns names two columns '{seen[name.lower()]}' and '{name}' (names must "
+                "be distinct, ignoring case, to be SQL columns)"
+            )
         seen[name.lower()] = name
         out.append((name, node))
     return out
@@ -139,26 +143,40 @@ def _entries(attrs: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _axes(name: str, encoding: str, attrs: Mapping[str, Any], width: int) -> tuple[str, ...]:
     axes = attrs.get("axes")
-    ok = (isinstance(axes, list) and 2 <= len(axes) <= 4 and all(a in AXES for a in axes)
-          and len(set(axes)) == len(axes) and "x" in axes and "y" in axes)
+    ok = (
+        isinstance(axes, list)
+        and 2 <= len(axes) <= 4
+        and all(a in AXES for a in axes)
+        and len(set(axes)) == len(axes)
+        and "x" in axes
+        and "y" in axes
+    )
     if not ok:
-        raise _Invalid(f"{encoding} column '{name}': axes must list 2 to 4 distinct names from "
-                       f"{list(AXES)}, x and y among them; got {axes!r}")
+        raise _Invalid(
+            f"{encoding} column '{name}': axes must list 2 to 4 distinct names from "
+            f"{list(AXES)}, x and y among them; got {axes!r}"
+        )
     if width != len(axes):
-        raise _Invalid(f"{encoding} column '{name}': axes {axes} name {len(axes)} coordinates but its "
-                       f"coordinate axis has {width}; the table convention requires one axes entry per coordinate")
+        raise _Invalid(
+            f"{encoding} column '{name}': axes {axes} name {len(axes)} coordinates but its "
+            f"coordinate axis has {width}; the table convention requires one axes entry per coordinate"
+        )
     return tuple(axes)
 
 
 def _plain(name: str, array: ArrayMeta, encoding: str) -> _Column:
     if array.ndim == 0:
-        raise _Invalid(f"column '{name}' (array '/{array.path}') is 0-dimensional; the table convention "
-                       "requires axis 0 of every column to be the row axis")
+        raise _Invalid(
+            f"column '{name}' (array '/{array.path}') is 0-dimensional; the table convention "
+            "requires axis 0 of every column to be the row axis"
+        )
     axes = ()
     if encoding == "point":
         if array.ndim != 2:
-            raise _Invalid(f"point column '{name}' (array '/{array.path}') has shape {list(array.shape)}; "
-                           "a point column must have shape (N, D)")
+            raise _Invalid(
+                f"point column '{name}' (array '/{array.path}') has shape {list(array.shape)}; "
+                "a point column must have shape (N, D)"
+            )
         axes = _axes(name, encoding, array.attrs, array.shape[1])
     return _Column(name, array.path, encoding, array.attrs, {"": array}, array.shape[0], (array,), axes)
 
@@ -168,16 +186,20 @@ def _compound(tree: NodeTree, name: str, path: str, encoding: str, attrs: Mappin
     for child, a in kids.items():
         if not isinstance(a, ArrayMeta):
             what = "no" if a is None else "an unreadable"
-            raise _Invalid(f"{encoding} column '{name}' has {what} '{child}' array in group '/{path}'; the "
-                           f"table convention requires the children {list(CHILDREN[encoding])}")
+            raise _Invalid(
+                f"{encoding} column '{name}' has {what} '{child}' array in group '/{path}'; the "
+                f"table convention requires the children {list(CHILDREN[encoding])}"
+            )
     arrays: dict[str, ArrayMeta] = kids  # type: ignore[assignment]
 
     def need(child: str, ndim: int, integer: bool = False) -> ArrayMeta:
         a = arrays[child]
         if a.ndim != ndim or (integer and a.dtype.kind not in _INTEGERS):
             kind = "an integer" if integer else "a"
-            raise _Invalid(f"{encoding} column '{name}': '{child}' (shape {list(a.shape)}, {a.dtype.name}) "
-                           f"must be {kind} {ndim}-dimensional array")
+            raise _Invalid(
+                f"{encoding} column '{name}': '{child}' (shape {list(a.shape)}, {a.dtype.name}) "
+                f"must be {kind} {ndim}-dimensional array"
+            )
         return a
 
     if encoding == "categorical":
@@ -187,8 +209,10 @@ def _compound(tree: NodeTree, name: str, path: str, encoding: str, attrs: Mappin
     if encoding == "nullable":
         values, mask = need("values", 1), need("mask", 1)
         if mask.shape != values.shape:
-            raise _Invalid(f"nullable column '{name}': mask has shape {list(mask.shape)} but values "
-                           f"{list(values.shape)}; the table convention requires both to be row-aligned")
+            raise _Invalid(
+                f"nullable column '{name}': mask has shape {list(mask.shape)} but values "
+                f"{list(values.shape)}; the table convention requires both to be row-aligned"
+            )
         return _Column(name, path, encoding, attrs, arrays, values.shape[0], (values, mask))
     coords, geom = need("coords", 2), need("geom_offsets", 1, integer=True)
     if encoding == "polygon":
@@ -205,20 +229,25 @@ def _describe(tree: NodeTree, table: str, name: str, node: str) -> _Column | _Op
     if isinstance(array, ArrayProblem):
         raise _Invalid(f"column '{name}': array '/{path}' cannot be read: {array.error}")
     if array is None and group is None:
-        raise _Invalid(f"column '{name}': its node '{node}' does not exist in group '/{table}'; the table "
-                       "convention requires every table:columns node to be an existing child of the group")
+        raise _Invalid(
+            f"column '{name}': its node '{node}' does not exist in group '/{table}'; the table "
+            "convention requires every table:columns node to be an existing child of the group"
+        )
     attrs = (array or group).attrs  # type: ignore[union-attr]
     encoding = attrs.get("encoding-type", "array")
     if not isinstance(encoding, str) or encoding not in KNOWN:
         return _Opaque(name, path, str(encoding))
     if array is not None:
         if encoding in CHILDREN:
-            raise _Invalid(f"column '{name}' has encoding-type '{encoding}', stored by the table convention as "
-                           f"a group with {list(CHILDREN[encoding])}, but '/{path}' is an array")
+            raise _Invalid(
+                f"column '{name}' has encoding-type '{encoding}', stored by the table convention as "
+                f"a group with {list(CHILDREN[encoding])}, but '/{path}' is an array"
+            )
         return _plain(name, array, encoding)
     if encoding not in CHILDREN:
-        raise _Invalid(f"column '{name}': '/{path}' is a group but its encoding-type '{encoding}' is stored "
-                       "as a single array")
+        raise _Invalid(
+            f"column '{name}': '/{path}' is a group but its encoding-type '{encoding}' is stored as a single array"
+        )
     return _compound(tree, name, path, encoding, attrs)
 
 
@@ -238,8 +267,10 @@ def _encoded(c: _Column, n: int, chunk: int, make: Any, problem: str | None = No
 def _plain_variable(c: _Column, n: int, chunk: int) -> Variable:
     array = c.arrays[""]
     if c.encoding == "point":
+
         def make_point(store: Store, options: DecodeOptions) -> Any:
             return point_codec(array, column_codec(array, options), c.axes, options.geometry)
+
         return _encoded(c, n, chunk, make_point)
     categories = c.attrs.get("categories")
     if categories is not None:
@@ -249,17 +280,22 @@ def _plain_variable(c: _Column, n: int, chunk: int) -> Variable:
 
         def make_categorical(store: Store, options: DecodeOptions) -> Any:
             return inline_categorical(c.name, array, column_codec(array, options), categories, ordered=ordered)
+
         problem = None if array.ndim == 1 else "inline categories are read on one-value-per-row columns only"
         return _encoded(c, n, chunk, make_categorical, problem)
     if array.ndim > 1:
+
         def make_list(store: Store, options: DecodeOptions) -> Any:
             values = column_codec(array, options)
             return FixedListCodec(values, fixed_list_logical(values.logical, array.shape[1:]))
+
         return _encoded(c, n, chunk, make_list)
     missing = c.attrs.get("missing_value")
     if isinstance(missing, str) and array.dtype.kind in _STRINGS:
+
         def make_missing(store: Store, options: DecodeOptions) -> Any:
             return StringSentinelCodec(column_codec(array, options), missing)
+
         return _encoded(c, n, chunk, make_missing)
     return array
 
@@ -272,17 +308,21 @@ def _variable(c: _Column, n: int, chunk: int) -> Variable:
         ordered = bool(c.attrs.get("ordered", False))
 
         def make_cat(store: Store, options: DecodeOptions) -> Any:
-            return categorical_codec(c.path, a["codes"], a["categories"], ordered=ordered, store=store,
-                                     options=options)
+            return categorical_codec(c.path, a["codes"], a["categories"], ordered=ordered, store=store, options=options)
+
         return _encoded(c, n, chunk, make_cat)
     if c.encoding == "nullable":
+
         def make_nullable(store: Store, options: DecodeOptions) -> Any:
             return nullable_codec(c.path, a["values"], a["mask"], options)
+
         return _encoded(c, n, chunk, make_nullable)
 
     def make_geometry(store: Store, options: DecodeOptions) -> Any:
-        return ragged_codec(c.name, c.path, a["coords"], a["geom_offsets"], a.get("ring_offsets"), c.axes,
-                            options.geometry)
+        return ragged_codec(
+            c.name, c.path, a["coords"], a["geom_offsets"], a.get("ring_offsets"), c.axes, options.geometry
+        )
+
     return _encoded(c, n, chunk, make_geometry)
 
 
@@ -295,11 +335,15 @@ def _rows(cols: list[_Column], index: str | None) -> tuple[int, _Column]:
         if c.rows == n:
             continue
         if not c.aligned:
-            raise _Invalid(f"{c.encoding} column '{c.name}': geom_offsets has {c.rows + 1} entries but the "
-                           f"table has {n} rows; the table convention requires N+1 = {n + 1} offsets")
-        raise _Invalid(f"columns of unequal length: column '{c.name}' (array '/{c.aligned[0].path}') has "
-                       f"{c.rows} rows but column '{first.name}' has {n}; the table convention requires "
-                       "axis 0 of every row-aligned column to hold the same N rows")
+            raise _Invalid(
+                f"{c.encoding} column '{c.name}': geom_offsets has {c.rows + 1} entries but the "
+                f"table has {n} rows; the table convention requires N+1 = {n + 1} offsets"
+            )
+        raise _Invalid(
+            f"columns of unequal length: column '{c.name}' (array '/{c.aligned[0].path}') has "
+            f"{c.rows} rows but column '{first.name}' has {n}; the table convention requires "
+            "axis 0 of every row-aligned column to hold the same N rows"
+        )
     return n, first
 
 
@@ -311,10 +355,12 @@ def _row_chunk(cols: list[_Column]) -> int:
     c0, a0 = aligned[0]
     for c, a in aligned[1:]:
         if a.chunks[0] != a0.chunks[0]:
-            raise _Invalid(f"unequal row-axis chunking: column '{c.name}' (array '/{a.path}') is chunked by "
-                           f"{a.chunks[0]} rows along axis 0 but column '{c0.name}' (array '/{a0.path}') by "
-                           f"{a0.chunks[0]}; the table convention requires every row-aligned array to have "
-                           "the same axis-0 chunk size")
+            raise _Invalid(
+                f"unequal row-axis chunking: column '{c.name}' (array '/{a.path}') is chunked by "
+                f"{a.chunks[0]} rows along axis 0 but column '{c0.name}' (array '/{a0.path}') by "
+                f"{a0.chunks[0]}; the table convention requires every row-aligned array to have "
+                "the same axis-0 chunk size"
+            )
     return a0.chunks[0]
 
 
@@ -357,9 +403,13 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
     described = [_describe(tree, path, name, node) for name, node in entries]
     for o in described:
         if isinstance(o, _Opaque):
-            warnings.warn(f"table '/{path}': column '{o.name}' has encoding-type '{o.encoding}', which zarrsql "
-                          "does not know; the table leaves it out (its arrays are listed by "
-                          "read_zarr_metadata)", ZarrSQLWarning, stacklevel=2)
+            warnings.warn(
+                f"table '/{path}': column '{o.name}' has encoding-type '{o.encoding}', which zarrsql "
+                "does not know; the table leaves it out (its arrays are listed by "
+                "read_zarr_metadata)",
+                ZarrSQLWarning,
+                stacklevel=2,
+            )
     cols = [c for c in described if isinstance(c, _Column)]
     if not cols:
         raise _Invalid("none of its columns has an encoding-type zarrsql can read")
@@ -369,10 +419,19 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
     coord = _index_coord(next((c for c in cols if c.name == index), None))
     data = [c for c in cols if not (coord is not None and c.name == index)]
     grid = (max(1, min(chunk, n)) if n else max(chunk, 1),)
-    return TableInfo(path, None, (index,) if coord is not None else (_row_dim(cols),), (n,), grid,
-                     tuple(_variable(c, n, chunk) for c in data), (coord,),
-                     hidden=() if coord is not None else (0,), name_hint=label,
-                     column_names=tuple(c.name for c in data), column_order=tuple(c.name for c in cols))
+    return TableInfo(
+        path,
+        None,
+        (index,) if coord is not None else (_row_dim(cols),),
+        (n,),
+        grid,
+        tuple(_variable(c, n, chunk) for c in data),
+        (coord,),
+        hidden=() if coord is not None else (0,),
+        name_hint=label,
+        column_names=tuple(c.name for c in data),
+        column_order=tuple(c.name for c in cols),
+    )
 
 
 def _label(tree: NodeTree, path: str) -> str:
@@ -388,8 +447,7 @@ def _table(tree: NodeTree, path: str, attrs: Mapping[str, Any]) -> TableInfo:
     try:
         return _make(tree, path, attrs, label)
     except _Invalid as err:
-        return TableInfo(path, None, ("row",), (0,), (1,), (), (None,), problem=str(err), hidden=(0,),
-                         name_hint=label)
+        return TableInfo(path, None, ("row",), (0,), (1,), (), (None,), problem=str(err), hidden=(0,), name_hint=label)
 
 
 # ----------------------------------------------------------------------------- members
@@ -401,8 +459,9 @@ def _marked(array: ArrayMeta, name: str, table_attrs: Mapping[str, Any]) -> Arra
     return replace(array, attrs={**array.attrs, **extra})
 
 
-def _member(node: ArrayMeta | ArrayProblem, name: str, table_attrs: Mapping[str, Any], encoding: Any,
-            *, plain: bool) -> Member:
+def _member(
+    node: ArrayMeta | ArrayProblem, name: str, table_attrs: Mapping[str, Any], encoding: Any, *, plain: bool
+) -> Member:
     if isinstance(node, ArrayProblem):
         return Member(node, "unsupported", None)
     if not node.dtype.supported or encoding not in KNOWN:
@@ -440,8 +499,7 @@ def _column_group(tree: NodeTree, path: str) -> GroupInfo | None:
     if name is None:
         return None
     encoding = tree.groups[path].attrs.get("encoding-type")
-    members = tuple(_member(tree.arrays[p], name, table.attrs, encoding, plain=False)
-                    for p in tree.children(path)[1])
+    members = tuple(_member(tree.arrays[p], name, table.attrs, encoding, plain=False) for p in tree.children(path)[1])
     return GroupInfo(path, members, (), None)
 
 

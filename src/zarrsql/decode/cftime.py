@@ -78,9 +78,7 @@ _MONTH_LENGTHS = np.array(
     ],
     dtype=np.int64,
 )
-_MONTH_STARTS = np.concatenate(
-    [np.zeros((2, 1), dtype=np.int64), np.cumsum(_MONTH_LENGTHS, axis=1)], axis=1
-)
+_MONTH_STARTS = np.concatenate([np.zeros((2, 1), dtype=np.int64), np.cumsum(_MONTH_LENGTHS, axis=1)], axis=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,9 +215,7 @@ def _build_day_of_year_map() -> np.ndarray:
 _DAY_OF_YEAR_MAP = _build_day_of_year_map()
 
 
-def _model_year_and_day(
-    days: np.ndarray, calendar: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | int]:
+def _model_year_and_day(days: np.ndarray, calendar: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | int]:
     """(year, day of year from 0, year kind of `_DAY_OF_YEAR_MAP`) of model day counts."""
     if calendar == "julian":
         cycle, rest = np.divmod(days, 1461)  # 4-year cycles starting with a leap year
@@ -307,10 +303,9 @@ def _parse_reference(text: str) -> tuple[tuple[int, ...], int] | None:
     if offset is None:
         return None
     fraction = (match.group("fraction") or "")[:6].ljust(6, "0")
-    fields = tuple(
-        int(match.group(name) or 0)
-        for name in ("year", "month", "day", "hour", "minute", "second")
-    ) + (int(fraction),)
+    fields = tuple(int(match.group(name) or 0) for name in ("year", "month", "day", "hour", "minute", "second")) + (
+        int(fraction),
+    )
     return fields, offset
 
 
@@ -495,9 +490,7 @@ def _in_range(days: np.ndarray, clock: np.ndarray) -> np.ndarray:
     return above & below
 
 
-def _assemble(
-    days: np.ndarray, clock: np.ndarray, ok: np.ndarray, tu: TimeUnits
-) -> tuple[np.ndarray, np.ndarray]:
+def _assemble(days: np.ndarray, clock: np.ndarray, ok: np.ndarray, tu: TimeUnits) -> tuple[np.ndarray, np.ndarray]:
     """Offsets (days, clock) from the reference to (micros since 1970, invalid).
 
     `clock` may exceed a day; all three arrays are fresh and are modified in place.
@@ -547,9 +540,7 @@ def to_micros(values: np.ndarray, tu: TimeUnits) -> tuple[np.ndarray, np.ndarray
     return micros.reshape(array.shape), invalid.reshape(array.shape)
 
 
-def names_real_dates(
-    values: np.ndarray, tu: TimeUnits, *, missing: np.ndarray | None = None
-) -> bool:
+def names_real_dates(values: np.ndarray, tu: TimeUnits, *, missing: np.ndarray | None = None) -> bool:
     """Whether every value (outside `missing`, not NaN) decodes to a real date in range."""
     array = np.asarray(values)
     if array.dtype.kind not in "biuf":

@@ -113,8 +113,9 @@ def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     return arr.reshape(array.chunks, order=array.order)
 
 
-def _decode_codecs(array: ArrayMeta, codecs: list[dict], raw: Any, shape: tuple[int, ...],
-                   dtype: np.dtype | None = None) -> np.ndarray:
+def _decode_codecs(
+    array: ArrayMeta, codecs: list[dict], raw: Any, shape: tuple[int, ...], dtype: np.dtype | None = None
+) -> np.ndarray:
     """Decode one v3 codec list into an array of `shape` (`dtype` overrides the array's)."""
     data: Any = raw
     for c in reversed(codecs):
@@ -159,7 +160,7 @@ def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ..
     if len(view) < size:
         raise ValueError(f"shard of {len(view)} bytes is shorter than its {size}-byte index")
     at_end = config.get("index_location", "end") == "end"
-    index_raw = view[len(view) - size:] if at_end else view[:size]
+    index_raw = view[len(view) - size :] if at_end else view[:size]
     index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
     out = _fill_chunk(array, shape)
     for pos in np.ndindex(*grid):
@@ -168,7 +169,7 @@ def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ..
             continue
         if offset + length > len(view):
             raise ValueError(f"shard index points past the shard's end ({offset + length} > {len(view)})")
-        chunk = _decode_codecs(array, config.get("codecs") or [], view[offset:offset + length], inner)
+        chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
         out[tuple(slice(p * c, (p + 1) * c) for p, c in zip(pos, inner, strict=True))] = chunk
     return out
 
@@ -179,7 +180,9 @@ def decode_chunk(array: ArrayMeta, raw: bytes | None) -> np.ndarray:
     if raw is None:
         return _fill_chunk(array, array.chunks)
     try:
-        arr = _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
+        arr = (
+            _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
+        )
     except (ValueError, RuntimeError, TypeError) as err:
         raise DecodeError(
             f"chunk of array '{array.path}' could not be decoded ({err}); the chunk is corrupt "

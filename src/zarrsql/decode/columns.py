@@ -130,8 +130,9 @@ def time_units_of(array: ArrayMeta) -> cftime.TimeUnits | None:
     return cftime.parse_time_units(array.attrs.get("units"), array.attrs.get("calendar"))
 
 
-def column_codec(array: ArrayMeta, options: DecodeOptions, *, is_coord: bool = False,
-                 coord_values: np.ndarray | None = None) -> ColumnCodec:
+def column_codec(
+    array: ArrayMeta, options: DecodeOptions, *, is_coord: bool = False, coord_values: np.ndarray | None = None
+) -> ColumnCodec:
     """Choose the decoding rule of `array`.
 
     Time decoding follows `cftime.calendar_policy`: real-world calendars and noleap always
@@ -160,8 +161,7 @@ def column_codec(array: ArrayMeta, options: DecodeOptions, *, is_coord: bool = F
     return ColumnCodec(array, logical, sentinel, packing, time, options.nan_as_null)
 
 
-def _all_real(time: cftime.TimeUnits, sentinel: Sentinel | None, is_coord: bool,
-              values: np.ndarray | None) -> bool:
+def _all_real(time: cftime.TimeUnits, sentinel: Sentinel | None, is_coord: bool, values: np.ndarray | None) -> bool:
     if not is_coord or values is None:
         return False
     missing = sentinel.mask(values) if sentinel is not None else None

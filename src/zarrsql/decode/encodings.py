@@ -26,7 +26,7 @@ from zarrsql.store import Store
 
 def read_cells(store: Store, array: ArrayMeta, unit: WorkUnit) -> np.ndarray:
     """The unit's selected cells of a row-aligned array (trailing axes read whole)."""
-    region = unit.region + tuple((0, n) for n in array.shape[len(unit.region):])
+    region = unit.region + tuple((0, n) for n in array.shape[len(unit.region) :])
     return select_cells(read_region(store, array, region), unit)
 
 
@@ -66,8 +66,9 @@ class CategoricalCodec:
         return values, nulls if nulls.any() else None
 
 
-def categorical_codec(path: str, codes: ArrayMeta, categories: ArrayMeta, *, ordered: bool,
-                      store: Store, options: DecodeOptions) -> CategoricalCodec:
+def categorical_codec(
+    path: str, codes: ArrayMeta, categories: ArrayMeta, *, ordered: bool, store: Store, options: DecodeOptions
+) -> CategoricalCodec:
     """Read the categories and choose the column type (see `CategoricalCodec`)."""
     cat_codec = column_codec(categories, options)
     values, nulls = cat_codec.decode(whole(store, categories))

@@ -158,13 +158,17 @@ def _check_offsets(where: _Where, name: str, values: np.ndarray, start: int, lim
     steps = np.diff(values)
     if (steps < 0).any():
         i = int(np.flatnonzero(steps < 0)[0])
-        raise where.broken(f"{name}[{start + i}] = {int(values[i])} is followed by {int(values[i + 1])}",
-                           f"{name} to be non-decreasing")
+        raise where.broken(
+            f"{name}[{start + i}] = {int(values[i])} is followed by {int(values[i + 1])}",
+            f"{name} to be non-decreasing",
+        )
     low, high = int(values.min()), int(values.max())
     if low < 0 or high > limit:
         i = int(np.flatnonzero((values < 0) | (values > limit))[0])
-        raise where.broken(f"{name}[{start + i}] = {int(values[i])} overruns {target}, which has {limit} entries",
-                           f"every {name} value to lie within {target}")
+        raise where.broken(
+            f"{name}[{start + i}] = {int(values[i])} overruns {target}, which has {limit} entries",
+            f"every {name} value to lie within {target}",
+        )
 
 
 # ----------------------------------------------------------------------------- codecs
@@ -257,8 +261,15 @@ def point_codec(array: ArrayMeta, values: ColumnCodec, axes: tuple[str, ...], ge
     return PointCodec(array, values, order, Point(canon), None)
 
 
-def ragged_codec(column: str, path: str, coords: ArrayMeta, geom_offsets: ArrayMeta,
-                 ring_offsets: ArrayMeta | None, axes: tuple[str, ...], geometry: str) -> RaggedCodec:
+def ragged_codec(
+    column: str,
+    path: str,
+    coords: ArrayMeta,
+    geom_offsets: ArrayMeta,
+    ring_offsets: ArrayMeta | None,
+    axes: tuple[str, ...],
+    geometry: str,
+) -> RaggedCodec:
     """The codec of a linestring (`ring_offsets` None) or polygon column."""
     kind = "linestring" if ring_offsets is None else "polygon"
     canon = canonical_axes(axes)

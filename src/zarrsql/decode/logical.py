@@ -18,7 +18,7 @@ use these records; each says what `Codec.read` returns for it:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +57,4 @@ class Labels:
 
 WKB = "wkb"
 
-Logical = Union[str, Enum, FixedList, Point, LineString, Polygon, Labels]
+Logical = str | Enum | FixedList | Point | LineString | Polygon | Labels

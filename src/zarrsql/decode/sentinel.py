@@ -48,7 +48,13 @@ def _attr_value(value: Any, dt: np.dtype) -> Any:
                 raw = b""
             if len(raw) == 8:
                 return dt.type(np.frombuffer(raw, "<f8")[0])
-            special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf}
+            special = {
+                "nan": math.nan,
+                "inf": math.inf,
+                "-inf": -math.inf,
+                "infinity": math.inf,
+                "-infinity": -math.inf,
+            }
             if value.strip().lower() in special:
                 return dt.type(special[value.strip().lower()])
         return None

@@ -47,14 +47,18 @@ def load_indptr(store: Store, m: SparseMatrix) -> np.ndarray:
     """The pointer array, checked: length n+1, starts at 0, never decreases, fits the data."""
     n = m.shape[m.axis]
     if m.indptr.shape != (n + 1,):
-        raise DecodeError(f"sparse matrix '{m.path}': indptr has shape {list(m.indptr.shape)}, expected [{n + 1}] "
-                          f"for {n} {'rows' if m.axis == 0 else 'columns'}; the matrix is corrupt")
+        raise DecodeError(
+            f"sparse matrix '{m.path}': indptr has shape {list(m.indptr.shape)}, expected [{n + 1}] "
+            f"for {n} {'rows' if m.axis == 0 else 'columns'}; the matrix is corrupt"
+        )
     ptr = read_region(store, m.indptr, ((0, n + 1),)).astype(np.int64)
     if ptr[0] != 0 or (np.diff(ptr) < 0).any():
         raise DecodeError(f"sparse matrix '{m.path}': indptr is not a non-decreasing run from 0; the matrix is corrupt")
     if ptr[-1] > m.indices.shape[0] or ptr[-1] > m.data.shape[0]:
-        raise DecodeError(f"sparse matrix '{m.path}': indptr points past the end of indices/data "
-                          f"({int(ptr[-1])} > {min(m.indices.shape[0], m.data.shape[0])}); the matrix is corrupt")
+        raise DecodeError(
+            f"sparse matrix '{m.path}': indptr points past the end of indices/data "
+            f"({int(ptr[-1])} > {min(m.indices.shape[0], m.data.shape[0])}); the matrix is corrupt"
+        )
     return ptr
 
 
@@ -85,11 +89,13 @@ def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray
         while not (blocks[k][0] <= a and b <= blocks[k][0] + len(blocks[k][1])):
             k += 1
         base, block = blocks[k]
-        pieces.append(block[a - base:b - base])
+        pieces.append(block[a - base : b - base])
     return np.concatenate(pieces) if pieces else read_region(store, array, ((0, 0),))
 
 
-def entries(store: Store, m: SparseMatrix, ptr: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def entries(
+    store: Store, m: SparseMatrix, ptr: np.ndarray, positions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compressed positions, other-axis indices, raw data) of the stored entries of the
     given compressed-axis positions (sorted ascending), in storage order."""
     starts, ends = ptr[positions], ptr[positions + 1]

@@ -125,8 +125,9 @@ class InlineCategoricalCodec:
         return values, nulls if any_null else None
 
 
-def inline_categorical(column: str, array: ArrayMeta, values: ColumnCodec, categories: list[Any], *,
-                       ordered: bool) -> InlineCategoricalCodec:
+def inline_categorical(
+    column: str, array: ArrayMeta, values: ColumnCodec, categories: list[Any], *, ordered: bool
+) -> InlineCategoricalCodec:
     """The codec of a lightweight categorical: codes when `array` is integer, else values."""
     cats, logical = _category_values(categories)
     if isinstance(logical, Enum):

@@ -46,9 +46,25 @@ MAX_REGISTERED = 256
 
 
 #: Connection methods that fetch the result of the last `execute`.
-_FETCHES = frozenset({"fetchall", "fetchone", "fetchmany", "fetchdf", "df", "fetchnumpy", "fetch_df",
-                      "fetch_df_chunk", "arrow", "fetch_arrow_table", "to_arrow_table", "fetch_record_batch",
-                      "pl", "torch", "tf"})
+_FETCHES = frozenset(
+    {
+        "fetchall",
+        "fetchone",
+        "fetchmany",
+        "fetchdf",
+        "df",
+        "fetchnumpy",
+        "fetch_df",
+        "fetch_df_chunk",
+        "arrow",
+        "fetch_arrow_table",
+        "to_arrow_table",
+        "fetch_record_batch",
+        "pl",
+        "torch",
+        "tf",
+    }
+)
 
 
 class _State:
@@ -160,8 +176,9 @@ _ARROW_TYPES = {"VARCHAR": pa.string(), "VARCHAR[]": pa.list_(pa.string()), "UBI
 def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
     """A listing's rows as an Arrow table with the columns API.md gives it."""
     columns = LISTING_COLUMNS[kind]
-    return pa.table({name: pa.array([r[name] for r in rows], type=_ARROW_TYPES[sql_type])
-                     for name, sql_type in columns.items()})
+    return pa.table(
+        {name: pa.array([r[name] for r in rows], type=_ARROW_TYPES[sql_type]) for name, sql_type in columns.items()}
+    )
 
 
 def _list_udf(state: _State) -> Callable[[str, str], str]:
@@ -219,6 +236,7 @@ class Connection:
 
     def _translating(self, fetch: Callable[..., T]) -> Callable[..., T]:
         """Fetching a result of `execute` streams the scan: its errors re-raise as themselves."""
+
         def run(*args: Any, **kwargs: Any) -> T:
             self._state.take_error()
             try:
@@ -262,8 +280,9 @@ class Connection:
                     raise zerr.with_traceback(None) from err
                 # DuckDB reads `FROM 'http(s)://...'` itself (httpfs) before any catalog lookup,
                 # so a Zarr URL there fails with another error: claim it all the same.
-                if (isinstance(err, duckdb.CatalogException) or _zarr_url_in_from(text)) \
-                        and self._register_missing(text):
+                if (isinstance(err, duckdb.CatalogException) or _zarr_url_in_from(text)) and self._register_missing(
+                    text
+                ):
                     continue
                 raise
         raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")
@@ -280,7 +299,9 @@ class Connection:
             else:
                 self._con._register_arrow_source(name, obj)
             if view is not None:
-                self._con.execute(f"CREATE OR REPLACE TEMP VIEW {quote_ident(key)} AS " + view.format(raw=quote_ident(name)))
+                self._con.execute(
+                    f"CREATE OR REPLACE TEMP VIEW {quote_ident(key)} AS " + view.format(raw=quote_ident(name))
+                )
             self._state.registered.add(key)
             self._state.order.append((key, name, view is not None))
         self._forget_oldest()
@@ -289,11 +310,16 @@ class Connection:
         texts = string_constants(text, table_position=True) if text else []
         if self._claim_literals(texts) or self._claim_view_literals():
             return True
-        missing = [t for t in texts if t.rstrip("/").lower().endswith(".zarr") and not is_url(t)
-                   and not os.path.exists(os.path.expanduser(t))]
+        missing = [
+            t
+            for t in texts
+            if t.rstrip("/").lower().endswith(".zarr") and not is_url(t) and not os.path.exists(os.path.expanduser(t))
+        ]
         if missing:  # DuckDB would only say "table does not exist"
-            raise StoreNotFoundError(f"no Zarr store at '{missing[0]}': the path does not exist; check the path "
-                                     "(relative paths are resolved from the current directory)")
+            raise StoreNotFoundError(
+                f"no Zarr store at '{missing[0]}': the path does not exist; check the path "
+                "(relative paths are resolved from the current directory)"
+            )
         return False
 
     def _forget_oldest(self) -> None:
@@ -339,10 +365,15 @@ class Connection:
         try:
             if kind == "mount":
                 with using_opener(self._state.opener):
-                    return mounts.mount(self, params.store_of(args), args.get("database"),
-                                        view_names=args.get("view_names"), existing=bool(args.get("existing")),
-                                        replace=bool(args.get("replace")),
-                                        storage_options=dict(params.storage_options_of(args)))
+                    return mounts.mount(
+                        self,
+                        params.store_of(args),
+                        args.get("database"),
+                        view_names=args.get("view_names"),
+                        existing=bool(args.get("existing")),
+                        replace=bool(args.get("replace")),
+                        storage_options=dict(params.storage_options_of(args)),
+                    )
             if kind == "unmount":
                 return mounts.unmount(self, args.get("database"))
             return mounts.mounts(self, args.get("database"))

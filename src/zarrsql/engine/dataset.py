@@ -63,13 +63,20 @@ class ZarrDataset(pads.Dataset):
 
     def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002
         """The units whose coordinate ranges Arrow cannot rule out for `filter`."""
-        ranges = [(name, axis, dv, self._schema.field(name).type)
-                  for name, (axis, dv) in plan.columns.items() if name in self._schema.names]
+        ranges = [
+            (name, axis, dv, self._schema.field(name).type)
+            for name, (axis, dv) in plan.columns.items()
+            if name in self._schema.names
+        ]
         units = list(plan.units())
         guarantees = [_guarantee(unit, ranges) for unit in units]
         dataset = pads.FileSystemDataset.from_paths(
-            [f"unit/{i}" for i in range(len(units))], schema=self._schema, format=pads.IpcFileFormat(),
-            filesystem=pafs.LocalFileSystem(), partitions=guarantees)
+            [f"unit/{i}" for i in range(len(units))],
+            schema=self._schema,
+            format=pads.IpcFileFormat(),
+            filesystem=pafs.LocalFileSystem(),
+            partitions=guarantees,
+        )
         kept = {int(f.path.rsplit("/", 1)[1]) for f in dataset.get_fragments(filter=filter)}
         return frozenset(units[i].index for i in kept)
 
@@ -77,8 +84,14 @@ class ZarrDataset(pads.Dataset):
 def _plain(schema: pa.Schema) -> pa.Schema:
     """`schema` with label (dictionary) columns as plain strings: DuckDB 1.5 reads this shell's
     declared schema, and Arrow's filter kernels want plain strings."""
-    return pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type)
-                      and pa.types.is_string(f.type.value_type) else f for f in schema])
+    return pa.schema(
+        [
+            f.with_type(f.type.value_type)
+            if pa.types.is_dictionary(f.type) and pa.types.is_string(f.type.value_type)
+            else f
+            for f in schema
+        ]
+    )
 
 
 #: Above this many work units the guarantees cost more than they save; every unit is read.

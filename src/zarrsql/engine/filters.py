@@ -14,9 +14,19 @@ from typing import Any
 from zarrsql.plan.predicate import And, Cmp, InSet, IsNull, Not, Or, Predicate
 
 SQL_TYPES = {
-    "bool": "BOOLEAN", "int8": "TINYINT", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
-    "uint8": "UTINYINT", "uint16": "USMALLINT", "uint32": "UINTEGER", "uint64": "UBIGINT",
-    "float32": "FLOAT", "float64": "DOUBLE", "string": "VARCHAR", "timestamp_us": "TIMESTAMP",
+    "bool": "BOOLEAN",
+    "int8": "TINYINT",
+    "int16": "SMALLINT",
+    "int32": "INTEGER",
+    "int64": "BIGINT",
+    "uint8": "UTINYINT",
+    "uint16": "USMALLINT",
+    "uint32": "UINTEGER",
+    "uint64": "UBIGINT",
+    "float32": "FLOAT",
+    "float64": "DOUBLE",
+    "string": "VARCHAR",
+    "timestamp_us": "TIMESTAMP",
 }
 _EPOCH = _dt.datetime(1970, 1, 1)
 

@@ -11,17 +11,41 @@ names a registered Arrow table holding them, keyed by their content.
 
 from __future__ import annotations
 
-READ_PARAMS = ["table_name", '"table"', "dims", "group_path", '"group"', "array_path", '"array"',
-               "bounds", "decode_times", "nan_as_null", "geometry", "storage_options"]
+READ_PARAMS = [
+    "table_name",
+    '"table"',
+    "dims",
+    "group_path",
+    '"group"',
+    "array_path",
+    '"array"',
+    "bounds",
+    "decode_times",
+    "nan_as_null",
+    "geometry",
+    "storage_options",
+]
 LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
 
 METADATA_COLUMNS = {
-    "name": "VARCHAR", "dims": "VARCHAR[]", "dtype": "VARCHAR", "shape": "UBIGINT[]",
-    "chunk_shape": "UBIGINT[]", "attrs": "VARCHAR", "role": "VARCHAR", "array_path_dims": "VARCHAR[]",
+    "name": "VARCHAR",
+    "dims": "VARCHAR[]",
+    "dtype": "VARCHAR",
+    "shape": "UBIGINT[]",
+    "chunk_shape": "UBIGINT[]",
+    "attrs": "VARCHAR",
+    "role": "VARCHAR",
+    "array_path_dims": "VARCHAR[]",
 }
 TABLES_COLUMNS = {
-    "group_path": "VARCHAR", "schema_name": "VARCHAR", "table_name": "VARCHAR", "dims": "VARCHAR[]",
-    "shape": "UBIGINT[]", "chunk_shape": "UBIGINT[]", "data_vars": "VARCHAR[]", "coord_vars": "VARCHAR[]",
+    "group_path": "VARCHAR",
+    "schema_name": "VARCHAR",
+    "table_name": "VARCHAR",
+    "dims": "VARCHAR[]",
+    "shape": "UBIGINT[]",
+    "chunk_shape": "UBIGINT[]",
+    "data_vars": "VARCHAR[]",
+    "coord_vars": "VARCHAR[]",
 }
 VIEWS_COLUMNS = {"schema_name": "VARCHAR", "view_name": "VARCHAR", "sql": "VARCHAR"}
 
@@ -39,15 +63,19 @@ def _signature(params: list[str]) -> str:
 def _listing_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str]) -> str:
     args = _struct(params, {p: p for p in leading})
     sig = ", ".join([*leading, _signature(params)])
-    return (f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
-            f"SELECT * FROM query_table({udf}('{kind}', to_json({args})::VARCHAR))")
+    return (
+        f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
+        f"SELECT * FROM query_table({udf}('{kind}', to_json({args})::VARCHAR))"
+    )
 
 
 def _action_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str]) -> str:
     args = _struct(params, {p: p for p in leading})
     sig = ", ".join([*leading, _signature(params)]) if params else ", ".join(leading)
-    return (f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
-            f"SELECT * FROM query_table({udf}('{kind}', to_json({args})::VARCHAR))")
+    return (
+        f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
+        f"SELECT * FROM query_table({udf}('{kind}', to_json({args})::VARCHAR))"
+    )
 
 
 def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]:
@@ -62,8 +90,13 @@ def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]
         _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS),
         _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS),
         _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"]),
-        _action_macro(action_udf, "zarr_mount", "mount", ["store", "database"],
-                      ["view_names", "existing", '"replace"', "storage_options"]),
+        _action_macro(
+            action_udf,
+            "zarr_mount",
+            "mount",
+            ["store", "database"],
+            ["view_names", "existing", '"replace"', "storage_options"],
+        ),
         _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),
         _action_macro(action_udf, "zarr_mounts", "mounts", [], ["database"]),
     ]

@@ -27,8 +27,12 @@ MOUNTS_COLUMNS = ["database_name", "schema_name", "view_name", "store", "group_p
 
 
 def _check_name(database: Any) -> str:
-    if not isinstance(database, str) or not database.strip() or database != database.strip() \
-            or any(ord(c) < 32 for c in database):
+    if (
+        not isinstance(database, str)
+        or not database.strip()
+        or database != database.strip()
+        or any(ord(c) < 32 for c in database)
+    ):
         raise ParameterError(
             f"database name {database!r} is not a valid identifier: give a non-empty name without "
             "leading or trailing spaces or control characters, e.g. 'era5'"
@@ -55,8 +59,9 @@ def _objects(con: Any, database: str) -> dict[tuple[str, str], str]:
     return out
 
 
-def _statements(store: str, database: str, view_names: Mapping[str, str] | None,
-                storage_options: Mapping[str, str] | None) -> list[dict[str, Any]]:
+def _statements(
+    store: str, database: str, view_names: Mapping[str, str] | None, storage_options: Mapping[str, str] | None
+) -> list[dict[str, Any]]:
     tree = cached_tree(open_store(store, storage_options))
     rows = catalog.view_statements(tree, store, database, view_names)
     if not any(r["view_name"] for r in rows):
@@ -70,8 +75,12 @@ def _statements(store: str, database: str, view_names: Mapping[str, str] | None,
 def _apply(con: Any, rows: list[dict[str, Any]], database: str, *, fresh: bool) -> None:
     """Run the schema and view statements; on failure drop what this call created."""
     created: list[str] = []
-    schemas_before = {s.lower() for (s,) in con.execute(
-        "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ?", [database]).fetchall()}
+    schemas_before = {
+        s.lower()
+        for (s,) in con.execute(
+            "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ?", [database]
+        ).fetchall()
+    }
     try:
         for r in rows:
             if r["sql"].startswith("ATTACH"):
@@ -104,9 +113,16 @@ def _check_clashes(con: Any, rows: list[dict[str, Any]], database: str) -> None:
             )
 
 
-def mount(con: Any, store: str, database: str, *, view_names: Mapping[str, str] | None = None,
-          existing: bool = False, replace: bool = False,
-          storage_options: Mapping[str, str] | None = None) -> pa.Table:
+def mount(
+    con: Any,
+    store: str,
+    database: str,
+    *,
+    view_names: Mapping[str, str] | None = None,
+    existing: bool = False,
+    replace: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+) -> pa.Table:
     """Mount `store` as `database` (see the module docstring); returns what was mounted."""
     _check_name(database)
     if not is_url(store):  # views must find the store from any working directory later
@@ -139,7 +155,9 @@ def _is_zarr_mount(con: Any, database: str, attached: dict[str, str]) -> bool:
     return attached.get(database.lower()) == "" and bool(objects) and all(k == "zarr view" for k in objects.values())
 
 
-def _mounted_table(con: Any, store: str, rows: list[dict[str, Any]], storage_options: Mapping[str, str] | None) -> pa.Table:
+def _mounted_table(
+    con: Any, store: str, rows: list[dict[str, Any]], storage_options: Mapping[str, str] | None
+) -> pa.Table:
     tree = cached_tree(open_store(store, storage_options))
     tables = [t for t in catalog.list_tables(tree) if t["table_name"]]
     views = [r for r in rows if r["view_name"]]
@@ -149,8 +167,11 @@ def _mounted_table(con: Any, store: str, rows: list[dict[str, Any]], storage_opt
 
 
 _LIST_TYPES = {
-    "dims": pa.list_(pa.string()), "shape": pa.list_(pa.uint64()), "chunk_shape": pa.list_(pa.uint64()),
-    "data_vars": pa.list_(pa.string()), "coord_vars": pa.list_(pa.string()),
+    "dims": pa.list_(pa.string()),
+    "shape": pa.list_(pa.uint64()),
+    "chunk_shape": pa.list_(pa.uint64()),
+    "data_vars": pa.list_(pa.string()),
+    "coord_vars": pa.list_(pa.string()),
 }
 
 
@@ -199,15 +220,16 @@ def unmount(con: Any, database: str) -> pa.Table:
     for schema, view in zip(removed["schema_name"].to_pylist(), removed["view_name"].to_pylist(), strict=True):
         con.execute(f"DROP VIEW {quote_ident(database)}.{quote_ident(schema)}.{quote_ident(view)}")
     for schema in set(removed["schema_name"].to_pylist()) - {"main"}:
-        left = con.execute("SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? AND NOT internal",
-                           [database, schema]).fetchall()[0][0]
-        left += con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = ?",
-                            [database, schema]).fetchall()[0][0]
+        left = con.execute(
+            "SELECT count(*) FROM duckdb_views() WHERE database_name = ? AND schema_name = ? AND NOT internal",
+            [database, schema],
+        ).fetchall()[0][0]
+        left += con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND schema_name = ?", [database, schema]
+        ).fetchall()[0][0]
         if not left:
             con.execute(f"DROP SCHEMA {quote_ident(database)}.{quote_ident(schema)}")
     return removed
-
-
 
 
 __all__ = ["mount", "mounts", "unmount"]

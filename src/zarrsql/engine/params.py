@@ -32,7 +32,9 @@ def _names(args: dict[str, Any], name: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ParameterError(f"{name} := must be a list of non-empty names, e.g. ['time', 'lat'], got {json.dumps(value)}")
+        raise ParameterError(
+            f"{name} := must be a list of non-empty names, e.g. ['time', 'lat'], got {json.dumps(value)}"
+        )
     return tuple(value)
 
 
@@ -91,8 +93,11 @@ def read_request(args: dict[str, Any]) -> ReadRequest:
         store=store_of(args),
         selection=sel,
         bounds=args.get("bounds"),
-        options=DecodeOptions(decode_times=_flag(args, "decode_times", True),
-                              nan_as_null=_flag(args, "nan_as_null", True), geometry=_geometry(args)),
+        options=DecodeOptions(
+            decode_times=_flag(args, "decode_times", True),
+            nan_as_null=_flag(args, "nan_as_null", True),
+            geometry=_geometry(args),
+        ),
         storage_options=storage_options_of(args),
     )
 

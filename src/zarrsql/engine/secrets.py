@@ -116,9 +116,9 @@ class DuckDBStore:
                     rows = cur.execute("SELECT file FROM glob(?)", [self.url + "/**"]).fetchall()
             except duckdb.Error as err:
                 raise StoreReadError(f"cannot list '{self.url}' with DuckDB's S3 secret: {err}") from err
-            self._keys = [r[0][len(self.url) + 1:] for r in rows if r[0].startswith(self.url + "/")]
+            self._keys = [r[0][len(self.url) + 1 :] for r in rows if r[0].startswith(self.url + "/")]
         base = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        return sorted({k[len(base):].split("/", 1)[0] for k in self._keys if k.startswith(base) and k != base})
+        return sorted({k[len(base) :].split("/", 1)[0] for k in self._keys if k.startswith(base) and k != base})
 
     def close(self) -> None:
         with self._lock:

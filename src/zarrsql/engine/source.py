@@ -34,8 +34,12 @@ except ImportError:  # DuckDB 1.5: no scan-source protocol
     HAS_SOURCES = False
 
 
-def _stream(scan: TableScan, columns: Sequence[Column], predicate: Predicate | None,
-            on_error: Callable[[ZarrSQLError], None] | None) -> pa.RecordBatchReader:
+def _stream(
+    scan: TableScan,
+    columns: Sequence[Column],
+    predicate: Predicate | None,
+    on_error: Callable[[ZarrSQLError], None] | None,
+) -> pa.RecordBatchReader:
     schema = schema_of(columns)
     plan = scan.plan(predicate)
     return pa.RecordBatchReader.from_batches(schema, read_batches(scan, plan, columns, on_error))

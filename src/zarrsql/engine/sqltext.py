@@ -33,7 +33,7 @@ def _quoted(sql: str, pos: int) -> str:
     quote, i, chars = sql[pos], pos + 1, []
     while i < len(sql):
         if sql[i] == quote:
-            if sql[i + 1:i + 2] == quote:
+            if sql[i + 1 : i + 2] == quote:
                 chars.append(quote)
                 i += 2
                 continue
@@ -55,9 +55,9 @@ def string_constants(sql: str, *, table_position: bool = False) -> list[str]:
     out = []
     tokens = duckdb.tokenize(sql)
     for k, (pos, kind) in enumerate(tokens):
-        first = sql[pos:pos + 1]
+        first = sql[pos : pos + 1]
         if table_position:
-            before = sql[tokens[k - 1][0]:pos].strip().upper() if k else ""
+            before = sql[tokens[k - 1][0] : pos].strip().upper() if k else ""
             if before not in ("FROM", "JOIN", ",") or first not in ("'", '"'):
                 continue
         elif kind != duckdb.token_type.string_const or first != "'":
@@ -74,5 +74,5 @@ def claimable(text: str) -> bool:
         return False
     if is_url(bare):
         return True
-    path = os.path.expanduser(bare[len("file://"):] if bare.lower().startswith("file://") else bare)
+    path = os.path.expanduser(bare[len("file://") :] if bare.lower().startswith("file://") else bare)
     return os.path.isfile(os.path.join(path, "zarr.json")) or os.path.isfile(os.path.join(path, ".zgroup"))

@@ -18,10 +18,20 @@ from zarrsql.decode import logical as lg
 from zarrsql.scan import Column
 
 _TYPES = {
-    "bool": pa.bool_(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(),
-    "int64": pa.int64(), "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(),
-    "uint64": pa.uint64(), "float32": pa.float32(), "float64": pa.float64(),
-    "string": pa.string(), "timestamp_us": pa.timestamp("us"), "duration_us": pa.duration("us"),
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "timestamp_us": pa.timestamp("us"),
+    "duration_us": pa.duration("us"),
     lg.WKB: pa.binary(),
 }
 
@@ -91,8 +101,9 @@ def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Ar
     if isinstance(logical, lg.Enum):
         codes = np.asarray(values, dtype=np.int32)
         indices = pa.array(codes, mask=nulls)
-        return pa.DictionaryArray.from_arrays(indices, pa.array(list(logical.categories), pa.string()),
-                                              ordered=logical.ordered)
+        return pa.DictionaryArray.from_arrays(
+            indices, pa.array(list(logical.categories), pa.string()), ordered=logical.ordered
+        )
     if isinstance(logical, lg.FixedList):
         values = np.ascontiguousarray(values)
         per_value = nulls is not None and nulls.ndim > 1  # NULL values inside the lists
@@ -101,8 +112,11 @@ def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Ar
         return pa.FixedSizeListArray.from_arrays(flat, logical.size, mask=mask)
     if isinstance(logical, lg.Point):
         points = _points(values, logical.axes)
-        return points if mask is None else pa.StructArray.from_arrays(
-            points.flatten(), fields=list(points.type), mask=mask)
+        return (
+            points
+            if mask is None
+            else pa.StructArray.from_arrays(points.flatten(), fields=list(points.type), mask=mask)
+        )
     if isinstance(logical, lg.LineString):
         offsets, coords = values
         return pa.ListArray.from_arrays(_offsets(offsets), _points(coords, logical.axes), mask=mask)

@@ -42,8 +42,9 @@ def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], sche
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def read_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column],
-                 on_error: Callable[[ZarrSQLError], None] | None = None) -> Iterator[pa.RecordBatch]:
+def read_batches(
+    scan: TableScan, plan: ScanPlan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
+) -> Iterator[pa.RecordBatch]:
     """Batches of the planned units, in plan order, for `columns` in the given order.
 
     A `ZarrSQLError` met while reading is passed to `on_error` (the engine adapter keeps it
@@ -78,4 +79,3 @@ def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iter
             f.cancel()
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown(wait=False, cancel_futures=True)
-

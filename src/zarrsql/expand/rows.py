@@ -38,7 +38,7 @@ def expand_dim(values: np.ndarray, unit: WorkUnit, k: int) -> np.ndarray:
         return values[np.nonzero(sel)[k] + a]
     lengths = selected_lengths(unit)
     picked = values[dim_indices(unit, k)]
-    inner = int(np.prod(lengths[k + 1:], dtype=np.int64))
+    inner = int(np.prod(lengths[k + 1 :], dtype=np.int64))
     outer = int(np.prod(lengths[:k], dtype=np.int64))
     out = np.repeat(picked, inner) if inner > 1 else picked
     return np.tile(out, outer) if outer > 1 else out

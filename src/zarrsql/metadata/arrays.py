@@ -78,8 +78,7 @@ def _int_tuple(value: Any, what: str, where: str, *, minimum: int = 0) -> tuple[
     return tuple(value)
 
 
-_V3_CODECS = {"bytes", "transpose", "vlen-utf8", "vlen-bytes", "gzip", "zstd", "blosc", "crc32c",
-              "sharding_indexed"}
+_V3_CODECS = {"bytes", "transpose", "vlen-utf8", "vlen-bytes", "gzip", "zstd", "blosc", "crc32c", "sharding_indexed"}
 
 
 def _numcodecs_known(codec_id: Any) -> bool:
@@ -161,9 +160,7 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int) -> Any:
 def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) != ndim or not all(
-        v is None or isinstance(v, str) for v in value
-    ):
+    if not isinstance(value, list) or len(value) != ndim or not all(v is None or isinstance(v, str) for v in value):
         raise MetadataError(f"{where}: dimension names {value!r} do not match the array's {ndim} axes")
     return tuple(v if v else None for v in value)
 
@@ -184,11 +181,17 @@ def parse_v3_array(path: str, doc: Mapping[str, Any]) -> ArrayMeta:
     v2_keys = key_enc.get("name") == "v2"
     attrs = doc.get("attributes") or {}
     return ArrayMeta(
-        path=path, zarr_format=3, shape=shape, chunks=chunks, dtype=dtype,
+        path=path,
+        zarr_format=3,
+        shape=shape,
+        chunks=chunks,
+        dtype=dtype,
         fill_value=parse_fill_value(doc.get("fill_value"), dtype, zarr_format=3),
-        order="C", codecs=list(doc.get("codecs") or []),
+        order="C",
+        codecs=list(doc.get("codecs") or []),
         dimension_names=_dimension_names(doc.get("dimension_names"), len(shape), where),
-        attrs=MappingProxyType(dict(attrs)), separator=sep or ("." if v2_keys else "/"),
+        attrs=MappingProxyType(dict(attrs)),
+        separator=sep or ("." if v2_keys else "/"),
         v2_keys=v2_keys,
     )
 
@@ -201,16 +204,22 @@ def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Mapping[str, An
     if len(chunks) != len(shape):
         raise MetadataError(f"{where}: chunks {chunks} do not match shape {shape}")
     filters = zarray.get("filters") or []
-    dtype = _unsupported_codecs(parse_v2_dtype(zarray.get("dtype"), filters),
-                                _v2_codec_problem(zarray.get("compressor"), filters))
+    dtype = _unsupported_codecs(
+        parse_v2_dtype(zarray.get("dtype"), filters), _v2_codec_problem(zarray.get("compressor"), filters)
+    )
     attrs = dict(zattrs)
     dims = attrs.pop("_ARRAY_DIMENSIONS", None)
     return ArrayMeta(
-        path=path, zarr_format=2, shape=shape, chunks=chunks, dtype=dtype,
+        path=path,
+        zarr_format=2,
+        shape=shape,
+        chunks=chunks,
+        dtype=dtype,
         fill_value=parse_fill_value(zarray.get("fill_value"), dtype, zarr_format=2),
         order=zarray.get("order", "C"),
         codecs={"compressor": zarray.get("compressor"), "filters": filters},
         dimension_names=_dimension_names(dims, len(shape), where),
-        attrs=MappingProxyType(attrs), separator=zarray.get("dimension_separator") or ".",
+        attrs=MappingProxyType(attrs),
+        separator=zarray.get("dimension_separator") or ".",
         v2_keys=True,
     )

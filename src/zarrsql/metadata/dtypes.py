@@ -13,14 +13,31 @@ from typing import Literal
 import numpy as np
 
 Kind = Literal[
-    "bool", "int", "uint", "float", "string", "fixed_bytes", "fixed_unicode",
-    "datetime", "timedelta", "unsupported",
+    "bool",
+    "int",
+    "uint",
+    "float",
+    "string",
+    "fixed_bytes",
+    "fixed_unicode",
+    "datetime",
+    "timedelta",
+    "unsupported",
 ]
 
 _V3_NAMES = {
-    "bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
-    "uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
-    "float16": "<f2", "float32": "<f4", "float64": "<f8",
+    "bool": "|b1",
+    "int8": "|i1",
+    "int16": "<i2",
+    "int32": "<i4",
+    "int64": "<i8",
+    "uint8": "|u1",
+    "uint16": "<u2",
+    "uint32": "<u4",
+    "uint64": "<u8",
+    "float16": "<f2",
+    "float32": "<f4",
+    "float64": "<f8",
 }
 
 

@@ -63,10 +63,11 @@ class NodeTree:
 
     def children(self, group: str) -> tuple[list[str], list[str]]:
         """Paths of the groups and arrays directly inside `group` (loaded ones, if unlisted)."""
+
         def direct(path: str) -> bool:
             if group == "":
                 return path != "" and "/" not in path
-            return path.startswith(group + "/") and "/" not in path[len(group) + 1:]
+            return path.startswith(group + "/") and "/" not in path[len(group) + 1 :]
 
         groups = self.groups.known if isinstance(self.groups, _Unlisted) else self.groups
         arrays = self.arrays.known if isinstance(self.arrays, _Unlisted) else self.arrays
@@ -181,8 +182,10 @@ def _walk_v2(tree: NodeTree, level: list[str]) -> None:
         level = []
         for path in children:
             try:
-                zarray, zgroup, zattrs = (_parse_json(store, f"{path}/{leaf}", raws[f"{path}/{leaf}"])
-                                          for leaf in (".zarray", ".zgroup", ".zattrs"))
+                zarray, zgroup, zattrs = (
+                    _parse_json(store, f"{path}/{leaf}", raws[f"{path}/{leaf}"])
+                    for leaf in (".zarray", ".zgroup", ".zattrs")
+                )
             except MetadataError as err:
                 tree.arrays[path] = ArrayProblem(path, 2, str(err))
                 continue
@@ -212,6 +215,7 @@ def _from_v3_consolidated(tree: NodeTree, docs: dict[str, Any]) -> None:
 
 
 # -- unlisted trees (a store that cannot list, without consolidated metadata) --------------------
+
 
 def _unlisted_error(store: Store) -> StoreReadError:
     return StoreReadError(
@@ -323,6 +327,7 @@ def _unlisted_tree(store: Store, zarr_format: int, root: GroupMeta, validators: 
 
 
 # -- reading a tree --------------------------------------------------------------------------
+
 
 def _root_error(store: Store, root: Any) -> MetadataError:
     return MetadataError(

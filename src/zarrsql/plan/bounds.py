@@ -19,7 +19,7 @@ from zarrsql.plan.predicate import And, Cmp, Predicate
 from zarrsql.plan.units import DimValues
 
 _TIME = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*$")
-_LIMIT = 2 ** 53
+_LIMIT = 2**53
 _EPOCH = _dt.datetime(1970, 1, 1)
 
 
@@ -29,8 +29,9 @@ def parse_time(text: str) -> int:
     if not m:
         raise ValueError(text)
     y, mo, d, h, mi, s, frac = m.groups()
-    moment = _dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0),
-                          int((frac or "0").ljust(6, "0")))
+    moment = _dt.datetime(
+        int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), int((frac or "0").ljust(6, "0"))
+    )
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
@@ -71,14 +72,17 @@ def _check_exact(d: DimValues, logical: str, ends: list[Any]) -> None:
             )
 
 
-def bounds_predicate(bounds: Any, dims: Sequence[DimValues], logical: Sequence[str],
-                     positional: Sequence[bool]) -> Predicate | None:
+def bounds_predicate(
+    bounds: Any, dims: Sequence[DimValues], logical: Sequence[str], positional: Sequence[bool]
+) -> Predicate | None:
     """The predicate of a `bounds :=` argument over a table's dimensions."""
     parts: list[Predicate] = []
     names = [d.name for d in dims]
     for dim, low, high in _entries(bounds):
         if dim not in names:
-            raise ParameterError(f"bounds := names dimension '{dim}', which the table does not have; its dimensions: {names}")
+            raise ParameterError(
+                f"bounds := names dimension '{dim}', which the table does not have; its dimensions: {names}"
+            )
         k = names.index(dim)
         if positional[k] or logical[k] == "string":
             kind = "positional (no coordinate array)" if positional[k] else "a string dimension"

@@ -12,13 +12,17 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "=": operator.eq, "!=": operator.ne, "<": operator.lt,
-    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -57,8 +61,8 @@ class Not:
     child: Predicate
 
 
-Leaf = Union[Cmp, InSet, IsNull]
-Predicate = Union[Cmp, InSet, IsNull, And, Or, Not]
+Leaf = Cmp | InSet | IsNull
+Predicate = Cmp | InSet | IsNull | And | Or | Not
 Truth = tuple[np.ndarray, np.ndarray]
 
 
@@ -87,8 +91,7 @@ def compare(values: np.ndarray, op: str, v: Any) -> np.ndarray:
         vals = values.astype(np.float64, copy=False)
         nan = np.isnan(vals)
         if _is_nan(v):
-            return {"=": nan, "!=": ~nan, "<": ~nan, "<=": np.ones_like(nan),
-                    ">": np.zeros_like(nan), ">=": nan}[op]
+            return {"=": nan, "!=": ~nan, "<": ~nan, "<=": np.ones_like(nan), ">": np.zeros_like(nan), ">=": nan}[op]
         out = _OPS[op](vals, v)
         if nan.any():
             out = out.copy()
@@ -129,8 +132,5 @@ def leaf_truth(p: Leaf, values: np.ndarray, nulls: np.ndarray | None) -> Truth:
     null = nulls if nulls is not None else np.zeros(values.shape, dtype=bool)
     if isinstance(p, IsNull):
         return (~null if p.negated else null.copy()), np.zeros_like(null)
-    if isinstance(p, Cmp):
-        t = compare(values, p.op, p.value)
-    else:
-        t = member(values, p.values)
+    t = compare(values, p.op, p.value) if isinstance(p, Cmp) else member(values, p.values)
     return t & ~null, null

@@ -11,7 +11,7 @@ def select_cells(block: np.ndarray, unit: WorkUnit) -> np.ndarray:
     """The unit's selected cells of a block shaped like its region, flattened in row-major
     order; axes beyond the table's dimensions (a fixed multi-valued column's) are kept."""
     sel = unit.select
-    trailing = block.shape[len(unit.region):]
+    trailing = block.shape[len(unit.region) :]
     if sel is None:
         return block.reshape((-1, *trailing))
     if isinstance(sel, np.ndarray):

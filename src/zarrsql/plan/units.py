@@ -82,8 +82,10 @@ class ScanPlan:
         if self.predicate is not None and self.kept is None:
             yield from _masked_units(self)
             return
-        per_dim = [_chunks_kept(n, g, None if self.kept is None else self.kept[k])
-                   for k, (n, g) in enumerate(zip(self.shape, self.grid, strict=True))]
+        per_dim = [
+            _chunks_kept(n, g, None if self.kept is None else self.kept[k])
+            for k, (n, g) in enumerate(zip(self.shape, self.grid, strict=True))
+        ]
         for index in itertools.product(*per_dim):
             region = _region(index, self.shape, self.grid)
             yield WorkUnit(index, region, _separable_select(self.kept, region))
@@ -92,7 +94,11 @@ class ScanPlan:
         if self.predicate is None:
             return int(np.prod(self.shape, dtype=np.int64))
         if self.kept is not None:
-            return int(np.prod([n if k is None else len(k) for n, k in zip(self.shape, self.kept, strict=True)], dtype=np.int64))
+            return int(
+                np.prod(
+                    [n if k is None else len(k) for n, k in zip(self.shape, self.kept, strict=True)], dtype=np.int64
+                )
+            )
         return sum(u.num_rows() for u in self.units())
 
 
@@ -110,8 +116,9 @@ def _chunks_kept(n: int, g: int, kept: np.ndarray | None) -> list[int]:
     return sorted(set((kept // g).tolist()))
 
 
-def _separable_select(kept: tuple[np.ndarray | None, ...] | None,
-                      region: tuple[tuple[int, int], ...]) -> tuple[np.ndarray | None, ...] | None:
+def _separable_select(
+    kept: tuple[np.ndarray | None, ...] | None, region: tuple[tuple[int, int], ...]
+) -> tuple[np.ndarray | None, ...] | None:
     if kept is None:
         return None
     out: list[np.ndarray | None] = []
@@ -125,8 +132,9 @@ def _separable_select(kept: tuple[np.ndarray | None, ...] | None,
     return None if all(s is None for s in out) else tuple(out)
 
 
-def _separable(predicate: Predicate, ndim: int,
-               columns: dict[str, tuple[int, DimValues]]) -> tuple[np.ndarray | None, ...] | None:
+def _separable(
+    predicate: Predicate, ndim: int, columns: dict[str, tuple[int, DimValues]]
+) -> tuple[np.ndarray | None, ...] | None:
     """Kept indices per dimension when `predicate` is an AND of parts that each read one axis."""
     parts: dict[int, list[Predicate]] = {}
     for c in conjuncts(predicate):
@@ -164,8 +172,14 @@ def _masked_units(plan: ScanPlan) -> Iterator[WorkUnit]:
         yield WorkUnit(index, region, None if mask.all() else np.ascontiguousarray(mask))
 
 
-def plan_scan(shape: tuple[int, ...], grid: tuple[int, ...], dims: Sequence[DimValues],
-              predicate: Predicate | None, *, aliases: Sequence[tuple[int, DimValues]] = ()) -> ScanPlan:
+def plan_scan(
+    shape: tuple[int, ...],
+    grid: tuple[int, ...],
+    dims: Sequence[DimValues],
+    predicate: Predicate | None,
+    *,
+    aliases: Sequence[tuple[int, DimValues]] = (),
+) -> ScanPlan:
     """Plan the scan of a table of `shape` on a chunk `grid`, keeping rows where `predicate`
     holds; `aliases` are derived coordinates (axis, values) a predicate may also name."""
     total = int(np.prod([_n_chunks(n, g) for n, g in zip(shape, grid, strict=True)], dtype=np.int64))

@@ -16,8 +16,7 @@ from typing import Any, Protocol
 
 from zarrsql.errors import ParameterError, StoreNotFoundError
 
-URL_SCHEMES = ("http://", "https://", "s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "abfss://",
-               "memory://")
+URL_SCHEMES = ("http://", "https://", "s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "abfss://", "memory://")
 
 
 class Store(Protocol):
@@ -89,7 +88,7 @@ def open_store(location: str, storage_options: Mapping[str, Any] | None = None) 
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
     if location.lower().startswith("file://"):
-        location = location[len("file://"):]
+        location = location[len("file://") :]
     if is_url(location):
         opener = _opener.get()
         store = opener(location, dict(storage_options or {})) if opener is not None else None

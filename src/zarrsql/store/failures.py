@@ -27,8 +27,17 @@ class Failure(Enum):
     FATAL = "fatal"
 
 
-_TRANSIENT_ERRNOS = frozenset({errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.EPIPE,
-                               errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH})
+_TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.ECONNABORTED,
+        errno.EPIPE,
+        errno.ETIMEDOUT,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+    }
+)
 
 
 def _chain(err: BaseException) -> list[BaseException]:
@@ -60,8 +69,15 @@ def _aiohttp_transient(err: BaseException) -> bool:
         import aiohttp
     except ImportError:
         return False
-    return isinstance(err, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
-                            aiohttp.ClientConnectionError, aiohttp.ServerTimeoutError))
+    return isinstance(
+        err,
+        (
+            aiohttp.ClientPayloadError,
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientConnectionError,
+            aiohttp.ServerTimeoutError,
+        ),
+    )
 
 
 def _botocore_transient(err: BaseException) -> bool:
@@ -69,8 +85,16 @@ def _botocore_transient(err: BaseException) -> bool:
         from botocore import exceptions as bx
     except ImportError:
         return False
-    return isinstance(err, (bx.ConnectionError, bx.HTTPClientError, bx.ReadTimeoutError,
-                            bx.IncompleteReadError, bx.ResponseStreamingError))
+    return isinstance(
+        err,
+        (
+            bx.ConnectionError,
+            bx.HTTPClientError,
+            bx.ReadTimeoutError,
+            bx.IncompleteReadError,
+            bx.ResponseStreamingError,
+        ),
+    )
 
 
 def classify(err: BaseException) -> Failure:

@@ -94,8 +94,7 @@ def _number(key: str, value: Any) -> float | int:
         number = None
     if number is None or number < low:
         raise ParameterError(
-            f"storage option {key!r} must be a {'whole ' if kind is int else ''}number >= {low:g}, "
-            f"got {value!r}"
+            f"storage option {key!r} must be a {'whole ' if kind is int else ''}number >= {low:g}, got {value!r}"
         )
     return number
 
@@ -106,8 +105,10 @@ def s3_has_credentials(options: Mapping[str, Any]) -> bool:
         return True
     if any(os.environ.get(name) for name in _S3_CREDENTIAL_ENV):
         return True
-    files = (os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
-             os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"))
+    files = (
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
+        os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"),
+    )
     return any(os.path.isfile(f) for f in files)
 
 

@@ -41,8 +41,17 @@ FETCHED_TOKEN_AGE = 2.0
 #: Validators kept from GETs (oldest dropped): chunk reads must not grow it without bound.
 MAX_FETCHED_TOKENS = 1024
 
-_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
-           "abfss": "azure", "http": "http", "https": "http"}
+_EXTRAS = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gcs",
+    "gcs": "gcs",
+    "az": "azure",
+    "abfs": "azure",
+    "abfss": "azure",
+    "http": "http",
+    "https": "http",
+}
 
 
 def _protocol(url: str) -> str:
@@ -148,11 +157,15 @@ class FsspecStore:
 
     def _credentials_hint(self) -> str:
         if self.protocol in ("s3", "s3a"):
-            return ("give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
-                    "environment variables, or a DuckDB secret (CREATE SECRET (TYPE s3, ...))")
+            return (
+                "give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
+                "environment variables, or a DuckDB secret (CREATE SECRET (TYPE s3, ...))"
+            )
         if self.protocol in ("http", "https"):
-            return ("check the URL; a server that needs authentication takes "
-                    "storage_options := MAP {'headers': '{\"Authorization\": ...}'}")
+            return (
+                "check the URL; a server that needs authentication takes "
+                "storage_options := MAP {'headers': '{\"Authorization\": ...}'}"
+            )
         return "check the URL and the credentials in storage_options"
 
     # -- the Store protocol ---------------------------------------------------------------------
@@ -163,6 +176,7 @@ class FsspecStore:
         """The bytes of every key (None where missing), fetched concurrently."""
         paths = [self._path(k) for k in keys]
         if self.is_async:
+
             async def one(key: str, path: str) -> bytes | None:
                 return await self._attempts(key, lambda: self._aget(key, path))
 
@@ -195,6 +209,7 @@ class FsspecStore:
     def _token_requests(self, keys: Sequence[str]) -> list[str | None]:
         paths = [self._path(k) for k in keys]
         if self.is_async:
+
             async def one(key: str, path: str) -> str | None:
                 info = await self._attempts(key, lambda: self._ainfo(path))
                 return None if info is None else _token_of(info)
@@ -217,8 +232,10 @@ class FsspecStore:
         if entries is None:
             return []
         base = path.rstrip("/") + "/"
-        names = {str(e).rstrip("/")[len(base):] if str(e).startswith(base) else str(e).rstrip("/").rsplit("/", 1)[-1]
-                 for e in entries}
+        names = {
+            str(e).rstrip("/")[len(base) :] if str(e).startswith(base) else str(e).rstrip("/").rsplit("/", 1)[-1]
+            for e in entries
+        }
         return sorted(n for n in names if n and "/" not in n)
 
     # -- filesystem specifics -------------------------------------------------------------------
@@ -233,8 +250,13 @@ class FsspecStore:
             if r.status >= 400:
                 raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
             data = await r.read()  # a body shorter than its Content-Length raises here
-            token = _token_of({"ETag": r.headers.get("ETag"), "Last-Modified": r.headers.get("Last-Modified"),
-                               "size": r.headers.get("Content-Length")})
+            token = _token_of(
+                {
+                    "ETag": r.headers.get("ETag"),
+                    "Last-Modified": r.headers.get("Last-Modified"),
+                    "size": r.headers.get("Content-Length"),
+                }
+            )
         with self._lock:
             self._fetched[key] = (token, time.monotonic())
             if len(self._fetched) > MAX_FETCHED_TOKENS:
@@ -262,8 +284,11 @@ class FsspecStore:
         async with session.head(self.fs.encode_url(path), allow_redirects=True, **kwargs) as r:
             if r.status >= 400:
                 raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
-            return {"ETag": r.headers.get("ETag"), "Last-Modified": r.headers.get("Last-Modified"),
-                    "size": r.headers.get("Content-Length")}
+            return {
+                "ETag": r.headers.get("ETag"),
+                "Last-Modified": r.headers.get("Last-Modified"),
+                "size": r.headers.get("Content-Length"),
+            }
 
     def _sync_attempts(self, key: str, call: Callable[[], Any]) -> Any:
         """The retry rules for a synchronous filesystem (no per-request timeout is possible)."""
@@ -312,8 +337,11 @@ class FsspecStore:
 
 def _token_of(info: dict[str, Any]) -> str:
     """A validator from an info record; a key with none at all never validates (re-read)."""
-    parts = [str(info.get(k)) for k in ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "size")
-             if info.get(k) not in (None, "")]
+    parts = [
+        str(info.get(k))
+        for k in ("ETag", "etag", "LastModified", "Last-Modified", "mtime", "size")
+        if info.get(k) not in (None, "")
+    ]
     if not parts:
         return f"unvalidated:{time.monotonic_ns()}"
     return "|".join(parts)

@@ -34,15 +34,15 @@ def normalize_path(path: str) -> str:
 
 
 def _describe(tables: tuple[TableInfo, ...]) -> str:
-    rows = [
-        f"{t.name or '(no name: ' + (t.problem or '') + ')'} {list(t.dims)}" for t in tables
-    ]
+    rows = [f"{t.name or '(no name: ' + (t.problem or '') + ')'} {list(t.dims)}" for t in tables]
     return "; ".join(rows)
 
 
 def _read_table(t: TableInfo) -> ReadTable:
     if t.problem:
-        raise SelectionError(f"table {list(t.dims)} of group '{display_path(t.group_path)}' cannot be read: {t.problem}")
+        raise SelectionError(
+            f"table {list(t.dims)} of group '{display_path(t.group_path)}' cannot be read: {t.problem}"
+        )
     bad = [a for a in t.data_vars if unreadable(a)]
     if bad:
         a = bad[0]
@@ -53,8 +53,19 @@ def _read_table(t: TableInfo) -> ReadTable:
     if len(names) == 1 and _NUMBER.match(names[0]):  # an image level '0': name it value
         names = [_value_column(names[0], t.dims)]
     data = tuple(DataColumn(a, n) for a, n in zip(t.data_vars, names, strict=True))
-    return ReadTable(t.group_path, t.name or t.default_name, t.dims, t.shape, t.chunk_grid, t.coords, data,
-                     t.derived, t.hidden, t.layout, t.column_order)
+    return ReadTable(
+        t.group_path,
+        t.name or t.default_name,
+        t.dims,
+        t.shape,
+        t.chunk_grid,
+        t.coords,
+        data,
+        t.derived,
+        t.hidden,
+        t.layout,
+        t.column_order,
+    )
 
 
 def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
@@ -87,7 +98,10 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         if not hits:
             raise SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}")
         if len(hits) > 1:
-            raise SelectionError(f"{where} has several tables with dims {list(sel.dims)} (different shapes); read one array with array_path :=")
+            raise SelectionError(
+                f"{where} has several tables with dims {list(sel.dims)} (different shapes); "
+                "read one array with array_path :="
+            )
         return _read_table(_unblock_case(hits[0]))
     if not tables:
         raise _no_tables_error(tree, group)
@@ -146,10 +160,14 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
         # Declared names (a null entry reads dim_<i>) bind the coordinates they name.
         dims = declared
         if dims_override is not None and dims_override != dims:
-            raise ParameterError(f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares")
+            raise ParameterError(
+                f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares"
+            )
         named = node.dimension_names or (True,) * node.ndim
         coords = tuple(find_coord(tree, group, d) if named[k] else None for k, d in enumerate(dims))
-        coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True))
+        coords = tuple(
+            c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True)
+        )
     else:
         dims = tuple(f"dim_{i}" for i in range(node.ndim))
         if dims_override is not None:
@@ -173,8 +191,18 @@ def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
                 if v.path == path and isinstance(v, EncodedVariable):
                     matrix = v.attrs.get("sparse")
                     layout = matrix.format if matrix is not None else "dense"
-                    return ReadTable(t.group_path, path, t.dims, t.shape, chunk_grid([v], len(t.dims)), t.coords,
-                                     (DataColumn(v, v.name),), t.derived, t.hidden, layout)
+                    return ReadTable(
+                        t.group_path,
+                        path,
+                        t.dims,
+                        t.shape,
+                        chunk_grid([v], len(t.dims)),
+                        t.coords,
+                        (DataColumn(v, v.name),),
+                        t.derived,
+                        t.hidden,
+                        layout,
+                    )
     return None
 
 
@@ -187,5 +215,7 @@ def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
     group = normalize_path(sel.group_path or "")
     if group not in tree.groups:
         kind = "an array (use array_path :=)" if group in tree.arrays else "not a group of the store"
-        raise SelectionError(f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables")
+        raise SelectionError(
+            f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables"
+        )
     return _pick(tree, group, sel)
