@@ -7,14 +7,9 @@ group decides its tables. Results are cached on the (revalidated) node tree.
 
 from __future__ import annotations
 
+from zarrsql.conventions import CONVENTIONS
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.tables.build import GroupInfo, analyze_cf_group
-
-
-def _conventions() -> list:
-    from zarrsql.conventions import CONVENTIONS
-
-    return CONVENTIONS
 
 
 def analyze_group(tree: NodeTree, path: str) -> GroupInfo:
@@ -24,7 +19,7 @@ def analyze_group(tree: NodeTree, path: str) -> GroupInfo:
     if isinstance(hit, GroupInfo):
         return hit
     info = None
-    for convention in _conventions():
+    for convention in CONVENTIONS:
         info = convention(tree, path)
         if info is not None:
             break
