@@ -299,7 +299,8 @@ def _load_nodes(tree: NodeTree, paths: list[str]) -> None:
     tree.derived.clear()  # group members computed before this load are incomplete now
 
 
-def _ancestors(path: str) -> list[str]:
+def ancestors(path: str) -> list[str]:
+    """Ancestor group paths of `path`, nearest first, ending with the root ''."""
     out = []
     while path:
         path = path.rpartition("/")[0]
@@ -309,12 +310,12 @@ def _ancestors(path: str) -> list[str]:
 
 def _load_array(tree: NodeTree, path: str) -> None:
     """An array of an unlisted tree, its ancestor groups and its dimensions' coordinates."""
-    _load_nodes(tree, [path, *_ancestors(path)[:-1]])
+    _load_nodes(tree, [path, *ancestors(path)[:-1]])
     node = tree.arrays.known.get(path)  # type: ignore[attr-defined]
     if not isinstance(node, ArrayMeta) or not node.dimension_names:
         return
     group = path.rpartition("/")[0]
-    candidates = [_join(g, d) for d in node.dimension_names if d for g in [group, *_ancestors(group)]]
+    candidates = [_join(g, d) for d in node.dimension_names if d for g in [group, *ancestors(group)]]
     _load_nodes(tree, [c for c in dict.fromkeys(candidates) if c != path])
 
 

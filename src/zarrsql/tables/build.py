@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from zarrsql.decode.variables import Variable
 from zarrsql.discovery.roles import Member, assign_roles
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.metadata.tree import NodeTree
+from zarrsql.metadata.tree import NodeTree, ancestors
 from zarrsql.tables.model import TableInfo
 
 
@@ -32,15 +32,6 @@ class GroupInfo:
 
 def display_path(path: str) -> str:
     return "/" + path
-
-
-def ancestors(path: str) -> list[str]:
-    """Ancestor group paths of `path`, nearest first, ending with the root ''."""
-    out = []
-    while path:
-        path = path.rpartition("/")[0]
-        out.append(path)
-    return out
 
 
 def group_members(tree: NodeTree, path: str) -> list[Member]:
