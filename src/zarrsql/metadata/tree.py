@@ -338,21 +338,40 @@ def _root_error(store: Store, root: Any) -> MetadataError:
     )
 
 
+def _listed_tree(
+    store: Store,
+    fmt: int,
+    group: GroupMeta,
+    validators: dict[str, str | None],
+    walk: Callable[[NodeTree, list[str]], None],
+) -> NodeTree:
+    """A store without consolidated metadata: walked where it can be listed, else unlisted."""
+    if not store.can_list:
+        return _unlisted_tree(store, fmt, group, validators)
+    tree = NodeTree(store, fmt, False, validators=validators)
+    tree.groups[""] = group
+    walk(tree, [""])
+    return tree
+
+
+def _consolidated_tree(
+    store: Store, fmt: int, group: GroupMeta, validators: dict[str, str | None], document: str
+) -> NodeTree:
+    """An empty consolidated tree, revalidated by its consolidated document alone."""
+    tree = NodeTree(store, fmt, True, validators={document: validators[document]})
+    tree.groups[""] = group
+    return tree
+
+
 def _read_v3(store: Store, root: Any, validators: dict[str, str | None]) -> NodeTree:
     if not isinstance(root, dict) or root.get("node_type") != "group":
         raise _root_error(store, root)
     group = GroupMeta("", 3, dict(root.get("attributes") or {}))
     consolidated = (root.get("consolidated_metadata") or {}).get("metadata")
-    if not isinstance(consolidated, dict) and not store.can_list:
-        return _unlisted_tree(store, 3, group, validators)
-    tree = NodeTree(store, 3, False, validators=validators)
-    tree.groups[""] = group
-    if isinstance(consolidated, dict):
-        tree.consolidated = True
-        tree.validators = {"zarr.json": validators["zarr.json"]}
-        _from_v3_consolidated(tree, consolidated)
-    else:
-        _walk_v3(tree, [""])
+    if not isinstance(consolidated, dict):
+        return _listed_tree(store, 3, group, validators, _walk_v3)
+    tree = _consolidated_tree(store, 3, group, validators, "zarr.json")
+    _from_v3_consolidated(tree, consolidated)
     return tree
 
 
@@ -367,16 +386,10 @@ def _read_v2(store: Store, validators: dict[str, str | None]) -> NodeTree:
     if isinstance(zmeta, dict) and isinstance(zmeta.get("metadata"), dict):
         attrs = zmeta["metadata"].get(".zattrs", attrs)  # the consolidated copy is the one validated
     group = GroupMeta("", 2, attrs if isinstance(attrs, dict) else {})
-    if not isinstance(zmeta, dict) and not store.can_list:
-        return _unlisted_tree(store, 2, group, validators)
-    tree = NodeTree(store, 2, False, validators=validators)
-    tree.groups[""] = group
-    if isinstance(zmeta, dict):
-        tree.consolidated = True
-        tree.validators = {".zmetadata": validators[".zmetadata"]}
-        _from_v2_consolidated(tree, zmeta)
-    else:
-        _walk_v2(tree, [""])
+    if not isinstance(zmeta, dict):
+        return _listed_tree(store, 2, group, validators, _walk_v2)
+    tree = _consolidated_tree(store, 2, group, validators, ".zmetadata")
+    _from_v2_consolidated(tree, zmeta)
     return tree
 
 
