@@ -235,10 +235,13 @@ class Connection:
         return attr
 
     def _translating(self, fetch: Callable[..., T]) -> Callable[..., T]:
-        """Fetching a result of `execute` streams the scan: its errors re-raise as themselves."""
+        """Fetching a result of `execute` streams the scan: its errors re-raise as themselves.
+
+        Nothing is cleared first: the scan may already have failed (and recorded its error)
+        while `execute` was still running, which cleared older errors when it began.
+        """
 
         def run(*args: Any, **kwargs: Any) -> T:
-            self._state.take_error()
             try:
                 return fetch(*args, **kwargs)
             except duckdb.Error as err:
