@@ -186,6 +186,20 @@ class TableScan:
                 parts.append(self.codecs[col.data].read(self.store, unit))
         return unit.num_rows(), parts
 
+    def unit_keys(self, unit: WorkUnit, columns: Sequence[Column]) -> list[str] | None:
+        """Every store key `unit_columns` will read for `columns`, or None when some column
+        cannot say in advance (a convention's encoded column, a zarr-python fallback)."""
+        keys: list[str] = []
+        for col in columns:
+            if col.data is None:
+                continue
+            known = getattr(self.codecs[col.data], "keys", None)
+            more = known(unit) if known is not None else None
+            if more is None:
+                return None
+            keys.extend(more)
+        return keys
+
     def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
         """A coordinate column of a unit. Units of one shape at one place along an axis give
         the same column (latitude and longitude repeat for every time block), so the last

@@ -97,6 +97,10 @@ class SparseTableScan(TableScan):
         residual = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
         return kept, residual
 
+    def unit_keys(self, unit: Any, columns: Sequence[Column]) -> list[str] | None:  # type: ignore[override]
+        """Entries are found through the index pointer first, so their keys are not known ahead."""
+        return None
+
     def unit_columns(self, unit: Any, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:  # type: ignore[override]
         if not columns and unit.residual is None and len(self.pointers) == 1:
             ptr = self.pointers[0]  # count(*): the pointers alone say how many entries there are

@@ -7,6 +7,7 @@ server's own log and must match `zarrsql.trace()`.
 from __future__ import annotations
 
 import socket
+from collections import Counter
 import time
 from pathlib import Path
 
@@ -258,3 +259,43 @@ def test_chunks_are_fetched_concurrently(con, http, served_root):
     assert chunks >= 27
     assert http.max_in_flight >= 8
     assert elapsed < chunks * 0.05 / 2  # one request at a time would take chunks × latency
+
+
+def test_fetched_ahead_chunks_are_each_requested_once(con, http, served_root):
+    """The reader starts chunk fetches before decoding; the decode must take those answers,
+    never ask the server a second time."""
+    store = served_root / "fixtures/big_edge.zarr"
+    _same_as_local(con, http, served_root, "fixtures/big_edge.zarr")
+    chunk_gets = Counter(p for m, p in http.log if m == "GET" and "/c/" in p)
+    on_disk = {
+        "/" + f.relative_to(served_root).as_posix() for f in store.rglob("*") if f.is_file() and "c" in f.parent.parts
+    }
+    assert set(chunk_gets) == {p for p in on_disk if not _is_metadata(p)}  # a full scan reads every chunk
+    assert set(chunk_gets.values()) == {1}, chunk_gets.most_common(3)
+
+
+def test_a_scan_closed_early_leaves_no_fetch_behind(http):
+    """A LIMIT met early: only the units queued so far are fetched, and nothing fetched ahead
+    stays in the store once the scan is closed (queued units' fetches are dropped)."""
+    from zarrsql.expand.reader import read_batches
+    from zarrsql.scan import ReadRequest, open_table
+
+    scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))
+    plan = scan.plan()
+    units = list(plan.units())
+    assert len(units) > 8
+    http.reset()
+    slow = {f"/fixtures/big_edge.zarr/{k}" for u in units[2:5] for k in scan.unit_keys(u, scan.columns)}
+    # units 3-5 are still waiting on the server when the scan closes: two decoding threads
+    # block on units 3 and 4, unit 5 is queued and is cancelled with its fetch
+    http.on_request = lambda method, path: time.sleep(0.5) if path in slow else None
+    batches = read_batches(scan, plan, scan.columns)
+    first = next(batches)  # one unit, then the window widens to 4 more
+    second = next(batches)
+    batches.close()
+    assert (first.num_rows, second.num_rows) == (units[0].num_rows(), units[1].num_rows())
+    time.sleep(0.8)  # the units that were decoding finish; any request made is in the log
+    gets = {p for m, p in http.log if m == "GET"}
+    allowed = {f"/fixtures/big_edge.zarr/{k}" for u in units[:5] for k in scan.unit_keys(u, scan.columns)}
+    assert gets <= allowed  # nothing beyond the units queued
+    assert scan.store._ahead == {}

@@ -201,13 +201,24 @@ def _chunk_ranges(start: int, stop: int, size: int) -> range:
     return range(start // size, (stop - 1) // size + 1) if stop > start else range(0)
 
 
+def _region_chunks(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list[tuple[int, ...]]:
+    per_axis = [_chunk_ranges(a, b, c) for (a, b), c in zip(region, array.chunks, strict=True)]
+    return list(itertools.product(*per_axis))
+
+
+def region_keys(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list[str] | None:
+    """The store keys `read_region` will get for `region`; None when zarr-python reads it."""
+    if not fast_path(array):
+        return None
+    return [array.chunk_key(idx) for idx in _region_chunks(array, region)]
+
+
 def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The cells of `region` ((start, stop) per axis), assembled from every chunk it touches."""
     if not fast_path(array):
         return _read_with_zarr(store, array, region)
     shape = tuple(b - a for a, b in region)
-    per_axis = [_chunk_ranges(a, b, c) for (a, b), c in zip(region, array.chunks, strict=True)]
-    indices = list(itertools.product(*per_axis))
+    indices = _region_chunks(array, region)
     if len(indices) == 1:
         idx = indices[0]
         chunk = read_chunk(store, array, idx)

@@ -4,7 +4,8 @@ A table's data variable is either an `ArrayMeta` (decoded by `columns.ColumnCode
 `EncodedVariable`: a convention's column (AnnData categorical or nullable, the table
 convention's categorical, nullable and geometry columns) that knows its own shape, chunking
 and how to read a work unit's rows. Both give a codec with `logical` and
-`read(store, unit) -> (values, nulls)`.
+`read(store, unit) -> (values, nulls)`; a codec that can also say which store keys a unit
+will read (`keys(unit)`) lets the reader fetch them ahead of decoding.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from zarrsql.decode.chunks import read_region
+from zarrsql.decode.chunks import read_region, region_keys
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.decode.logical import Logical
 from zarrsql.metadata.arrays import ArrayMeta
@@ -86,6 +87,10 @@ class PlainCodec:
     @property
     def array(self) -> ArrayMeta:
         return self.inner.array
+
+    def keys(self, unit: WorkUnit) -> list[str] | None:
+        """The chunk keys `read` will get for `unit` (None: read through zarr-python)."""
+        return region_keys(self.inner.array, unit.region)
 
     def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
         raw = read_region(store, self.inner.array, unit.region)

@@ -3,14 +3,23 @@
 At most `prefetch` units are in flight, so memory stays bounded by a few units whatever the
 table's size. Chunk decompression (numcodecs) and numpy work release the GIL, so two cores
 decode two units at once. Closing the iterator (a LIMIT satisfied) cancels what is queued.
+
+On a remote store the latency of each request has to be hidden. When the scan can name a
+unit's chunk keys up front, the reader asks the store to start fetching them as the unit is
+queued (tens of requests in flight on the store's event loop) and keeps a core's worth of
+decoding threads; otherwise each unit's thread waits on its own requests, so there are as
+many threads as the store's `concurrency`. The window of units in flight grows faster on a
+remote store, since every doubling step costs a round trip.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,11 +35,18 @@ THREADS = max(1, min(os.cpu_count() or 1, 8))
 PREFETCH = THREADS * 2
 
 
-def _pool_size(scan: TableScan) -> tuple[int, int]:
+def _pool_size(scan: TableScan, fetch_ahead: bool) -> tuple[int, int]:
     """(threads, units in flight) for the scan's store: a remote store's `concurrency` (tens)
-    hides its request latency behind other units' requests; a local store keeps the defaults."""
+    hides its request latency, with its fetches started ahead (`fetch_ahead`) or else with a
+    thread per request; a local store keeps the defaults."""
     wanted = getattr(scan.store, "concurrency", THREADS)
-    return max(THREADS, wanted), max(PREFETCH, wanted)
+    threads = THREADS if fetch_ahead else max(THREADS, wanted)
+    return threads, max(PREFETCH, wanted)
+
+
+def _prefetcher(scan: TableScan) -> Any:
+    """The store's `prefetch` when it is remote and has one, else None."""
+    return getattr(scan.store, "prefetch", None) if getattr(scan.store, "remote", False) else None
 
 
 def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
@@ -62,20 +78,34 @@ def read_batches(
 def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
-    threads, prefetch = _pool_size(scan)
+    units = iter(plan.units())
+    first = next(units, None)
+    if first is None:
+        return
+    units = itertools.chain([first], units)
+    prefetch = _prefetcher(scan)
+    if prefetch is not None and scan.unit_keys(first, columns) is None:
+        prefetch = None
+    threads, in_flight = _pool_size(scan, prefetch is not None)
+    growth = 4 if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
-    pending: deque[Future[pa.RecordBatch]] = deque()
-    window = 1  # grows to PREFETCH: a LIMIT met by the first unit decodes little else
+    pending: deque[tuple[Future[pa.RecordBatch], list[str]]] = deque()
+    window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
     try:
-        for unit in plan.units():
-            pending.append(pool.submit(_unit_batch, scan, unit, columns, schema))
+        for unit in units:
+            keys: list[str] = []
+            if prefetch is not None:
+                keys = scan.unit_keys(unit, columns) or []
+                prefetch(keys)
+            pending.append((pool.submit(_unit_batch, scan, unit, columns, schema), keys))
             if len(pending) >= window:
-                yield pending.popleft().result()
-                window = min(prefetch, window * 2)
+                yield pending.popleft()[0].result()
+                window = min(in_flight, window * growth)
         while pending:
-            yield pending.popleft().result()
+            yield pending.popleft()[0].result()
     finally:
-        for f in pending:
-            f.cancel()
+        for future, keys in pending:
+            if future.cancel() and keys:  # never started: nobody will take its prefetched chunks
+                scan.store.forget(keys)  # type: ignore[attr-defined]
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown(wait=False, cancel_futures=True)

@@ -7,8 +7,11 @@ doubling backoff; a 404 is a missing key (None), a 401/403 is never retried. Eve
 counts as a request in `zarrsql.trace()`, validation requests (HEAD) included.
 
 `get_many` fetches keys concurrently, at most `concurrency` requests in flight per store,
-which is what hides the round-trip latency of object storage. Plain HTTP cannot list keys,
-so `can_list` is False there and a store without consolidated metadata reads one array at a
+which is what hides the round-trip latency of object storage. `prefetch` starts fetches
+without waiting for them: the reader names the chunks of the next work units while only a
+core's worth of threads decode, so requests stay in flight without tens of decoding threads
+fighting the event loop for the GIL; a later `get_many` of those keys takes the answers.
+Plain HTTP cannot list keys, so `can_list` is False there and a store without consolidated metadata reads one array at a
 time (metadata/tree.py). A chunk that is missing while the store's metadata document has
 changed since the tree was read means the store changed under the query: an error, not fill.
 """
@@ -16,6 +19,7 @@ changed since the tree was read means the store changed under the query: an erro
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import threading
@@ -94,6 +98,8 @@ class FsspecStore:
         self._last_change_check = 0.0
         self._pool: ThreadPoolExecutor | None = None
         self._fetched: dict[str, tuple[str, float]] = {}  # key -> (validator from its GET, when)
+        #: Started fetches: key -> [future of its bytes, prefetches still wanting it, taken yet].
+        self._ahead: dict[str, list[Any]] = {}
 
     def async_fs(self) -> Any:
         """This store's filesystem as an instance made for async use (what zarr-python needs)."""
@@ -173,21 +179,79 @@ class FsspecStore:
         return self.get_many([key])[0]
 
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """The bytes of every key (None where missing), fetched concurrently."""
-        paths = [self._path(k) for k in keys]
-        if self.is_async:
-
-            async def one(key: str, path: str) -> bytes | None:
-                return await self._attempts(key, lambda: self._aget(key, path))
-
-            out = self._run(lambda: asyncio.gather(*(one(k, p) for k, p in zip(keys, paths, strict=True))))
-        else:
-            out = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.cat_file(p)), keys, paths)
-        data = [None if b is None else bytes(b) for b in out]
-        counters.count(bytes_read=sum(len(b) for b in data if b is not None))
+        """The bytes of every key (None where missing), fetched concurrently; keys that a
+        `prefetch` started are taken from it."""
+        ahead = self._take_ahead(keys)
+        rest = [k for k in keys if k not in ahead]
+        fetched = dict(zip(rest, self._fetch(rest), strict=True)) if rest else {}
+        data = [fetched[k] if k in fetched else ahead[k].result() for k in keys]
         if any(b is None for b in data):
             self._check_unchanged([k for k, b in zip(keys, data, strict=True) if b is None][0])
         return data
+
+    def _fetch(self, keys: Sequence[str]) -> list[bytes | None]:
+        paths = [self._path(k) for k in keys]
+        if self.is_async:
+            out = self._run(lambda: asyncio.gather(*(self._get_one(k, p) for k, p in zip(keys, paths, strict=True))))
+        else:
+            out = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.cat_file(p)), keys, paths)
+            out = [None if b is None else bytes(b) for b in out]
+            counters.count(bytes_read=sum(len(b) for b in out if b is not None))
+        return list(out)
+
+    async def _get_one(self, key: str, path: str) -> bytes | None:
+        raw = await self._attempts(key, lambda: self._aget(key, path))
+        if raw is None:
+            return None
+        data = bytes(raw)
+        counters.count(bytes_read=len(data))
+        return data
+
+    def prefetch(self, keys: Sequence[str]) -> None:
+        """Start fetching `keys` now; `get_many` takes the answers (see `forget`)."""
+        if not self.is_async:
+            return
+        with self._lock:
+            for key in keys:
+                entry = self._ahead.get(key)
+                if entry is None:
+                    future = asyncio.run_coroutine_threadsafe(self._get_one(key, self._path(key)), self.fs.loop)
+                    self._ahead[key] = [future, 1, False]
+                else:
+                    entry[1] += 1
+
+    def forget(self, keys: Sequence[str]) -> None:
+        """Prefetches nobody will take (a LIMIT ended the scan): dropped, and cancelled when no
+        reader took their key yet."""
+        with self._lock:
+            for key in keys:
+                entry = self._release(key)
+                if entry is not None and not entry[2]:
+                    entry[0].cancel()
+
+    def _take_ahead(self, keys: Sequence[str]) -> dict[str, concurrent.futures.Future[bytes | None]]:
+        if not self._ahead:
+            return {}
+        taken = {}
+        with self._lock:
+            for key in keys:
+                entry = self._ahead.get(key)
+                if entry is not None:
+                    entry[2] = True
+                    taken[key] = entry[0]
+                    self._release(key)
+        return taken
+
+    def _release(self, key: str) -> list[Any] | None:
+        """One prefetch of `key` is done with; the entry once none wants it (lock held)."""
+        entry = self._ahead.get(key)
+        if entry is None:
+            return None
+        entry[1] -= 1
+        if entry[1] > 0:
+            return None
+        del self._ahead[key]
+        return entry
 
     def token(self, key: str) -> str | None:
         return self.token_many([key])[0]
