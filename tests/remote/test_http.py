@@ -7,8 +7,8 @@ server's own log and must match `zarrsql.trace()`.
 from __future__ import annotations
 
 import socket
-from collections import Counter
 import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa

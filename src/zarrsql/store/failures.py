@@ -1,6 +1,7 @@
 """What a failed request means: a missing key, a refusal, a passing fault, or a real error.
 
-Remote filesystems raise their own exception types (aiohttp, botocore, s3fs's translations).
+Remote filesystems raise their own exception types (aiohttp, botocore, s3fs's and gcsfs's
+translations).
 `classify` decides by type and HTTP status only, never by message text:
 
 - MISSING: 404 (fsspec raises FileNotFoundError) — a key that does not exist;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import sys
 from enum import Enum
 from typing import Any
 
@@ -50,11 +52,28 @@ def _chain(err: BaseException) -> list[BaseException]:
     return out
 
 
+def _gcsfs_status(err: BaseException) -> int | None:
+    """The status in gcsfs's HttpError (`.code`); gcsfs is only looked for once it is loaded,
+    since an error can only come from it then."""
+    retry = sys.modules.get("gcsfs.retry")
+    if retry is None or not isinstance(err, retry.HttpError):
+        return None
+    code = err.code
+    return code if isinstance(code, int) and 100 <= code < 600 else None
+
+
 def status_of(err: BaseException) -> int | None:
-    """The HTTP status an exception carries (aiohttp `.status`, botocore `.response`), if any."""
+    """The HTTP status an exception carries (aiohttp `.status`, Azure `.status_code`, botocore
+    `.response`), if any."""
     for e in _chain(err):
         status = getattr(e, "status", None)
         if isinstance(status, int) and 100 <= status < 600:
+            return status
+        status = getattr(e, "status_code", None)  # azure-core's HttpResponseError (adlfs passes it on)
+        if isinstance(status, int) and 100 <= status < 600:
+            return status
+        status = _gcsfs_status(e)
+        if status is not None:
             return status
         response: Any = getattr(e, "response", None)
         if isinstance(response, dict):
@@ -97,6 +116,13 @@ def _botocore_transient(err: BaseException) -> bool:
     )
 
 
+def _requests_transient(err: BaseException) -> bool:
+    """A connection failure in `requests` terms: gcsfs raises ProxyError for an HTTP 502, and
+    google-auth refreshes tokens over requests (looked for only once requests is loaded)."""
+    exc = sys.modules.get("requests.exceptions")
+    return exc is not None and isinstance(err, (exc.ConnectionError, exc.Timeout, exc.ChunkedEncodingError))
+
+
 def classify(err: BaseException) -> Failure:
     """The kind of failure `err` is (see the module docstring)."""
     status = status_of(err)
@@ -117,7 +143,7 @@ def classify(err: BaseException) -> Failure:
             return Failure.TRANSIENT
         if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
             return Failure.TRANSIENT
-        if _aiohttp_transient(e) or _botocore_transient(e):
+        if _aiohttp_transient(e) or _botocore_transient(e) or _requests_transient(e):
             return Failure.TRANSIENT
     return Failure.FATAL
 

@@ -16,11 +16,33 @@ zarrsql reads these keys itself and does not pass them on:
 | `metadata_ttl` | 0 | seconds a cached node tree is trusted without revalidating it |
 
 On S3, botocore's own retries are turned off (`config_kwargs` default) and s3fs's are
-set to one attempt, so that `retries` means what it says.
+set to one attempt, so that `retries` means what it says. On Azure the same holds: the
+storage SDK's retry policy (3 retries, 15 s apart) is set to none when the store opens.
+On GCS, gcsfs's loop around every request (6 attempts, up to 16 s apart) is bypassed
+(store/remote.py).
 
 Anonymous S3: a store on `s3://` gets `anon=True` unless the options name credentials
 (`anon`, `key`, `secret`, `token`, `profile`, `session`) or the environment holds them
 (the `AWS_*` variables below, or a shared credentials/config file). See docs/remote.md.
+
+Anonymous Azure: likewise, a store on `az://`, `abfs://` or `abfss://` gets `anon=True` unless
+the options name a way to authenticate (`anon`, `account_key`, `sas_token`,
+`connection_string`, `credential`, `client_id`/`client_secret`/`tenant_id`) or the environment
+does (`AZURE_STORAGE_*` credentials, or the variables of a service principal, workload or
+managed identity). Left alone, adlfs would build a DefaultAzureCredential, which probes the
+CLI, the metadata endpoint and more, and finding nothing fails even a public container's reads,
+slowly (it can use up the whole request timeout).
+`'anon': 'false'` asks for that credential chain explicitly (an Azure VM's identity, `az login`).
+
+Anonymous GCS: a store on `gs://` or `gcs://` gets `token='anon'` unless the options give a
+`token` (a method such as `'google_default'` or `'cloud'`, a key file, or the key's JSON) or
+the environment points at credentials (`GOOGLE_APPLICATION_CREDENTIALS`, the application-default
+file `gcloud auth application-default login` writes, or gcsfs's own token cache). Left at
+`token=None`, gcsfs tries those and then the cloud metadata server before settling for anonymous
+access, and off Google Cloud that probe costs seconds per process for a public bucket that needs
+no credentials at all. The listings cache is off too (`use_listings_cache=False`): gcsfs answers
+a file's info from the last listing of its folder, which would hide a rewritten object from the
+validation zarrsql does before using its cached metadata.
 """
 
 from __future__ import annotations
@@ -112,6 +134,67 @@ def s3_has_credentials(options: Mapping[str, Any]) -> bool:
     return any(os.path.isfile(f) for f in files)
 
 
+#: Options that choose how adlfs authenticates: with any of them, the user has decided.
+_AZURE_CREDENTIAL_KEYS = frozenset(
+    {"anon", "account_key", "sas_token", "connection_string", "credential", "client_id", "client_secret", "tenant_id"}
+)
+#: Environment variables adlfs reads credentials from (`AZURE_STORAGE_*`), and those that make
+#: DefaultAzureCredential find a service principal, workload identity or managed identity.
+_AZURE_CREDENTIAL_ENV = (
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CLIENT_ID",
+    "AZURE_STORAGE_CLIENT_SECRET",
+    "AZURE_STORAGE_TENANT_ID",
+    "AZURE_STORAGE_ANON",
+    "AZURE_CLIENT_ID",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "IDENTITY_ENDPOINT",
+    "MSI_ENDPOINT",
+)
+
+
+def _azure_defaults(theirs: dict[str, Any]) -> None:
+    """Anonymous access unless credentials are named in `theirs` or the environment.
+
+    Without credentials adlfs falls back to DefaultAzureCredential, which tries the Azure CLI,
+    managed identity endpoints and more before failing; a public container needs none of it.
+    """
+    if _AZURE_CREDENTIAL_KEYS & set(theirs):
+        return
+    if any(os.environ.get(name) for name in _AZURE_CREDENTIAL_ENV):
+        return
+    theirs["anon"] = True
+
+
+#: Where google-auth looks for the file `gcloud auth application-default login` writes.
+_GCLOUD_ADC_FILE = "application_default_credentials.json"
+
+
+def _gcloud_config_dir() -> str:
+    if os.environ.get("CLOUDSDK_CONFIG"):
+        return os.environ["CLOUDSDK_CONFIG"]
+    if os.name == "nt" and os.environ.get("APPDATA"):
+        return os.path.join(os.environ["APPDATA"], "gcloud")
+    return os.path.join(os.path.expanduser("~"), ".config", "gcloud")
+
+
+def _gcs_defaults(theirs: dict[str, Any]) -> None:
+    """gcsfs keywords zarrsql sets unless the user did: anonymous access without credentials,
+    and no listings cache (see the module docstring for why each)."""
+    theirs.setdefault("use_listings_cache", False)
+    if "token" in theirs or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        return
+    files = (
+        os.path.join(_gcloud_config_dir(), _GCLOUD_ADC_FILE),
+        os.path.join(os.path.expanduser("~"), ".gcs_tokens"),  # gcsfs's browser-login cache
+    )
+    if any(os.path.isfile(f) for f in files):
+        return
+    theirs["token"] = "anon"
+
+
 def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
     """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`."""
     ours: dict[str, Any] = {}
@@ -126,4 +209,8 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
             theirs["anon"] = True
         # zarrsql's retries replace botocore's (else a 5xx would be retried retries x 5 times)
         theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
+    if protocol in ("az", "abfs", "abfss"):
+        _azure_defaults(theirs)
+    if protocol in ("gs", "gcs"):
+        _gcs_defaults(theirs)
     return NetworkOptions(**ours), theirs

@@ -22,8 +22,10 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import os
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -62,6 +64,49 @@ def _protocol(url: str) -> str:
     return url.split("://", 1)[0].lower()
 
 
+def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """gcsfs's filesystem for `url` and the path below it, each request made once.
+
+    Since gcsfs 2026.3 its default class first asks Google's storage control API, over gRPC on
+    the same host, whether a bucket is zonal or hierarchical. A server that is not Google's (an
+    emulator, a proxy: `endpoint_url`, STORAGE_EMULATOR_HOST) has no such API, and the failed
+    call is retried for 60 s before every read, so there the plain JSON-API class is used: it is
+    all that reading a store needs.
+    """
+    import gcsfs
+    from gcsfs.core import GCSFileSystem
+
+    cls = GCSFileSystem if _gcs_elsewhere(options) else gcsfs.GCSFileSystem
+    fs = cls(**{**cls._get_kwargs_from_urls(url), **options})
+    _one_gcs_attempt(fs)
+    return fs, cls._strip_protocol(url)
+
+
+def _gcs_elsewhere(options: dict[str, Any]) -> bool:
+    """Whether gs:// requests go to a host other than Google's (gcsfs's own precedence)."""
+    from urllib.parse import urlsplit
+
+    endpoint = str(options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST") or "")
+    if endpoint in ("", "default"):
+        return False
+    host = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}").hostname or ""
+    return not (host == "googleapis.com" or host.endswith(".googleapis.com"))
+
+
+def _one_gcs_attempt(fs: Any) -> None:
+    """Make every gcsfs request a single attempt, so that zarrsql's `retries` are the only ones.
+
+    gcsfs retries 5xx, 408, 429 and connection errors inside each request, 6 attempts with
+    sleeps from 1 s doubling to 16 s: longer than zarrsql's `timeout` for the whole request,
+    and unseen by `zarrsql.trace()`. The count is fixed by a decorator when gcsfs's class is
+    defined (setting `fs.retries`, as for s3fs, changes nothing), so the undecorated method is
+    bound to this instance instead.
+    """
+    request = getattr(type(fs)._request, "__wrapped__", None)
+    if request is not None:
+        fs._request = types.MethodType(request, fs)
+
+
 class FsspecStore:
     """Reads keys below a URL through fsspec (see the module docstring for the rules)."""
 
@@ -74,7 +119,10 @@ class FsspecStore:
         self.protocol = _protocol(self.url)
         self.network, self.fs_options = split_options(self.protocol, storage_options)
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(self.url, **self.fs_options)
+            if self.protocol in ("gs", "gcs"):
+                self.fs, self.root = _open_gcs(self.url, self.fs_options)
+            else:
+                self.fs, self.root = fsspec.core.url_to_fs(self.url, **self.fs_options)
         except ImportError as err:
             extra = _EXTRAS.get(self.protocol, "remote")
             raise StoreNotFoundError(
@@ -86,6 +134,8 @@ class FsspecStore:
         self.root = self.root.rstrip("/")
         if self.protocol in ("s3", "s3a"):
             self.fs.retries = 1  # s3fs's own retry loop: zarrsql's `retries` is the only one
+        elif self.protocol in ("az", "abfs", "abfss"):
+            _azure_single_attempt(self.fs)
         self.can_list = self.protocol not in ("http", "https")
         self.concurrency = self.network.concurrency
         self.metadata_ttl = self.network.metadata_ttl
@@ -106,7 +156,10 @@ class FsspecStore:
         if self.fs.async_impl:
             if self.fs.asynchronous:
                 return self.fs
-            return type(self.fs)(asynchronous=True, **self.fs_options)
+            fs = type(self.fs)(asynchronous=True, **self.fs_options)
+            if self.protocol in ("az", "abfs", "abfss"):
+                _azure_single_attempt(fs)
+            return fs
         from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
         return AsyncFileSystemWrapper(self.fs, asynchronous=True)
@@ -171,6 +224,12 @@ class FsspecStore:
             return (
                 "check the URL; a server that needs authentication takes "
                 "storage_options := MAP {'headers': '{\"Authorization\": ...}'}"
+            )
+        if self.protocol in ("az", "abfs", "abfss"):
+            return (
+                "give credentials: storage_options := MAP {'connection_string': ...}, {'account_name': ..., "
+                "'account_key': ...} or {'account_name': ..., 'sas_token': ...}, or the AZURE_STORAGE_* "
+                "environment variables; 'anon': 'false' signs in as the Azure CLI or the machine's identity does"
             )
         return "check the URL and the credentials in storage_options"
 
@@ -330,7 +389,11 @@ class FsspecStore:
     async def _ainfo(self, path: str) -> dict[str, Any]:
         if self.protocol in ("http", "https"):
             return await self._http_head(path)
-        if self.protocol in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"):
+        if self.protocol in ("gs", "gcs"):
+            # one GET of the object's metadata: gcsfs's `_info` also lists the path as a folder
+            # (in parallel, and again for a missing key), requests trace() would not see
+            return await self.fs._get_object(path)
+        if self.protocol in ("s3", "s3a", "az", "abfs", "abfss"):
             return await self.fs._info(path, refresh=True)
         return await self.fs._info(path)
 
@@ -409,3 +472,17 @@ def _token_of(info: dict[str, Any]) -> str:
     if not parts:
         return f"unvalidated:{time.monotonic_ns()}"
     return "|".join(parts)
+
+
+def _azure_single_attempt(fs: Any) -> None:
+    """Switch off the Azure storage SDK's retry policy for an adlfs filesystem.
+
+    The SDK retries a 5xx or a dropped connection 3 times, about 15 s apart, inside what
+    zarrsql counts as one attempt: the attempt hits `timeout` and the error reports a timeout
+    instead of the server's status. adlfs passes no client options through, so the policy
+    object, which every container and blob client of the filesystem shares, is changed in place.
+    """
+    config = getattr(getattr(fs, "service_client", None), "_config", None)
+    policy = getattr(config, "retry_policy", None)
+    if policy is not None and hasattr(policy, "total_retries"):
+        policy.total_retries = 0
