@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +17,16 @@ from tests.remote import httpserver
 from zarrsql.metadata.tree import clear_cache
 
 BUCKET = "zarrsql-fixtures"
-#: Stores copied into the bucket: v3 consolidated, v2 consolidated, v3 without consolidated metadata.
-S3_STORES = (
-    "fixtures/era5_like.zarr",
-    "fixtures/v2/air_temperature.zarr",
-    "plain/era5_like.zarr",
-    "plain/v2_air_temperature.zarr",
-)
+ERA5_TABLE = "table_name := 'time_latitude_longitude'"
+#: (store, read_zarr arguments) copied into every object store's bucket: v3 and v2 with
+#: consolidated metadata, and both without it (walked with list calls).
+STORE_CASES = [
+    ("fixtures/era5_like.zarr", ERA5_TABLE),
+    ("fixtures/v2/air_temperature.zarr", ""),
+    ("plain/era5_like.zarr", ERA5_TABLE),
+    ("plain/v2_air_temperature.zarr", ""),
+]
+S3_STORES = tuple(store for store, _ in STORE_CASES)
 
 
 def _unconsolidate(src: Path, dst: Path) -> None:
@@ -47,19 +50,20 @@ def served_root(fixtures_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return root
 
 
-def _close_http_sessions() -> None:
-    """Close the aiohttp sessions fsspec keeps, while its event loop still runs: left to the
-    interpreter's exit, their sockets are torn down from a thread that exit is killing."""
+def close_sessions(classes: Iterable[type]) -> None:
+    """Close the aiohttp sessions of the cached filesystems of `classes` while fsspec's event
+    loop still runs: left to the interpreter's exit, their sockets are torn down from a thread
+    that exit is killing."""
     import gc
 
     from fsspec.asyn import sync
-    from fsspec.implementations.http import HTTPFileSystem
 
-    for fs in list(HTTPFileSystem._cache.values()):
-        session = getattr(fs, "_session", None)
-        if session is not None and not session.closed:
-            sync(fs.loop, session.close)
-    HTTPFileSystem.clear_instance_cache()
+    for cls in classes:
+        for fs in list(cls._cache.values()):
+            session = getattr(fs, "_session", None)
+            if session is not None and not session.closed:
+                sync(fs.loop, session.close)
+        cls.clear_instance_cache()
     gc.collect()
 
 
@@ -67,7 +71,9 @@ def _close_http_sessions() -> None:
 def _http(served_root: Path) -> Iterator[httpserver.FaultyServer]:
     server = httpserver.start(served_root)
     yield server
-    _close_http_sessions()
+    from fsspec.implementations.http import HTTPFileSystem
+
+    close_sessions([HTTPFileSystem])
     server.stop()
 
 

@@ -21,14 +21,13 @@ import pytest
 import zarrsql
 from tests.remote import azure_server
 from tests.remote.azure_server import ACCOUNT, ACCOUNT_KEY, Azurite
-from tests.remote.conftest import S3_STORES
+from tests.remote.conftest import ERA5_TABLE, S3_STORES, STORE_CASES
 from zarrsql.errors import StoreNotFoundError, StoreReadError
 from zarrsql.store import open_store
 
 CONTAINER = "zarrsql-fixtures"
 PRIVATE = "private"
 ERA5 = "fixtures/era5_like.zarr"
-ERA5_TABLE = "table_name := 'time_latitude_longitude'"
 #: Variables through which the environment could hand adlfs or azure-identity credentials.
 _AZURE_ENV_PREFIXES = ("AZURE_", "IDENTITY_", "MSI_")
 
@@ -110,15 +109,7 @@ def _local(con, served_root: Path, store: str, extra: str = ""):
     return con.sql(f"SELECT * FROM read_zarr('{served_root / store}'{', ' + extra if extra else ''})").to_arrow_table()
 
 
-@pytest.mark.parametrize(
-    ("store", "extra"),
-    [
-        ("fixtures/era5_like.zarr", ERA5_TABLE),  # v3, consolidated
-        ("fixtures/v2/air_temperature.zarr", ""),  # v2, consolidated
-        ("plain/era5_like.zarr", ERA5_TABLE),  # v3, walked with list calls
-        ("plain/v2_air_temperature.zarr", ""),  # v2, walked with list calls
-    ],
-)
+@pytest.mark.parametrize(("store", "extra"), STORE_CASES)
 def test_azure_read_equals_local_read(con, azurite, served_root, fresh_cache, store, extra):
     opts = _opts(connection_string=azurite.connection_string())
     remote = con.sql(

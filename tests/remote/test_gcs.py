@@ -17,31 +17,13 @@ import pytest
 
 import zarrsql
 from tests.remote import gcs_server
-from tests.remote.conftest import BUCKET, S3_STORES
+from tests.remote.conftest import BUCKET, ERA5_TABLE, S3_STORES, STORE_CASES, close_sessions
 from zarrsql.errors import StoreReadError
 from zarrsql.store import open_store
 from zarrsql.store.options import split_options
 
 ERA5 = "fixtures/era5_like.zarr"
-ERA5_TABLE = "table_name := 'time_latitude_longitude'"
 CHUNK = f"{ERA5}/2m_temperature/c/1/0/0"
-
-
-def _close_gcsfs_sessions() -> None:
-    """Close the aiohttp sessions of gcsfs's cached filesystems while fsspec's loop still runs
-    (left to interpreter exit, they are torn down from a dying thread)."""
-    import gc
-
-    import gcsfs.core
-    from fsspec.asyn import sync
-
-    for cls in {gcsfs.core.GCSFileSystem, *gcsfs.core.GCSFileSystem.__subclasses__()}:
-        for fs in list(cls._cache.values()):
-            session = getattr(fs, "_session", None)
-            if session is not None and not session.closed:
-                sync(fs.loop, session.close)
-        cls.clear_instance_cache()
-    gc.collect()
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +37,9 @@ def gcs(served_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         yield server
     finally:
         try:
-            _close_gcsfs_sessions()
+            import gcsfs.core
+
+            close_sessions({gcsfs.core.GCSFileSystem, *gcsfs.core.GCSFileSystem.__subclasses__()})
         finally:
             server.stop()
 
@@ -94,15 +78,7 @@ def _args(location: str, *extra: str) -> str:
     return ", ".join([f"'{location}'", *(x for x in extra if x)])
 
 
-@pytest.mark.parametrize(
-    ("store", "extra"),
-    [
-        ("fixtures/era5_like.zarr", ERA5_TABLE),  # v3, consolidated
-        ("fixtures/v2/air_temperature.zarr", ""),  # v2, consolidated
-        ("plain/era5_like.zarr", ERA5_TABLE),  # v3, walked with list calls
-        ("plain/v2_air_temperature.zarr", ""),  # v2, walked with list calls
-    ],
-)
+@pytest.mark.parametrize(("store", "extra"), STORE_CASES)
 def test_gcs_read_equals_local_read_anonymously(con, gcs, served_root: Path, fresh_cache, store, extra):
     remote = con.sql(f"SELECT * FROM read_zarr({_args(f'gs://{BUCKET}/{store}', extra, _opts(gcs.endpoint))})")
     local = con.sql(f"SELECT * FROM read_zarr({_args(str(served_root / store), extra)})")

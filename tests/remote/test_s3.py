@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 
 import zarrsql
-from tests.remote.conftest import BUCKET
+from tests.remote.conftest import BUCKET, ERA5_TABLE, STORE_CASES
 from zarrsql.errors import StoreReadError
 from zarrsql.store import open_store
-
-ERA5_TABLE = "table_name := 'time_latitude_longitude'"
 
 
 def _opts(endpoint: str, **more: str) -> str:
@@ -24,15 +22,7 @@ def _table(con, location: str, extra: str):
     return con.sql(f"SELECT * FROM read_zarr('{location}', {extra})").to_arrow_table()
 
 
-@pytest.mark.parametrize(
-    ("store", "extra"),
-    [
-        ("fixtures/era5_like.zarr", ERA5_TABLE),  # v3, consolidated
-        ("fixtures/v2/air_temperature.zarr", ""),  # v2, consolidated
-        ("plain/era5_like.zarr", ERA5_TABLE),  # v3, walked with list calls
-        ("plain/v2_air_temperature.zarr", ""),  # v2, walked with list calls
-    ],
-)
+@pytest.mark.parametrize(("store", "extra"), STORE_CASES)
 def test_s3_read_equals_local_read_anonymously(con, s3, served_root: Path, fresh_cache, store, extra):
     remote = _table(con, f"s3://{BUCKET}/{store}", ", ".join(x for x in (extra, _opts(s3)) if x))
     local = con.sql(f"SELECT * FROM read_zarr('{served_root / store}'{', ' + extra if extra else ''})").to_arrow_table()
