@@ -110,6 +110,21 @@ def test_credentials_in_storage_options_reach_the_server(proxy, served_root: Pat
     assert proxy.authorization == ["Bearer t-zarrsql"]
 
 
+def test_anonymous_access_uses_the_plain_json_api_filesystem():
+    """gcsfs's default class asks Google for the bucket's layout before each read until it gets
+    an answer, which an anonymous caller never gets: anonymous stores use the plain class. With
+    credentials the default class (zonal buckets included) is kept."""
+    import gcsfs
+    import gcsfs.core
+    from google.oauth2.credentials import Credentials
+
+    anonymous = open_store("gs://public-bucket/x.zarr", {})  # Google's endpoint; opening sends nothing
+    assert anonymous.fs_options["token"] == "anon"
+    assert type(anonymous.fs) is gcsfs.core.GCSFileSystem
+    signed_in = open_store("gs://private-bucket/x.zarr", {"token": Credentials("t-zarrsql")})
+    assert type(signed_in.fs) is gcsfs.GCSFileSystem
+
+
 def test_configured_credentials_turn_anonymous_access_off(monkeypatch, tmp_path: Path):
     assert split_options("gs", {})[1]["token"] == "anon"
     assert split_options("gcs", {})[1]["token"] == "anon"

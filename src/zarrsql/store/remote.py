@@ -69,16 +69,21 @@ def _protocol(url: str) -> str:
 def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     """gcsfs's filesystem for `url` and the path below it, each request made once.
 
-    Since gcsfs 2026.3 its default class first asks Google's storage control API, over gRPC on
-    the same host, whether a bucket is zonal or hierarchical. A server that is not Google's (an
-    emulator, a proxy: `endpoint_url`, STORAGE_EMULATOR_HOST) has no such API, and the failed
-    call is retried for 60 s before every read, so there the plain JSON-API class is used: it is
-    all that reading a store needs.
+    Since gcsfs 2026.3 its default class first asks Google's storage control API, over gRPC,
+    whether a bucket is zonal or hierarchical, and asks again before every read while the
+    answer is unknown (a failed lookup is not cached). Two cases never get an answer, so there
+    the plain JSON-API class is used, which is all that reading a store needs: a server that is
+    not Google's (an emulator, a proxy: `endpoint_url`, STORAGE_EMULATOR_HOST), which has no
+    such API and whose failed call is retried for 60 s; and anonymous access, which may read a
+    public bucket's objects but not its layout, so that every chunk would cost a hidden extra
+    round trip. With credentials the lookup succeeds once per bucket and the default class
+    (which also reads zonal buckets) is kept.
     """
     import gcsfs
     from gcsfs.core import GCSFileSystem
 
-    cls = GCSFileSystem if _gcs_elsewhere(options) else gcsfs.GCSFileSystem
+    plain = _gcs_elsewhere(options) or options.get("token") == "anon"
+    cls = GCSFileSystem if plain else gcsfs.GCSFileSystem
     fs = cls(**{**cls._get_kwargs_from_urls(url), **options})
     _one_gcs_attempt(fs)
     return fs, cls._strip_protocol(url)
