@@ -300,3 +300,30 @@ def test_a_scan_closed_early_leaves_no_fetch_behind(http):
     allowed = {f"/fixtures/big_edge.zarr/{k}" for u in units[:queued] for k in scan.unit_keys(u, scan.columns)}
     assert gets <= allowed  # nothing beyond the units queued
     assert scan.store._ahead == {}
+
+
+def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http):
+    """Requests that share the bandwidth finish in no set order: a unit is decoded as soon as
+    its chunks are in, not behind units whose chunks are late (two late units would otherwise
+    hold both decoding threads)."""
+    import threading
+
+    from zarrsql.expand.reader import read_batches
+    from zarrsql.scan import ReadRequest, open_table
+
+    scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))
+    plan = scan.plan()
+    units = list(plan.units())
+    http.reset()
+    late = {f"/fixtures/big_edge.zarr/{k}" for u in units[1:3] for k in scan.unit_keys(u, scan.columns)}
+    http.on_request = lambda method, path: time.sleep(0.8) if path in late else None
+    batches = read_batches(scan, plan, scan.columns)
+    with zarrsql.trace() as t:
+        next(batches)  # the first unit; the window then widens to 8 units (units 2-9)
+        second = threading.Thread(target=next, args=(batches,))
+        second.start()  # waits for unit 2, whose chunk is late
+        time.sleep(0.4)
+        decoded_while_waiting = t.work_units_read
+        second.join()
+    batches.close()
+    assert decoded_while_waiting >= 1 + 6  # the first unit, and units 4-9 (units 2 and 3 are late)

@@ -6,16 +6,20 @@ decode two units at once. Closing the iterator (a LIMIT satisfied) cancels what 
 
 On a remote store the latency of each request has to be hidden. When the scan can name a
 unit's chunk keys up front, the reader asks the store to start fetching them as the unit is
-queued (tens of requests in flight on the store's event loop) and keeps a core's worth of
-decoding threads; otherwise each unit's thread waits on its own requests, so there are as
-many threads as the store's `concurrency`. The window of units in flight grows faster on a
-remote store, since every widening step costs a round trip.
+queued (tens of requests in flight on the store's event loop), keeps a core's worth of
+decoding threads, and hands a unit to them only once its chunks have arrived: requests
+sharing the bandwidth finish in no set order, and a thread waiting on a late chunk would
+leave the chunks already there undecoded. Otherwise each unit's thread waits on its own
+requests, so there are as many threads as the store's `concurrency`. The window of units in
+flight grows faster on a remote store, since every widening step costs a round trip.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,6 +62,56 @@ def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], sche
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+class _Queued:
+    """A work unit in the window: decoded on the pool once every one of `arrivals` (its
+    chunks' fetches) is done, the batch delivered through `result`."""
+
+    def __init__(
+        self, pool: ThreadPoolExecutor, work: Callable[[], pa.RecordBatch], keys: list[str], arrivals: list[Future[Any]]
+    ) -> None:
+        self.result: Future[pa.RecordBatch] = Future()
+        self.keys = keys
+        self._pool = pool
+        self._work = work
+        self._lock = threading.Lock()
+        self._left = len(arrivals)
+        self._task: Future[pa.RecordBatch] | None = None
+        self._dropped = False
+        if not arrivals:
+            self._start()
+        for arrival in arrivals:
+            arrival.add_done_callback(self._arrived)
+
+    def _arrived(self, _: Future[Any]) -> None:  # on the store's event loop: keep it short
+        with self._lock:
+            self._left -= 1
+            if self._left:
+                return
+        self._start()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._dropped:
+                return
+            self._task = self._pool.submit(self._work)
+        self._task.add_done_callback(self._finished)
+
+    def _finished(self, task: Future[pa.RecordBatch]) -> None:
+        if task.cancelled():
+            self.result.cancel()
+        elif task.exception() is not None:
+            self.result.set_exception(task.exception())  # type: ignore[arg-type]
+        else:
+            self.result.set_result(task.result())
+
+    def drop(self) -> bool:
+        """Stop the unit unless it is decoding; True when its chunks will never be taken."""
+        with self._lock:
+            self._dropped = True
+            task = self._task
+        return task is None or task.cancel()
+
+
 def read_batches(
     scan: TableScan, plan: ScanPlan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -92,23 +146,25 @@ def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iter
     # fetches 8 units, not the whole window.
     growth = 8 if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
-    pending: deque[tuple[Future[pa.RecordBatch], list[str]]] = deque()
+    pending: deque[_Queued] = deque()
     window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
     try:
         for unit in units:
             keys: list[str] = []
+            arrivals: list[Future[Any]] = []
             if prefetch is not None:
                 keys = scan.unit_keys(unit, columns) or []
-                prefetch(keys)
-            pending.append((pool.submit(_unit_batch, scan, unit, columns, schema), keys))
+                arrivals = prefetch(keys)
+            work = functools.partial(_unit_batch, scan, unit, columns, schema)
+            pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
-                yield pending.popleft()[0].result()
+                yield pending.popleft().result.result()
                 window = min(in_flight, window * growth)
         while pending:
-            yield pending.popleft()[0].result()
+            yield pending.popleft().result.result()
     finally:
-        for future, keys in pending:
-            if future.cancel() and keys:  # never started: nobody will take its prefetched chunks
-                scan.store.forget(keys)  # type: ignore[attr-defined]
+        for queued in pending:
+            if queued.drop() and queued.keys:  # never decoded: nobody will take its chunks
+                scan.store.forget(queued.keys)  # type: ignore[attr-defined]
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown(wait=False, cancel_futures=True)

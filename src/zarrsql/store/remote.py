@@ -273,18 +273,21 @@ class FsspecStore:
         counters.count(bytes_read=len(data))
         return data
 
-    def prefetch(self, keys: Sequence[str]) -> None:
-        """Start fetching `keys` now; `get_many` takes the answers (see `forget`)."""
+    def prefetch(self, keys: Sequence[str]) -> list[concurrent.futures.Future[bytes | None]]:
+        """Start fetching `keys` now; `get_many` takes the answers (see `forget`). The futures
+        say when each answer is in (none for a filesystem without async requests)."""
         if not self.is_async:
-            return
+            return []
+        started = []
         with self._lock:
             for key in keys:
                 entry = self._ahead.get(key)
                 if entry is None:
                     future = asyncio.run_coroutine_threadsafe(self._get_one(key, self._path(key)), self.fs.loop)
-                    self._ahead[key] = [future, 1, False]
-                else:
-                    entry[1] += 1
+                    entry = self._ahead[key] = [future, 0, False]
+                entry[1] += 1
+                started.append(entry[0])
+        return started
 
     def forget(self, keys: Sequence[str]) -> None:
         """Prefetches nobody will take (a LIMIT ended the scan): dropped, and cancelled when no
