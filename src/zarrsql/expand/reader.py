@@ -93,16 +93,10 @@ class _Queued:
         with self._lock:
             if self._dropped:
                 return
-            self._task = self._pool.submit(self._work)
-        self._task.add_done_callback(self._finished)
-
-    def _finished(self, task: Future[pa.RecordBatch]) -> None:
-        if task.cancelled():
-            self.result.cancel()
-        elif task.exception() is not None:
-            self.result.set_exception(task.exception())  # type: ignore[arg-type]
-        else:
-            self.result.set_result(task.result())
+            task = self._task = self._pool.submit(self._work)
+        # a plain function, not a method: the task must not refer back to this object, or the
+        # cycle would keep each decoded batch alive until the garbage collector runs
+        task.add_done_callback(functools.partial(_deliver, self.result))
 
     def drop(self) -> bool:
         """Stop the unit unless it is decoding; True when its chunks will never be taken."""
@@ -110,6 +104,16 @@ class _Queued:
             self._dropped = True
             task = self._task
         return task is None or task.cancel()
+
+
+def _deliver(result: Future[pa.RecordBatch], task: Future[pa.RecordBatch]) -> None:
+    """Pass a finished decoding task's outcome on to the unit's `result`."""
+    if task.cancelled():
+        result.cancel()
+    elif task.exception() is not None:
+        result.set_exception(task.exception())  # type: ignore[arg-type]
+    else:
+        result.set_result(task.result())
 
 
 def read_batches(
