@@ -52,27 +52,24 @@ def _chain(err: BaseException) -> list[BaseException]:
     return out
 
 
+def _status(value: Any) -> int | None:
+    return value if isinstance(value, int) and 100 <= value < 600 else None
+
+
 def _gcsfs_status(err: BaseException) -> int | None:
     """The status in gcsfs's HttpError (`.code`); gcsfs is only looked for once it is loaded,
     since an error can only come from it then."""
     retry = sys.modules.get("gcsfs.retry")
     if retry is None or not isinstance(err, retry.HttpError):
         return None
-    code = err.code
-    return code if isinstance(code, int) and 100 <= code < 600 else None
+    return _status(err.code)
 
 
 def status_of(err: BaseException) -> int | None:
-    """The HTTP status an exception carries (aiohttp `.status`, Azure `.status_code`, botocore
-    `.response`), if any."""
+    """The HTTP status an exception carries (aiohttp `.status`, azure-core's `.status_code`,
+    gcsfs's `.code`, botocore `.response`), if any."""
     for e in _chain(err):
-        status = getattr(e, "status", None)
-        if isinstance(status, int) and 100 <= status < 600:
-            return status
-        status = getattr(e, "status_code", None)  # azure-core's HttpResponseError (adlfs passes it on)
-        if isinstance(status, int) and 100 <= status < 600:
-            return status
-        status = _gcsfs_status(e)
+        status = _status(getattr(e, "status", None)) or _status(getattr(e, "status_code", None)) or _gcsfs_status(e)
         if status is not None:
             return status
         response: Any = getattr(e, "response", None)

@@ -121,17 +121,21 @@ def _number(key: str, value: Any) -> float | int:
     return number
 
 
+def _configured(
+    options: Mapping[str, Any], keys: frozenset[str], env: tuple[str, ...], files: tuple[str, ...] = ()
+) -> bool:
+    """Whether the user configured credentials: named in `options` (any of `keys`), set in the
+    environment (any of `env`), or stored in one of `files`. The rule of every cloud below."""
+    return bool(keys & set(options)) or any(os.environ.get(n) for n in env) or any(os.path.isfile(f) for f in files)
+
+
 def s3_has_credentials(options: Mapping[str, Any]) -> bool:
     """Whether S3 credentials are configured in `options` or the environment (not IMDS)."""
-    if _S3_CREDENTIAL_KEYS & set(options):
-        return True
-    if any(os.environ.get(name) for name in _S3_CREDENTIAL_ENV):
-        return True
     files = (
         os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials"),
         os.environ.get("AWS_CONFIG_FILE") or os.path.expanduser("~/.aws/config"),
     )
-    return any(os.path.isfile(f) for f in files)
+    return _configured(options, _S3_CREDENTIAL_KEYS, _S3_CREDENTIAL_ENV, files)
 
 
 #: Options that choose how adlfs authenticates: with any of them, the user has decided.
@@ -161,11 +165,8 @@ def _azure_defaults(theirs: dict[str, Any]) -> None:
     Without credentials adlfs falls back to DefaultAzureCredential, which tries the Azure CLI,
     managed identity endpoints and more before failing; a public container needs none of it.
     """
-    if _AZURE_CREDENTIAL_KEYS & set(theirs):
-        return
-    if any(os.environ.get(name) for name in _AZURE_CREDENTIAL_ENV):
-        return
-    theirs["anon"] = True
+    if not _configured(theirs, _AZURE_CREDENTIAL_KEYS, _AZURE_CREDENTIAL_ENV):
+        theirs["anon"] = True
 
 
 #: Where google-auth looks for the file `gcloud auth application-default login` writes.
@@ -184,15 +185,12 @@ def _gcs_defaults(theirs: dict[str, Any]) -> None:
     """gcsfs keywords zarrsql sets unless the user did: anonymous access without credentials,
     and no listings cache (see the module docstring for why each)."""
     theirs.setdefault("use_listings_cache", False)
-    if "token" in theirs or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
-        return
     files = (
         os.path.join(_gcloud_config_dir(), _GCLOUD_ADC_FILE),
         os.path.join(os.path.expanduser("~"), ".gcs_tokens"),  # gcsfs's browser-login cache
     )
-    if any(os.path.isfile(f) for f in files):
-        return
-    theirs["token"] = "anon"
+    if not _configured(theirs, frozenset({"token"}), ("GOOGLE_APPLICATION_CREDENTIALS",), files):
+        theirs["token"] = "anon"
 
 
 def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:

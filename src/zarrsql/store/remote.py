@@ -193,22 +193,28 @@ class FsspecStore:
         """`call()` with the timeout and retry rules; None for a missing key."""
         if self._sem is None:  # created on the loop thread, the only one that touches it
             self._sem = asyncio.Semaphore(self.concurrency)
-        net = self.network
         attempt = 0
         while True:
             attempt += 1
             counters.count(requests=1)
             try:
                 async with self._sem:
-                    return await asyncio.wait_for(call(), net.timeout)
+                    return await asyncio.wait_for(call(), self.network.timeout)
             except Exception as err:  # backends raise their own types: classified, never guessed
-                kind = classify(err)
-                if kind is Failure.MISSING:
+                wait = self._after_failure(key, err, attempt)
+                if wait is None:
                     return None
-                if kind is Failure.TRANSIENT and attempt <= net.retries:
-                    await asyncio.sleep(min(MAX_BACKOFF, net.retry_backoff * 2 ** (attempt - 1)))
-                    continue
-                raise self._error(key, err, kind, attempt) from err
+            await asyncio.sleep(wait)
+
+    def _after_failure(self, key: str, err: Exception, attempt: int) -> float | None:
+        """What a failed attempt leads to: None for a missing key, else the seconds to wait
+        before the next attempt; raises `StoreReadError` when there is no next attempt."""
+        kind = classify(err)
+        if kind is Failure.MISSING:
+            return None
+        if kind is Failure.TRANSIENT and attempt <= self.network.retries:
+            return min(MAX_BACKOFF, self.network.retry_backoff * 2 ** (attempt - 1))
+        raise self._error(key, err, kind, attempt) from err
 
     def _error(self, key: str, err: BaseException, kind: Failure, attempts: int) -> StoreReadError:
         where, cause = self.where(key), describe(err, self.network.timeout)
@@ -431,7 +437,6 @@ class FsspecStore:
 
     def _sync_attempts(self, key: str, call: Callable[[], Any]) -> Any:
         """The retry rules for a synchronous filesystem (no per-request timeout is possible)."""
-        net = self.network
         attempt = 0
         while True:
             attempt += 1
@@ -439,13 +444,10 @@ class FsspecStore:
             try:
                 return call()
             except Exception as err:  # backends raise their own types: classified, never guessed
-                kind = classify(err)
-                if kind is Failure.MISSING:
+                wait = self._after_failure(key, err, attempt)
+                if wait is None:
                     return None
-                if kind is Failure.TRANSIENT and attempt <= net.retries:
-                    time.sleep(min(MAX_BACKOFF, net.retry_backoff * 2 ** (attempt - 1)))
-                    continue
-                raise self._error(key, err, kind, attempt) from err
+            time.sleep(wait)
 
     def _sync_map(self, fn: Callable[[str, str], Any], keys: Sequence[str], paths: Sequence[str]) -> list[Any]:
         if len(keys) == 1:
