@@ -40,18 +40,17 @@ import time
 T0 = time.perf_counter()
 
 import argparse  # noqa: E402
-import datetime as dt  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
 import zlib  # noqa: E402
-from importlib import metadata  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import child_env, machine_info, versions, warm  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -279,13 +278,6 @@ def child(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parent
-def child_env() -> dict:
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(DATA / "pycache")
-    return env
-
-
 def run_child(
     python: str,
     engine: str,
@@ -330,47 +322,6 @@ def run_child(
     )
     rec["process_s"] = time.perf_counter() - t0
     return rec
-
-
-def warm(path: Path) -> None:
-    """Read every file of the store once: every engine starts from a warm page cache."""
-    for f in path.rglob("*"):
-        if f.is_file():
-            with open(f, "rb") as fh:
-                while fh.read(1 << 23):
-                    pass
-
-
-def versions() -> dict:
-    out = {}
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def machine() -> dict:
-    info = {
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu_count": os.cpu_count(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-    try:
-        import psutil
-
-        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-    except ImportError:
-        pass
-    try:
-        info["zarrsql_git"] = subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except OSError:
-        info["zarrsql_git"] = None
-    return info
 
 
 def agree(a: dict, b: dict) -> bool:
@@ -523,7 +474,7 @@ def parent(args: argparse.Namespace) -> int:
     store = build_store(args.quick, force=args.force)
     n, m = SIZES["quick" if args.quick else "full"]
     stamp = json.loads(store.with_name(store.name + ".stamp.json").read_text())
-    warm(store)
+    warm([store])
     runs: dict = {(e, q): [] for e in engines for q in queries}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -577,8 +528,8 @@ def parent(args: argparse.Namespace) -> int:
         "engines": engines,
         "queries": queries,
         "repeat": repeat,
-        "machine": machine(),
-        "versions": versions(),
+        "machine": machine_info(),
+        "versions": versions(VERSIONED),
         "summary": summary,
         "agreement": agreement,
         "trace": trace,

@@ -21,22 +21,20 @@ engines are recorded, not fatal).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import engines as E  # noqa: E402  (stdlib-only at import)
+from harness import child_env, machine_info, versions, warm  # noqa: E402
 import make_era5 as M  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -68,79 +66,11 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def warm(paths) -> None:
-    """Read every file once so that all engines start from the same warm page cache."""
-    for root in paths:
-        root = Path(root)
-        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()]
-        for f in files:
-            with open(f, "rb") as fh:
-                while fh.read(1 << 23):
-                    pass
-
-
-def machine_info() -> dict:
-    info = {
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "executable": sys.executable,
-        "cpu_count": os.cpu_count(),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        import psutil
-
-        info["memory_gb"] = round(psutil.virtual_memory().total / 2**30, 1)
-        info["cpu_count_physical"] = psutil.cpu_count(logical=False)
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        info["zarrsql_git"] = subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        info["zarrsql_git"] = None
-    return info
-
-
-def versions() -> dict:
-    out = {}
-    for name in VERSIONED:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def zarrsql_ready(python: str) -> tuple[bool, str]:
     p = subprocess.run(
         [python, "-c", "import zarrsql; zarrsql.connect().sql(\"SELECT 1\").fetchall()"],
         capture_output=True, text=True, timeout=120, env=child_env(), cwd=str(HERE.parent))
     return p.returncode == 0, (p.stderr.strip().splitlines() or [""])[-1]
-
-
-PYCACHE = HERE / "data" / "pycache"
-
-
-def child_env() -> dict:
-    """The children's environment: bytecode caching on, in a cache of our own.
-
-    Some environments set PYTHONDONTWRITEBYTECODE=1; an editable install (zarrsql from
-    src/) would then recompile its sources in every process and count that as import
-    time. The cache goes to benchmarks/data/pycache, never into src/.
-    """
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
-    return env
 
 
 def warm_imports(python, engines) -> None:
@@ -732,7 +662,7 @@ def main(argv=None) -> int:
                   "zstd_level": st_stamp["zstd_level"], "size_mb": M.du_mb(store)},
         "parquet": {"path": str(parquet), "size_mb": parquet.stat().st_size / 1e6} if parquet.exists() else None,
         "machine": machine_info(),
-        "versions": versions(),
+        "versions": versions(VERSIONED),
         "zarrsql_ready": zs_ok, "zarrsql_ready_error": None if zs_ok else zs_msg,
         "reference_engine": ref_engine,
         "cells": cells,

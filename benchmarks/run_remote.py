@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_era5 import child_env  # noqa: E402
+from harness import child_env  # noqa: E402
 
 ROOT = HERE.parent
 
