@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,25 +103,32 @@ def _no_aws_environment() -> None:
     os.environ["AWS_CONFIG_FILE"] = os.devnull + "-none"
 
 
-@pytest.fixture(scope="session")
-def s3(served_root: Path) -> Iterator[str]:
-    """The endpoint URL of an S3 API server whose bucket holds `S3_STORES`."""
-    import boto3
+def start_moto() -> tuple[Any, str]:
+    """An S3 (and IAM) API server on a free port of 127.0.0.1, and its endpoint URL."""
     from moto.server import ThreadedMotoServer
 
-    saved = dict(os.environ)
-    _no_aws_environment()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="fixture",
-        aws_secret_access_key="fixture",
+    return server, f"http://{host}:{port}"
+
+
+def moto_client(service: str, endpoint: str, key: str, secret: str) -> Any:
+    """A boto3 client of `service` on the server at `endpoint`, signing with `key`/`secret`."""
+    import boto3
+
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key, aws_secret_access_key=secret
     )
+
+
+@pytest.fixture(scope="session")
+def s3(served_root: Path) -> Iterator[str]:
+    """The endpoint URL of an S3 API server whose bucket holds `S3_STORES`."""
+    saved = dict(os.environ)
+    _no_aws_environment()
+    server, endpoint = start_moto()
+    client = moto_client("s3", endpoint, "fixture", "fixture")
     client.create_bucket(Bucket=BUCKET, ACL="public-read")  # a public bucket, as ERA5's and CMIP6's are
     for store in S3_STORES:
         root = served_root / store

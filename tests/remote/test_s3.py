@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import zarrsql
-from tests.remote.conftest import BUCKET, ERA5_TABLE, STORE_CASES
+from tests.remote.conftest import BUCKET, ERA5_TABLE, STORE_CASES, moto_client, start_moto
 from zarrsql.errors import StoreReadError
 from zarrsql.store import open_store
 
@@ -64,34 +64,17 @@ def test_second_query_makes_only_validation_requests(con, s3, fresh_cache):
 
 def test_credentials_in_storage_options_reach_the_server(con, served_root, fresh_cache):
     """A second S3 server that checks signatures: the right key reads, others are refused."""
-    import boto3
     from moto import settings
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    server, endpoint = start_moto()
     saved = settings.INITIAL_NO_AUTH_ACTION_COUNT
     try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        iam = boto3.client(
-            "iam",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="setup",
-            aws_secret_access_key="setup",
-        )
+        iam = moto_client("iam", endpoint, "setup", "setup")
         iam.create_user(UserName="reader")
         key = iam.create_access_key(UserName="reader")["AccessKey"]
         policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
         iam.put_user_policy(UserName="reader", PolicyName="all", PolicyDocument=json.dumps(policy))
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=key["AccessKeyId"],
-            aws_secret_access_key=key["SecretAccessKey"],
-        )
+        client = moto_client("s3", endpoint, key["AccessKeyId"], key["SecretAccessKey"])
         client.create_bucket(Bucket="private")
         root = served_root / "fixtures/v2/air_temperature.zarr"
         for f in root.rglob("*"):
