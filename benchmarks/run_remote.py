@@ -35,13 +35,13 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(0, {bench!r})
 import engines as E
-import remote_floor as F
-imports = ["numpy", "numcodecs", "pyarrow", "aiohttp"] if {runner!r} == "floor" else E.ENGINE_IMPORTS[{runner!r}]
+imports = ["remote_floor", "aiohttp"] if {runner!r} == "floor" else E.ENGINE_IMPORTS[{runner!r}]
 for name in imports + {extra!r}:
     __import__(name)
+run = sys.modules["remote_floor"].run if {runner!r} == "floor" else None
 start = time.perf_counter()
-if {runner!r} == "floor":
-    table = F.run({query!r}, {store!r}, {day!r})
+if run is not None:
+    table = run({query!r}, {store!r}, {day!r})
 else:
     table = E.RUNNERS[{runner!r}]({query!r}, {store!r}, None, {day!r})
 print(json.dumps({{"seconds": time.perf_counter() - start, "value": table.column(0)[0].as_py()}}))
