@@ -1,5 +1,9 @@
 """CF time coordinates: `"<unit> since <reference>"` numbers to DuckDB TIMESTAMP microseconds.
 
+Also CF durations: numbers whose `units` is a bare time unit (xarray's spelling of a
+timedelta, e.g. a forecast `step` in "hours"), read as microseconds for a DuckDB INTERVAL
+(`parse_duration_units`: offsets from the 1970 epoch, converted by the same exact rules).
+
 Owns the parsing of a CF `units`/`calendar` attribute pair (`parse_time_units`), the choice of
 what to do with each calendar (`calendar_policy`), and the vectorised, exact conversion of
 stored offsets to microseconds since 1970-01-01T00:00 (naive UTC, proleptic Gregorian), the
@@ -24,6 +28,7 @@ Contract:
   Reference-date seconds with more than six decimals are truncated to the microsecond.
 - The TIMESTAMP range is the int64 range minus its three reserved values (-2**63 is NULL,
   +-(2**63 - 1) are the infinities): [-(2**63 - 2), 2**63 - 2] microseconds.
+- A stored int64 -2**63 is NULL: it is how numpy and xarray write NaT.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ __all__ = [
     "TimeUnits",
     "calendar_policy",
     "names_real_dates",
+    "parse_duration_units",
     "parse_time_units",
     "to_micros",
 ]
@@ -368,6 +374,29 @@ def parse_time_units(units: object, calendar: object = None) -> TimeUnits | None
     )
 
 
+# The bare units xarray decodes as timedeltas (exact spellings only, as xarray: a units text
+# such as "days accumulated" or "s" stays a number).
+_DURATION_UNITS = ("days", "hours", "minutes", "seconds", "milliseconds", "microseconds", "nanoseconds")
+
+
+def parse_duration_units(units: object) -> TimeUnits | None:
+    """The `TimeUnits` of a CF duration (`units` exactly one of `_DURATION_UNITS`), or None.
+
+    The result counts from 1970-01-01 on the proleptic Gregorian calendar, so `to_micros`
+    gives the duration itself in microseconds.
+    """
+    if not isinstance(units, str) or units not in _DURATION_UNITS:
+        return None
+    return TimeUnits(
+        unit=units,
+        ref_micros=0,
+        ref_fields=(1970, 1, 1, 0, 0, 0, 0),
+        tz_offset_minutes=0,
+        calendar="proleptic_gregorian",
+        units_text=units,
+    )
+
+
 def calendar_policy(tu: TimeUnits) -> Literal["decode", "if_all_real", "keep"]:
     """What to do with a time axis of this calendar.
 
@@ -537,6 +566,11 @@ def to_micros(values: np.ndarray, tu: TimeUnits) -> tuple[np.ndarray, np.ndarray
             "not an integer or floating type; only numbers can be decoded as CF times"
         )
     micros, invalid = _assemble(days, clock, ok, tu)
+    if flat.dtype == np.int64:
+        nat = flat == np.iinfo(np.int64).min
+        if nat.any():
+            micros[nat] = 0
+            invalid |= nat
     return micros.reshape(array.shape), invalid.reshape(array.shape)
 
 

@@ -1,10 +1,12 @@
 """How each variable's stored values become column values: one `ColumnCodec` per variable.
 
 The rules are small and applied in one visible order by `ColumnCodec.decode`:
+0. `_Unsigned` reinterprets the stored integers as the other signedness (`storage_view`);
 1. the sentinel mask, on the stored values (so a packed sentinel is compared before scaling);
 2. CF packing (`scale_factor`/`add_offset` on integers → floating point, as xarray chooses);
-3. CF time (numbers with `<unit> since <date>` units → microseconds since 1970), or
-   numpy datetime64/timedelta64 → microseconds;
+3. CF time (numbers with `<unit> since <date>` units → microseconds since 1970), CF
+   durations (numbers with a bare unit such as `hours`, as xarray writes timedeltas → exact
+   microseconds, an INTERVAL), or numpy datetime64/timedelta64 → microseconds;
 4. strings (variable-length, fixed bytes, fixed unicode) → Python str;
 5. NaN → NULL when `nan_as_null` (the default).
 The result is `(values, nulls)` with `nulls` None when no cell is missing. `logical` names the
@@ -19,13 +21,14 @@ from typing import Any
 import numpy as np
 
 from zarrsql.decode import cftime
-from zarrsql.decode.sentinel import Sentinel, find_sentinel
+from zarrsql.decode.sentinel import Sentinel, find_sentinel, storage_view
 from zarrsql.metadata.arrays import ArrayMeta
 
 
 @dataclass(frozen=True, slots=True)
 class DecodeOptions:
-    """Per-read switches: `decode_times` (CF time → TIMESTAMP), `nan_as_null`, and
+    """Per-read switches: `decode_times` (CF time → TIMESTAMP, CF duration → INTERVAL),
+    `nan_as_null`, and
     `geometry`: "native" (GeoArrow-style nested types) or "wkb" (well-known binary BLOBs)
     for the table convention's point, linestring and polygon columns."""
 
@@ -70,8 +73,11 @@ class ColumnCodec:
     packing: tuple[Any, Any, np.dtype] | None
     time: cftime.TimeUnits | None
     nan_as_null: bool
+    view: np.dtype | None = None
 
     def decode(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        if self.view is not None:
+            raw = raw.view(self.view)
         nulls = self.sentinel.mask(raw) if self.sentinel is not None else None
         kind = self.array.dtype.kind
         if self.packing is not None:
@@ -130,6 +136,13 @@ def time_units_of(array: ArrayMeta) -> cftime.TimeUnits | None:
     return cftime.parse_time_units(array.attrs.get("units"), array.attrs.get("calendar"))
 
 
+def duration_units_of(array: ArrayMeta) -> cftime.TimeUnits | None:
+    """CF duration units (a bare time unit such as "hours") of a numeric variable, or None."""
+    if array.dtype.kind not in ("int", "uint", "float"):
+        return None
+    return cftime.parse_duration_units(array.attrs.get("units"))
+
+
 def column_codec(
     array: ArrayMeta, options: DecodeOptions, *, is_coord: bool = False, coord_values: np.ndarray | None = None
 ) -> ColumnCodec:
@@ -141,24 +154,29 @@ def column_codec(
     """
     sentinel = find_sentinel(array)
     packing = _packing(array)
-    time = None
+    view = storage_view(array)
+    if view is not None and coord_values is not None:
+        coord_values = coord_values.view(view)
+    time = duration = None
     if options.decode_times and packing is None:
         time = time_units_of(array)
         if time is not None:
             policy = cftime.calendar_policy(time)
             if policy == "keep" or (policy == "if_all_real" and not _all_real(time, sentinel, is_coord, coord_values)):
                 time = None
+        else:
+            duration = duration_units_of(array)
     if packing is not None:
         logical = packing[2].name
     elif time is not None or array.dtype.kind == "datetime":
         logical = "timestamp_us"
-    elif array.dtype.kind == "timedelta":
+    elif duration is not None or array.dtype.kind == "timedelta":
         logical = "duration_us"
     elif array.dtype.kind in ("string", "fixed_bytes", "fixed_unicode"):
         logical = "string"
     else:
-        logical = _logical_of(array.dtype.numpy)
-    return ColumnCodec(array, logical, sentinel, packing, time, options.nan_as_null)
+        logical = _logical_of(view if view is not None else array.dtype.numpy)
+    return ColumnCodec(array, logical, sentinel, packing, time or duration, options.nan_as_null, view)
 
 
 def _all_real(time: cftime.TimeUnits, sentinel: Sentinel | None, is_coord: bool, values: np.ndarray | None) -> bool:

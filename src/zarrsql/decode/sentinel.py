@@ -1,11 +1,25 @@
-"""The missing-value sentinel of a variable (CF `_FillValue`, `missing_value`, Zarr fill_value).
+"""The missing-value sentinels of a variable (CF `_FillValue`, `missing_value`, Zarr fill_value).
 
-Rules, in order: `_FillValue` when present and exactly representable in the array's type
-(when it is NaN and a `missing_value` exists, `missing_value` wins: xarray writes NaN there
-after replacing the real sentinel in memory); else `missing_value`; else the Zarr
-`fill_value` unless all its bytes are zero (so 0 and 0.0 stay data). Boolean and string
-arrays never get a sentinel. v3 stores written by xarray hold a float `_FillValue` as the
-base64 text of its 8 little-endian bytes; that is decoded here.
+Rules, in order:
+1. Every value of `_FillValue` and of `missing_value` (each may be one value or a list, as
+   CF allows) that is readable in the array's type is a sentinel, as in xarray. When
+   `_FillValue` is NaN and a `missing_value` exists, the NaN is dropped: xarray writes NaN
+   there after replacing the real sentinel in memory.
+2. Without any such value, the Zarr `fill_value`, unless all its bytes are zero (so 0 and
+   0.0 stay data).
+Boolean and string arrays never get a sentinel.
+
+"Readable in the array's type" depends on the spelling. A JSON number is read as the array's
+type would read it (an integer must be whole and in range; a float is rounded to the
+array's float type, as zarr-python reads a `fill_value`, so the netCDF default
+`-9.96921e36` matches float32 data). A base64 text (how xarray writes a float `_FillValue`
+in Zarr v3: the 8 little-endian bytes of a float64) is an exact float64 and, as in xarray,
+matches only when the array's type holds it exactly.
+
+`_Unsigned` (the netCDF convention for unsigned data in a signed type, and the converse
+`"false"`) makes the stored integers read as the other signedness of the same width
+(`storage_view`); sentinels are then given in that type, a sentinel written in either
+signedness being accepted.
 """
 
 from __future__ import annotations
@@ -20,82 +34,132 @@ import numpy as np
 
 from zarrsql.metadata.arrays import ArrayMeta
 
-_NUMERIC = ("int", "uint", "float", "datetime", "timedelta")
+_NUMERIC = ("int", "uint", "float")
+_SPECIAL = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf}
 
 
 @dataclass(frozen=True, slots=True)
 class Sentinel:
-    """A stored value meaning "missing"; `is_nan` sentinels match every NaN."""
+    """Stored values meaning "missing", in the `view` type when set (see `storage_view`);
+    `is_nan` adds every NaN (NaN never equals itself)."""
 
-    value: Any
+    values: tuple[Any, ...]
     is_nan: bool
+    view: np.dtype | None = None
 
     def mask(self, raw: np.ndarray) -> np.ndarray:
-        if self.is_nan:
-            return np.isnan(raw)
-        return raw == self.value
+        if self.view is not None and raw.dtype != self.view:
+            raw = raw.view(self.view)
+        hit = np.isnan(raw) if self.is_nan else np.zeros(raw.shape, dtype=bool)
+        for value in self.values:
+            hit |= raw == value
+        return hit
 
 
-def _attr_value(value: Any, dt: np.dtype) -> Any:
-    """`value` as a scalar of `dt`, or None when it is not exactly representable."""
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
-    if isinstance(value, str):
-        if dt.kind == "f":
-            try:
-                raw = base64.b64decode(value, validate=True)
-            except (binascii.Error, ValueError):
-                raw = b""
-            if len(raw) == 8:
-                return dt.type(np.frombuffer(raw, "<f8")[0])
-            special = {
-                "nan": math.nan,
-                "inf": math.inf,
-                "-inf": -math.inf,
-                "infinity": math.inf,
-                "-infinity": -math.inf,
-            }
-            if value.strip().lower() in special:
-                return dt.type(special[value.strip().lower()])
+def storage_view(array: ArrayMeta) -> np.dtype | None:
+    """The integer type `_Unsigned` says the stored integers are, when it differs from theirs.
+
+    `"true"` on a signed type gives the unsigned type of the same width, `"false"` on an
+    unsigned type the signed one; anything else (other types, other values) gives None.
+    """
+    flag = array.attrs.get("_Unsigned")
+    dt = array.dtype.numpy
+    if not isinstance(flag, str) or dt is None:
         return None
+    flag = flag.strip().lower()
+    if flag == "true" and array.dtype.kind == "int":
+        return np.dtype(f"u{dt.itemsize}")
+    if flag == "false" and array.dtype.kind == "uint":
+        return np.dtype(f"i{dt.itemsize}")
+    return None
+
+
+def _integer(value: int, dt: np.dtype, stored: np.dtype) -> Any:
+    """`value` as a `dt` integer, or as a `stored` integer reinterpreted as `dt`; else None."""
+    for target in (dt, stored):
+        info = np.iinfo(target)
+        if info.min <= value <= info.max:
+            return np.array(value, dtype=target).view(dt)[()]
+    return None
+
+
+def _base64_float(text: str) -> float | None:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return float(np.frombuffer(raw, "<f8")[0]) if len(raw) == 8 else None
+
+
+def _float(value: float, dt: np.dtype, *, exact: bool) -> Any:
+    """`value` rounded to float type `dt`; None when that overflows or (`exact`) changes it."""
+    with np.errstate(over="ignore"):
+        cast = dt.type(value)
+    if math.isnan(value):
+        return cast
+    if math.isinf(float(cast)) and not math.isinf(value):
+        return None
+    return None if exact and float(cast) != value else cast
+
+
+def _one_value(value: Any, dt: np.dtype, stored: np.dtype) -> Any:
+    """One attribute value as a scalar of `dt` by the module's rules, or None."""
+    if isinstance(value, str):
+        if dt.kind != "f":
+            return None
+        special = _SPECIAL.get(value.strip().lower())
+        if special is not None:
+            return dt.type(special)
+        decoded = _base64_float(value)
+        return None if decoded is None else _float(decoded, dt, exact=True)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    try:
-        if dt.kind in "iu":
-            if isinstance(value, float) and not value.is_integer():
-                return None
-            info = np.iinfo(dt)
-            return dt.type(int(value)) if info.min <= int(value) <= info.max else None
-        if dt.kind == "f":
-            cast = dt.type(value)
-            return cast if math.isnan(value) or float(cast) == float(value) else None
-    except (OverflowError, ValueError):
+    if dt.kind == "f":
+        return _float(float(value), dt, exact=False)
+    if isinstance(value, float) and not value.is_integer():
         return None
-    return None
+    return _integer(int(value), dt, stored)
+
+
+def _attr_values(value: Any, dt: np.dtype, stored: np.dtype) -> list[Any]:
+    """The readable values of a `_FillValue`/`missing_value` attribute (one value or a list)."""
+    items = value if isinstance(value, list) else [value]
+    found = (_one_value(v, dt, stored) for v in items)
+    return [v for v in found if v is not None]
 
 
 def _is_nan(value: Any) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(float(value))
 
 
+def _zarr_fill(array: ArrayMeta, dt: np.dtype) -> list[Any]:
+    """The Zarr fill_value as a sentinel (in `dt`), unless it is absent or all zero bytes."""
+    zf = array.fill_value
+    stored = array.dtype.numpy
+    if zf is None or stored is None or isinstance(zf, (str, bytes)):
+        return []
+    value = np.asarray(zf, dtype=stored)
+    if value.tobytes() == bytes(stored.itemsize):
+        return []
+    return [value.view(dt)[()]]
+
+
 def find_sentinel(array: ArrayMeta) -> Sentinel | None:
-    """The sentinel of `array` by the rules above, None when it has none."""
-    kind = array.dtype.kind
-    if kind not in _NUMERIC:
+    """The sentinels of `array` by the rules above, None when it has none."""
+    if array.dtype.kind not in _NUMERIC:
+        return None  # NaT is the missing value of datetime64/timedelta64; handled when decoded
+    stored = array.dtype.numpy
+    if stored is None:
         return None
-    dt = array.dtype.numpy
-    if kind in ("datetime", "timedelta"):
-        return None  # NaT is their missing value; handled when they are decoded
+    view = storage_view(array)
+    dt = view if view is not None else stored
     attrs = array.attrs
-    fill = _attr_value(attrs["_FillValue"], dt) if "_FillValue" in attrs else None
-    missing = _attr_value(attrs["missing_value"], dt) if "missing_value" in attrs else None
-    if fill is not None and _is_nan(fill) and missing is not None:
-        fill = missing
-    chosen = fill if fill is not None else missing
-    if chosen is None:
-        zf = array.fill_value
-        if zf is not None and np.asarray(zf, dtype=dt).tobytes() != bytes(dt.itemsize):
-            chosen = dt.type(zf)
-    if chosen is None:
+    fill = _attr_values(attrs["_FillValue"], dt, stored) if "_FillValue" in attrs else []
+    missing = _attr_values(attrs["missing_value"], dt, stored) if "missing_value" in attrs else []
+    if missing:
+        fill = [v for v in fill if not _is_nan(v)]
+    chosen = fill + missing or _zarr_fill(array, dt)
+    if not chosen:
         return None
-    return Sentinel(chosen, _is_nan(chosen))
+    values = tuple(dict.fromkeys(v for v in chosen if not _is_nan(v)))
+    return Sentinel(values, any(_is_nan(v) for v in chosen), view)
