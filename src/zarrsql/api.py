@@ -8,6 +8,7 @@ from typing import Any
 import duckdb
 
 from zarrsql.engine.connection import Connection, connect, register
+from zarrsql.engine.params import bounds_text
 from zarrsql.engine.sqltext import literal
 
 _default: Connection | None = None
@@ -36,6 +37,7 @@ def _param_name(name: str) -> str:
 def _call(function: str, positional: list[Any], params: dict[str, Any], connection: Any) -> duckdb.DuckDBPyRelation:
     con = default_connection() if connection is None else register(connection)
     args = [literal(v) for v in positional]
+    params = {k: bounds_text(v) if k == "bounds" else v for k, v in params.items()}
     args += [f"{_param_name(k)} := {literal(v)}" for k, v in params.items() if v is not None]
     return con.sql(f"SELECT * FROM {function}({', '.join(args)})")
 

@@ -281,6 +281,9 @@ class Connection:
                 zerr = self._state.take_error()
                 if zerr is not None:
                     raise zerr.with_traceback(None) from err
+                hint = params.bounds_list_error(str(err), text) if isinstance(err, duckdb.ConversionException) else None
+                if hint is not None:
+                    raise hint from err
                 # DuckDB reads `FROM 'http(s)://...'` itself (httpfs) before any catalog lookup,
                 # so a Zarr URL there fails with another error: claim it all the same.
                 if (isinstance(err, duckdb.CatalogException) or _zarr_url_in_from(text)) and self._register_missing(

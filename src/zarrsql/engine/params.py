@@ -7,6 +7,7 @@ never accepted where a list of names is meant.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from zarrsql.decode.columns import DecodeOptions
@@ -99,6 +100,41 @@ def read_request(args: dict[str, Any]) -> ReadRequest:
             geometry=_geometry(args),
         ),
         storage_options=storage_options_of(args),
+    )
+
+
+_BOUNDS_ARG = re.compile(r"\bbounds\s*:=", re.IGNORECASE)
+_NOT_CONVERTED = re.compile(r"Could not convert string [\"'](.*?)[\"'] to ([A-Z0-9_(), ]+)")
+
+
+def bounds_text(value: Any) -> Any:
+    """`bounds` from the Python API with numeric ends written as strings.
+
+    A SQL list holds values of one type, so `[['lat', 10, 20]]` cannot be written in SQL;
+    the ends' text is what `bounds :=` reads in any case.
+    """
+    if not isinstance(value, (list, tuple)):
+        return value
+    return [
+        [e if isinstance(e, (str, bool)) or e is None else repr(e) for e in b] if isinstance(b, (list, tuple)) else b
+        for b in value
+    ]
+
+
+def bounds_list_error(message: str, statement: str | None) -> ParameterError | None:
+    """A clear error for DuckDB's failure to build a `bounds :=` list mixing names and numbers.
+
+    DuckDB builds the list before zarrsql sees it and fails on the first name it cannot
+    convert to the numbers' type; None when `message` is not that failure of this statement.
+    """
+    found = _NOT_CONVERTED.search(message)
+    where = _BOUNDS_ARG.search(statement or "")
+    if found is None or where is None or f"'{found.group(1)}'" not in (statement or "")[where.end() :]:
+        return None
+    return ParameterError(
+        f"bounds := could not be built: DuckDB could not convert the string '{found.group(1)}' to "
+        f"{found.group(2).strip()}, because a SQL list holds one type and the dimension name stands beside "
+        "numbers; write the ends as strings, e.g. bounds := [['lat', '10', '20']]"
     )
 
 

@@ -1,18 +1,25 @@
 """`bounds := [[dimension, low, high], ...]`: inclusive coordinate ranges as predicates.
 
 Each entry becomes `low <= dim AND dim <= high` (NULL leaves an end open) and joins the
-same pruning as a pushed WHERE. Refused rather than answered approximately: positional and
-string dimensions, unknown dimensions, unparseable values, low above high, and (for integer
-and time coordinates) any endpoint or coordinate value of magnitude 2^53 or more, which a
-64-bit float cannot hold exactly.
+same pruning as a pushed WHERE. An end is text or a number; it is read as DuckDB reads a
+constant compared with the column: in the coordinate's own type, so on a float32 (FLOAT)
+coordinate it is rounded to the nearest float32 first, and `bounds` selects exactly the
+rows of `WHERE dim BETWEEN low AND high`. Refused rather than answered approximately:
+positional, string and duration (INTERVAL) dimensions, unknown dimensions, unparseable
+values, low above high, and (for integer and time coordinates) any endpoint or coordinate
+value of magnitude 2^53 or more, which a 64-bit float cannot hold exactly.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from zarrsql.errors import ParameterError
 from zarrsql.plan.predicate import And, Cmp, Predicate
@@ -43,15 +50,56 @@ def _entries(bounds: Any) -> list[list[Any]]:
             "[['lat', '-30', '30'], ['time', '2020-01-01', NULL]]"
         )
     for b in bounds:
-        if len(b) != 3 or not isinstance(b[0], str) or not all(v is None or isinstance(v, str) for v in b[1:]):
-            raise ParameterError(f"bounds := entry {b!r} must be [dimension, low, high] with strings or NULL")
-    return bounds
+        if len(b) != 3 or not isinstance(b[0], str) or not all(_is_end(v) for v in b[1:]):
+            raise ParameterError(f"bounds := entry {b!r} must be [dimension, low, high] with strings, numbers or NULL")
+    return [[b[0], *(_text(v) for v in b[1:])] for b in bounds]
+
+
+def _is_end(value: Any) -> bool:
+    return value is None or isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _text(value: Any) -> str | None:
+    """An end as text: a number (from the Python API or a STRUCT) by its shortest spelling."""
+    return value if value is None or isinstance(value, str) else repr(value)
+
+
+def nearest_float32(text: str) -> float:
+    """The float32 nearest to the decimal `text` (ties to even), as a Python float.
+
+    Rounding through float64 can differ from rounding the decimal once when the float64 lands
+    exactly halfway between two float32 values; that tie is settled on the decimal itself.
+    Beyond float32's range the float64 value is kept (it compares as the number it is).
+    """
+    wide = float(text)
+    with np.errstate(over="ignore"):
+        near = np.float32(wide)
+    if math.isinf(near) and not math.isinf(wide):
+        return wide
+    if float(near) == wide or math.isnan(wide):
+        return float(near)
+    other = np.nextafter(near, np.float32(math.copysign(math.inf, wide - float(near))))
+    middle = (float(near) + float(other)) / 2  # exact: float32 values have 24-bit mantissas
+    if middle != wide:
+        return float(near)
+    exact = decimal.Decimal(text.strip())
+    if exact == decimal.Decimal(middle):
+        return float(near)  # a true tie: numpy rounded it to even
+    above = exact > decimal.Decimal(middle)
+    return float(max(near, other) if above else min(near, other))
 
 
 def _parse_end(text: str, logical: str, dim: str) -> Any:
     try:
         if logical == "timestamp_us":
             return parse_time(text)
+        if logical.startswith(("int", "uint")):
+            try:
+                return int(text)
+            except ValueError:
+                pass
+        if logical == "float32":
+            return nearest_float32(text)
         value: Any = float(text)
         if logical.startswith(("int", "uint")) and value.is_integer():
             value = int(value)
@@ -84,8 +132,11 @@ def bounds_predicate(
                 f"bounds := names dimension '{dim}', which the table does not have; its dimensions: {names}"
             )
         k = names.index(dim)
-        if positional[k] or logical[k] == "string":
-            kind = "positional (no coordinate array)" if positional[k] else "a string dimension"
+        if positional[k] or logical[k] in ("string", "duration_us"):
+            kind = {"string": "a string dimension", "duration_us": "a duration (INTERVAL) dimension"}.get(
+                logical[k], "positional (no coordinate array)"
+            )
+            kind = "positional (no coordinate array)" if positional[k] else kind
             raise ParameterError(f"bounds := cannot bound '{dim}': it is {kind}; filter it with WHERE instead")
         lo = None if low is None else _parse_end(low, logical[k], dim)
         hi = None if high is None else _parse_end(high, logical[k], dim)
