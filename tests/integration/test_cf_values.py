@@ -141,6 +141,34 @@ def test_unsigned_false_fill_in_storage_type(tmp_path: Path) -> None:
     assert _column(tmp_path / "s.zarr", "v") == [None if r == 255 else int(v) for r, v in zip(raw, signed, strict=True)]
 
 
+@FORMATS
+@pytest.mark.parametrize("where", ["band > 150", "band = 200", "band BETWEEN 100 AND 250", "band IN (0, 250)"])
+def test_unsigned_coordinate_filters_like_duckdb(tmp_path: Path, fmt: int, where: str) -> None:
+    """An `_Unsigned` dimension reads unsigned, and WHERE on it (pushed down) matches DuckDB
+    over xarray's frame."""
+    ds = xr.Dataset({"v": ("band", np.arange(4.0))}, coords={"band": np.array([0, 100, 200, 250], dtype="u1")})
+    path = _write(ds, tmp_path / "c.zarr", fmt)
+    stored = zarr.open_group(str(path))["band"][...].astype("i1")
+    attrs = dict(zarr.open_group(str(path))["band"].attrs)
+    del zarr.open_group(str(path), mode="a")["band"]
+    group = zarr.open_group(str(path), mode="a", zarr_format=fmt)
+    extra = {"dimension_names": ["band"]} if fmt == 3 else {}
+    band = group.create_array("band", shape=(4,), dtype="i1", fill_value=None if fmt == 2 else 0, **extra)
+    band[...] = stored
+    band.attrs.update({**attrs, "_Unsigned": "true"})
+    oracle = xr.open_zarr(path, consolidated=False)
+    assert oracle.band.values.tolist() == [0, 100, 200, 250]
+    frame = oracle.to_dataframe().reset_index()  # noqa: F841
+    query = "SELECT band, v FROM {} WHERE " + where + " ORDER BY band"
+    with zarrsql.connect() as con:
+        got = con.sql(query.format(f"read_zarr('{path}')")).fetchall()
+        bounded = con.sql(f"SELECT band, v FROM read_zarr('{path}', bounds := [['band', '100', '250']]) ORDER BY band")
+        assert bounded.fetchall() == duckdb.sql("SELECT band, v FROM frame WHERE band >= 100 ORDER BY band").fetchall()
+    want = duckdb.sql(query.format("frame")).fetchall()
+    assert want
+    assert got == want
+
+
 # ------------------------------------------------------------------------- several sentinels
 
 
