@@ -72,8 +72,12 @@ def test_raw_tables_are_listed(store: str) -> None:
         ).fetchall()
     by_name = {r[0]: r[1:] for r in rows}
     assert set(by_name) == {"obs_var", "var", "var_PCs_component"}
-    assert by_name["obs_var"] == (["obs", "var"], [adata.n_obs, adata.raw.n_vars], ["raw/X"],
-                                  ["obs/_index", "raw/var/_index"])
+    assert by_name["obs_var"] == (
+        ["obs", "var"],
+        [adata.n_obs, adata.raw.n_vars],
+        ["raw/X"],
+        ["obs/_index", "raw/var/_index"],
+    )
     assert by_name["var"][:2] == (["var"], [adata.raw.n_vars])
     assert set(by_name["var"][2]) == {f"raw/var/{c}" for c in adata.raw.var.columns}
     assert by_name["var_PCs_component"][1] == list(adata.raw.varm["PCs"].shape)
@@ -113,9 +117,7 @@ def test_raw_x_filters_by_gene_the_main_x_lacks(store: str) -> None:
 def test_raw_var_reads_like_adata_raw_var(store: str) -> None:
     adata = _read_back(store)
     with zarrsql.connect() as con:
-        df = con.sql(
-            f"SELECT * FROM read_zarr('{store}', group_path := 'raw', table_name := 'var') ORDER BY var"
-        ).df()
+        df = con.sql(f"SELECT * FROM read_zarr('{store}', group_path := 'raw', table_name := 'var') ORDER BY var").df()
     want = adata.raw.var.sort_index()
     assert list(df["var"]) == list(want.index)
     assert list(df["gene_symbol"]) == list(want["gene_symbol"])
@@ -141,7 +143,7 @@ def test_raw_tables_mount_in_the_raw_schema(store: str) -> None:
     adata = _read_back(store)
     with zarrsql.connect() as con:
         zarrsql.mount(con, store, "pbmc")
-        got = con.sql('SELECT count(*) FROM pbmc.raw.var').fetchall()
+        got = con.sql("SELECT count(*) FROM pbmc.raw.var").fetchall()
     assert got == [(adata.raw.n_vars,)]
 
 

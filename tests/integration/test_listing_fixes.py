@@ -66,7 +66,9 @@ def test_misaligned_group_lists_no_ancestor_coordinate(fmt: int, tmp_path: Path,
 
 @FORMATS
 def test_misaligned_fixture_lists_only_its_own_coordinate(
-    fmt: int, fixture_path, con: zarrsql.Connection  # noqa: ANN001
+    fmt: int,
+    fixture_path,
+    con: zarrsql.Connection,  # noqa: ANN001
 ) -> None:
     store = Path(fixture_path("datatree.zarr" if fmt == 3 else "v2/datatree.zarr"))
     group = zarr.open_group(str(store), mode="r")["misaligned"]
@@ -124,8 +126,10 @@ def test_v3_array_dimensions_attribute_names_the_axes(tmp_path: Path, con: zarrs
     got = con.sql(f"SELECT time, x, temp FROM read_zarr('{store}') ORDER BY time, x").fetchall()
     t, x, v = g["time"][...], g["x"][...], g["temp"][...]
     assert got == [(int(t[i]), float(x[j]), float(v[i, j])) for i in range(4) for j in range(3)]
-    meta = {r[0]: r[1:] for r in con.sql(f"SELECT name, dims, array_path_dims FROM read_zarr_metadata('{store}')")
-            .fetchall()}
+    meta = {
+        r[0]: r[1:]
+        for r in con.sql(f"SELECT name, dims, array_path_dims FROM read_zarr_metadata('{store}')").fetchall()
+    }
     assert meta["temp"] == (["time", "x"], ["time", "x"])
 
 
@@ -163,8 +167,10 @@ def _anndata_store(path: Path, fmt: int) -> Path:
 
     rng = np.random.default_rng(3)
     obs = pd.DataFrame(
-        {"cell_type": pd.Categorical(rng.choice(["B", "T"], 6)),
-         "score": pd.array([1, None, 3, 4, None, 6], dtype="Int64")},
+        {
+            "cell_type": pd.Categorical(rng.choice(["B", "T"], 6)),
+            "score": pd.array([1, None, 3, 4, None, 6], dtype="Int64"),
+        },
         index=[f"c{i}" for i in range(6)],
     )
     var = pd.DataFrame({"gene_symbol": pd.Categorical(["A", "B", "C", "D"])}, index=[f"g{i}" for i in range(4)])
@@ -227,8 +233,13 @@ def test_xarray_and_ome_metadata_dims(fmt: int, tmp_path: Path, con: zarrsql.Con
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         root = zarr.open_group(str(image), mode="w", zarr_format=fmt)
-        ome_writer.write_image(np.zeros((2, 8, 8), "uint8"), root, axes="cyx", scale_factors=(2,),
-                               fmt=FormatV04() if fmt == 2 else FormatV05())
+        ome_writer.write_image(
+            np.zeros((2, 8, 8), "uint8"),
+            root,
+            axes="cyx",
+            scale_factors=(2,),
+            fmt=FormatV04() if fmt == 2 else FormatV05(),
+        )
     meta = _check_every_array(con, image)
     assert all(path_dims == ["c", "y", "x"] for _, path_dims in meta.values())
     attrs = json.loads(con.sql(f"SELECT attrs FROM read_zarr_metadata('{image}') LIMIT 1").fetchall()[0][0])

@@ -34,8 +34,15 @@ def _write(path: Path, version: str, data: np.ndarray, **kwargs: object) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         root = zarr.open_group(str(path), mode="w", zarr_format=2 if version == "0.4" else 3)
-        ome_writer.write_image(data, root, axes="czyx", fmt=_fmt(version), scale_factors=(2, 4),
-                               storage_options={"chunks": (1, 1, 8, 8)}, **kwargs)
+        ome_writer.write_image(
+            data,
+            root,
+            axes="czyx",
+            fmt=_fmt(version),
+            scale_factors=(2, 4),
+            storage_options={"chunks": (1, 1, 8, 8)},
+            **kwargs,
+        )
     return str(path)
 
 
