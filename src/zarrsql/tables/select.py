@@ -172,7 +172,7 @@ def _check_dims(dims: tuple[str, ...], ndim: int, where: str) -> None:
         raise ParameterError(f"dims := {list(dims)} must be non-empty names, distinct ignoring case")
 
 
-def read_names(member: Member | None, array: ArrayMeta) -> tuple[str, ...] | None:
+def _read_names(member: Member | None, array: ArrayMeta) -> tuple[str, ...] | None:
     """The axis names an `array_path` read of `array` uses before placeholders: those its
     convention gives it (OME-Zarr axes, AnnData's obs/var), else those it declares; None
     when it has neither (the read then names its axes dim_0, dim_1, ...)."""
@@ -187,7 +187,7 @@ def array_path_dims(member: Member) -> list[str]:
     a = member.array
     if not isinstance(a, ArrayMeta):
         return []
-    names = read_names(member, a)
+    names = _read_names(member, a)
     return list(names) if names is not None else [f"dim_{i}" for i in range(a.ndim)]
 
 
@@ -205,7 +205,7 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     where = f"array '{path}'"
     group = path.rpartition("/")[0]
     member = next((m for m in analyze_group(tree, group).members if m.array.path == path), None)
-    declared = read_names(member, node)
+    declared = _read_names(member, node)
     derived = member.derived if member is not None else ()
     if declared is not None:
         # Declared names (a null entry reads dim_<i>) bind the coordinates they name.
@@ -257,7 +257,7 @@ def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
     return None
 
 
-def _level_read(tree: NodeTree, sel: Selection, group: str) -> ReadTable:
+def _level_read(tree: NodeTree, sel: Selection, group: str, level: int) -> ReadTable:
     """`level := N`: level N (0 = full resolution) of the multiscale image at the group."""
     if sel.table_name is not None or sel.dims is not None:
         raise ParameterError(
@@ -270,14 +270,13 @@ def _level_read(tree: NodeTree, sel: Selection, group: str) -> ReadTable:
             f"level := reads a resolution level of an OME-Zarr image, but {where} has no multiscales "
             "attribute; pass group_path := to the image's group, or read it without level :="
         )
-    assert sel.level is not None
-    if not 0 <= sel.level < len(levels):
+    if not 0 <= level < len(levels):
         names = [p.rsplit("/", 1)[-1] for p in levels]
         raise ParameterError(
-            f"level := {sel.level} is out of range: the image at {where} has {len(levels)} levels "
+            f"level := {level} is out of range: the image at {where} has {len(levels)} levels "
             f"{names}; pass 0 (full resolution) to {len(levels) - 1}"
         )
-    return _array_read(tree, levels[sel.level], None)
+    return _array_read(tree, levels[level], None)
 
 
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
@@ -295,5 +294,5 @@ def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
             f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables"
         )
     if sel.level is not None:
-        return _level_read(tree, sel, group)
+        return _level_read(tree, sel, group, sel.level)
     return _pick(tree, group, sel)
