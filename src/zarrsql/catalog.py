@@ -10,14 +10,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from zarrsql.discovery.roles import Member
+from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.tables.analyze import analyze_group
 from zarrsql.tables.build import display_path
 from zarrsql.tables.model import TableInfo
-from zarrsql.tables.select import Selection, normalize_path, select_table
+from zarrsql.tables.select import Selection, array_path_dims, normalize_path, select_table
 
 
 def dtype_text(array: ArrayMeta) -> str:
@@ -63,17 +63,16 @@ def _metadata_row(m: Member) -> dict[str, Any]:
     attrs = dict(a.attrs)
     if not a.dtype.supported:
         attrs = {**attrs, "error": a.dtype.reason}
-    declared = list(m.dims) if m.dims is not None else []
-    path_dims = declared if m.dims is not None else [f"dim_{i}" for i in range(a.ndim)]
+    declared = effective_dims(a)  # stored names only: a convention's names are array_path_dims
     return {
         "name": a.path,
-        "dims": declared,
+        "dims": list(declared) if declared is not None else [],
         "dtype": dtype_text(a),
         "shape": list(a.shape),
         "chunk_shape": list(a.chunks),
         "attrs": json.dumps(attrs, default=str),
         "role": m.role,
-        "array_path_dims": path_dims,
+        "array_path_dims": array_path_dims(m),
     }
 
 

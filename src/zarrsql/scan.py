@@ -27,7 +27,7 @@ from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import And, Predicate
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
 from zarrsql.store import Store, open_store
-from zarrsql.tables.model import ReadTable
+from zarrsql.tables.model import Derived, ReadTable
 from zarrsql.tables.select import Selection, select_table
 
 #: Coordinate columns of recent units kept for reuse (see `TableScan._coordinate`).
@@ -101,6 +101,17 @@ def _load_coord(
     return dv, logical
 
 
+def _derived_values(d: Derived, n: int) -> tuple[DimValues, str]:
+    """A derived column's values along its axis and their logical type: labels (NULL where
+    a label is missing) or `position * scale + offset`."""
+    if d.labels is not None:
+        values = np.array([label or "" for label in d.labels], dtype=object)
+        missing = np.array([label is None for label in d.labels], dtype=bool)
+        return DimValues(d.name, values, missing if missing.any() else None), "string"
+    positions = np.arange(n, dtype=np.float64)
+    return DimValues(d.name, positions * d.scale + d.offset, None), "float64"
+
+
 class TableScan:
     """One opened table: its columns, decoded dimensions and data codecs."""
 
@@ -135,10 +146,12 @@ class TableScan:
                 self.columns.append(Column(name, shown, dim=k))
         #: Derived coordinate columns: name -> (axis, values along that axis).
         self.derived: list[tuple[int, DimValues]] = []
+        self.derived_logical: list[str] = []
         for j, d in enumerate(self.table.derived):
-            positions = np.arange(self.table.shape[d.axis], dtype=np.float64)
-            self.derived.append((d.axis, DimValues(d.name, positions * d.scale + d.offset, None)))
-            self.columns.append(Column(d.name, "float64", derived=j))
+            dv, logical = _derived_values(d, self.table.shape[d.axis])
+            self.derived.append((d.axis, dv))
+            self.derived_logical.append(logical)
+            self.columns.append(Column(d.name, Labels(dv.values) if logical == "string" else logical, derived=j))
         self._patterns: dict[Any, tuple[Any, Any]] = {}
         self.codecs = self._make_codecs()
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
@@ -222,7 +235,7 @@ class TableScan:
         """Columns a pushed predicate may name, with their logical types: every dimension
         column (its coordinate values) and every derived coordinate."""
         out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
-        out.update({dv.name: "float64" for _, dv in self.derived})
+        out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
         return out
 
 

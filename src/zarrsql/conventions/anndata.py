@@ -9,6 +9,9 @@ A group with `encoding-type: anndata` (or `MuData` for a MuData root) has the ta
   `var_<key>_component` for `varm`;
 - `obs_obs_2` / `var_var_2` for `obsp` / `varp` (the second axis is named `obs_2`/`var_2`,
   holding the same names, so it still joins to `obs`).
+`raw` (the matrix kept before genes were filtered, `adata.raw`) has tables of its own in
+group `raw`: `var` (raw/var), `obs_var` (raw/X, its observations the parent's obs index,
+since raw keeps obs) and `var_<key>_component` (raw/varm).
 `uns`, data frames inside `obsm`/`uns` and awkward arrays give no table; their arrays are
 listed by `read_zarr_metadata`. Groups below an AnnData group are analysed here too, so
 their arrays carry AnnData's axis names.
@@ -145,14 +148,41 @@ def _named(mats: dict[str, Any]) -> list:
     return [m for m in mats.values() if m is not None]
 
 
+def _frame_table(path: str, axis: str, index: ArrayMeta, cols: list[Variable]) -> TableInfo:
+    grid = chunk_grid([index, *cols], 1)
+    return TableInfo(path, None, (axis,), index.shape, grid, tuple(cols), (index,))
+
+
+def _raw_tables(tree: NodeTree, root: str, path: str) -> list[TableInfo]:
+    """The tables of `raw` (the matrix before variables were filtered): `var` from raw/var,
+    `obs_var` from raw/X over the parent's observations (raw keeps obs), and raw/varm."""
+    obs_index, _ = _frame(tree, _join(root, "obs"))
+    var_index, var_cols = _frame(tree, _join(path, "var"))
+    if var_index is None:
+        return []
+    tables = [_frame_table(path, "var", var_index, var_cols), *_embeddings(tree, path, "varm", "var", var_index)]
+    if obs_index is not None:
+        shape = (obs_index.shape[0], var_index.shape[0])
+        x = _matrix(tree, _join(path, "X"), shape)
+        t = _matrix_table(path, ("obs", "var"), shape, (obs_index, var_index), [x] if x is not None else [])
+        tables[1:1] = [t] if t else []
+    return tables
+
+
+def _is_raw(tree: NodeTree, root: str, path: str) -> bool:
+    """Whether `path` is the `raw` element of the AnnData group `root`."""
+    group = tree.groups.get(path)
+    kind = group.attrs.get("encoding-type") if group is not None else None
+    return path == _join(root, "raw") and kind in ("raw", None)
+
+
 def _tables(tree: NodeTree, path: str) -> list[TableInfo]:
     obs_index, obs_cols = _frame(tree, _join(path, "obs"))
     var_index, var_cols = _frame(tree, _join(path, "var"))
     tables: list[TableInfo] = []
     for axis, index, cols in (("obs", obs_index, obs_cols), ("var", var_index, var_cols)):
         if index is not None:
-            grid = chunk_grid([index, *cols], 1)
-            tables.append(TableInfo(path, None, (axis,), index.shape, grid, tuple(cols), (index,)))
+            tables.append(_frame_table(path, axis, index, cols))
     if obs_index is None or var_index is None:
         return tables
     n_obs, n_var = obs_index.shape[0], var_index.shape[0]
@@ -188,6 +218,8 @@ def _axis_dims(tree: NodeTree, root: str, array: ArrayMeta) -> tuple[str, ...] |
     """AnnData's axis names for an array below the AnnData group `root`."""
     rel = array.path[len(root) + 1 :] if root else array.path
     parts = rel.split("/")
+    if parts[0] == "raw" and len(parts) > 1 and parts[1] in ("X", "var", "varm"):
+        parts = parts[1:]  # raw holds X, var and varm over the same axes as the main ones
     head = parts[0]
     if head in ("obs", "var") and array.ndim == 1 and parts[-1] != "categories":
         return (head,)
@@ -211,7 +243,7 @@ def _members(tree: NodeTree, path: str, root: str) -> tuple[Member, ...]:
         dims = _axis_dims(tree, root, node)
         index_of = {
             _join(root, f, str((tree.groups.get(_join(root, f)) or _NoAttrs).attrs.get("_index", "_index")))
-            for f in ("obs", "var")
+            for f in ("obs", "var", "raw/var")
         }
         role = (
             "unsupported"
@@ -251,7 +283,10 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
         return None
     if root != path and _kind(tree, path) is None and _inside_modality(tree, root, path):
         return None  # below a MuData root but inside mod/<name>, which is its own AnnData group
-    tables = resolve_names(_tables(tree, path)) if root == path else []
+    if root == path:
+        tables = resolve_names(_tables(tree, path))
+    else:
+        tables = resolve_names(_raw_tables(tree, root, path)) if _is_raw(tree, root, path) else []
     return GroupInfo(path, _members(tree, path, root), tuple(tables), None)
 
 

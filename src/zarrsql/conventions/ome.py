@@ -4,16 +4,21 @@ A group whose attributes hold `multiscales` (NGFF 0.4, Zarr v2) or `ome.multisca
 Zarr v3) is an image. Each resolution level (`datasets[i].path`) gets the axis names of its
 multiscale, so an image reads with `c, z, y, x` columns; the levels share names but not
 shapes, so several levels are listed without a table name and read one at a time with
+`level :=` (an index into the first multiscale's `datasets`, 0 = full resolution) or
 `array_path :=` (a single level is an ordinary named table). A level's lone data column is
 named `value`. Every space or time axis also gets a physical coordinate column,
 `position * scale + translation` from the level's (then the multiscale's)
 `coordinateTransformations`, named `<axis>_<unit>` (`x_um` for micrometer) or
-`<axis>_physical` without a unit; WHERE on it prunes like any coordinate. Labels
+`<axis>_physical` without a unit; WHERE on it prunes like any coordinate. The channel axis
+(type `channel`, else the axis named `c`) gets `<axis>_label`, a VARCHAR column of
+`omero.channels[].label` (NULL for a channel without one) when `omero.channels` lists one
+entry per channel; WHERE on it prunes too. Labels
 (`labels/<name>`) and HCS plate fields are images of their own and are found the same way.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from zarrsql.discovery.roles import Member, assign_roles
@@ -82,20 +87,47 @@ def _derived(ms: dict, dataset: dict, axes: list[dict]) -> tuple[Derived, ...]:
     return tuple(out)
 
 
+def _omero_channels(attrs: Any) -> list | None:
+    omero = attrs.get("omero")
+    if omero is None and isinstance(attrs.get("ome"), dict):
+        omero = attrs["ome"].get("omero")
+    channels = omero.get("channels") if isinstance(omero, dict) else None
+    return channels if isinstance(channels, list) else None
+
+
+def _channel_label(attrs: Any, axes: list[dict], shape: tuple[int, ...], taken: set[str]) -> tuple[Derived, ...]:
+    """`<c>_label`, the channel axis's `omero.channels[].label` (a missing label is NULL);
+    nothing when the image has no channel axis, or its channel list does not match the axis."""
+    channels = _omero_channels(attrs)
+    kinds = [a.get("type") for a in axes]
+    k = (
+        kinds.index("channel")
+        if "channel" in kinds
+        else next((i for i, a in enumerate(axes) if a.get("name") == "c"), None)
+    )
+    if channels is None or k is None or k >= len(shape) or len(channels) != shape[k]:
+        return ()
+    name = f"{axes[k].get('name')}_label"
+    if name.lower() in taken:
+        return ()
+    labels = tuple(c["label"] if isinstance(c, dict) and isinstance(c.get("label"), str) else None for c in channels)
+    return (Derived(name, k, labels=labels),)
+
+
 def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
     """The OME-Zarr reading of an image group, or None for any other group."""
     group = tree.groups.get(path)
     scales = _multiscales(group.attrs) if group is not None else []
     if not scales:
         return None
-    levels: dict[str, tuple[tuple[str, ...], tuple[Derived, ...]]] = {}
+    levels: dict[str, tuple[tuple[str, ...], tuple[Derived, ...], list[dict]]] = {}
     for ms in scales:
         axes = _axes(ms)
         names = tuple(str(a.get("name")) for a in axes)
         for ds in ms.get("datasets") or []:
             if isinstance(ds, dict) and isinstance(ds.get("path"), str):
                 full = f"{path}/{ds['path']}" if path else ds["path"]
-                levels[full] = (names, _derived(ms, ds, axes))
+                levels[full] = (names, _derived(ms, ds, axes), axes)
     _, arrays = tree.children(path)
     members, tables = [], []
     for m in assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs)):  # type: ignore[union-attr]
@@ -103,7 +135,9 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
         if level is None or not isinstance(m.array, ArrayMeta) or m.array.ndim != len(level[0]):
             members.append(m)
             continue
-        dims, derived = level
+        dims, derived, axes = level
+        taken = {n.lower() for n in dims} | {d.name.lower() for d in derived} | {"value"}
+        derived = derived + _channel_label(group.attrs, axes, m.array.shape, taken)  # type: ignore[union-attr]
         role = "unsupported" if not m.array.dtype.supported else "data"
         members.append(Member(m.array, role, dims, derived, column="value"))
         grid = chunk_grid([m.array])
@@ -120,4 +154,28 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
                 column_names=("value",),
             )
         )
-    return GroupInfo(path, tuple(members), tuple(resolve_names(tables)), None)
+    order = _level_paths(path, scales[0])
+    tables = _level_problems(tables, order)
+    return GroupInfo(path, tuple(members), tuple(resolve_names(tables)), None, levels=order)
+
+
+def _level_paths(path: str, ms: dict) -> tuple[str, ...]:
+    """The array paths of a multiscale's levels, in `datasets` order (full resolution first)."""
+    rel = [ds["path"] for ds in ms.get("datasets") or [] if isinstance(ds, dict) and isinstance(ds.get("path"), str)]
+    return tuple(f"{path}/{p}" if path else p for p in rel)
+
+
+def _level_problems(tables: list[TableInfo], levels: tuple[str, ...]) -> list[TableInfo]:
+    """Levels that share their axis names with another level get no table name; their
+    problem says how to read each one (by `level :=` when it is a level of the first
+    multiscale, which `level :=` indexes)."""
+    out = []
+    for t in tables:
+        if t.problem is None and any(o is not t and o.dims == t.dims for o in tables):
+            path = t.data_vars[0].path
+            how = f"level := {levels.index(path)} or " if path in levels else ""
+            t = replace(
+                t, problem=f"it is one resolution level of a multiscale image; read it with {how}array_path := '{path}'"
+            )
+        out.append(t)
+    return out

@@ -19,6 +19,7 @@ READ_PARAMS = [
     '"group"',
     "array_path",
     '"array"',
+    "level",
     "bounds",
     "decode_times",
     "nan_as_null",

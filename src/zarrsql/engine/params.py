@@ -76,12 +76,22 @@ def store_of(args: dict[str, Any]) -> str:
     return store
 
 
+def _level(args: dict[str, Any]) -> int | None:
+    value = args.get("level")
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ParameterError(f"level := must be an integer (0 = full resolution), got {json.dumps(value)}")
+    return value
+
+
 def selection_of(args: dict[str, Any]) -> Selection:
     return Selection(
         table_name=_text(args, "table_name", "table"),
         dims=_names(args, "dims"),
         group_path=_text(args, "group_path", "group"),
         array_path=_text(args, "array_path", "array"),
+        level=_level(args),
     )
 
 

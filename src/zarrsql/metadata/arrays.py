@@ -165,6 +165,29 @@ def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...
     return tuple(v if v else None for v in value)
 
 
+def attribute_dims_problem(value: Any, ndim: int) -> str | None:
+    """Why a v3 array's `_ARRAY_DIMENSIONS` attribute cannot name its axes, or None when it can.
+
+    Some converters write xarray's v2 attribute into v3 arrays instead of `dimension_names`;
+    it names the axes only as a list of one non-empty string per axis.
+    """
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        return f"its _ARRAY_DIMENSIONS attribute {value!r} is not a list of non-empty strings"
+    if len(value) != ndim:
+        return f"its _ARRAY_DIMENSIONS attribute {value!r} names {len(value)} axes but the array has {ndim}"
+    return None
+
+
+def _v3_dimension_names(doc: Mapping[str, Any], ndim: int, where: str) -> tuple[str | None, ...] | None:
+    """`dimension_names`, else a valid `_ARRAY_DIMENSIONS` attribute, else None (unnamed)."""
+    if doc.get("dimension_names") is not None:
+        return _dimension_names(doc.get("dimension_names"), ndim, where)
+    value = (doc.get("attributes") or {}).get("_ARRAY_DIMENSIONS")
+    if value is None or attribute_dims_problem(value, ndim) is not None:
+        return None
+    return tuple(value)
+
+
 def parse_v3_array(path: str, doc: Mapping[str, Any]) -> ArrayMeta:
     """Parse a v3 `zarr.json` of node type array."""
     where = f"array '{path or '/'}'"
@@ -189,7 +212,7 @@ def parse_v3_array(path: str, doc: Mapping[str, Any]) -> ArrayMeta:
         fill_value=parse_fill_value(doc.get("fill_value"), dtype, zarr_format=3),
         order="C",
         codecs=list(doc.get("codecs") or []),
-        dimension_names=_dimension_names(doc.get("dimension_names"), len(shape), where),
+        dimension_names=_v3_dimension_names(doc, len(shape), where),
         attrs=MappingProxyType(dict(attrs)),
         separator=sep or ("." if v2_keys else "/"),
         v2_keys=v2_keys,

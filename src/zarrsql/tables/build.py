@@ -22,12 +22,17 @@ from zarrsql.tables.model import TableInfo
 
 @dataclass(frozen=True, slots=True)
 class GroupInfo:
-    """One group: its members with roles, tables, and why it is misaligned (if it is)."""
+    """One group: its members with roles, tables, and why it is misaligned (if it is).
+
+    `levels` are the array paths of a multiscale image's resolution levels, full resolution
+    first (OME-Zarr's first multiscale), which `level :=` indexes; empty for other groups.
+    """
 
     path: str
     members: tuple[Member, ...]
     tables: tuple[TableInfo, ...]
     misaligned: str | None
+    levels: tuple[str, ...] = ()
 
 
 def display_path(path: str) -> str:
@@ -99,26 +104,37 @@ def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
         problem = f"dimension names {list(dims)} repeat; read the arrays with array_path :="
     for d, n, c in zip(dims, shape, coords, strict=True):
         problem = problem or _coord_problem(c, d, n)
+    # A coordinate of another length (an ancestor's, in a misaligned group) cannot label this
+    # table's axis: it is reported in the problem, not listed among the table's coordinates.
+    coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, shape, strict=True))
     return TableInfo(path, "_".join(dims), dims, shape, chunk_grid(arrays), tuple(arrays), coords, problem)
 
 
 def resolve_names(tables: list[TableInfo]) -> list[TableInfo]:
-    """Give each table its name, or none (with the reason) when names clash."""
+    """Give each table its name, or none (with the reason) when names clash.
+
+    Only the same dimension names with another shape is a clash `dims :=` cannot settle;
+    names equal ignoring case, or equal because two dimension lists join to one name
+    (`['a_b', 'c']` and `['a', 'b_c']`), leave the table readable by `dims :=`.
+    """
     out = []
     for t in tables:
         same = [o for o in tables if o is not t and o.default_name.lower() == t.default_name.lower()]
-        problem = t.problem
-        if any(o.default_name == t.default_name for o in same):
+        problem, clash = t.problem, False
+        if any(o.dims == t.dims for o in same):
             problem = problem or (
                 f"another table of group '{display_path(t.group_path)}' has the dimensions "
                 f"{list(t.dims)} with another shape; read its arrays with array_path :="
             )
-        elif same:
-            problem = problem or (
-                f"its name '{t.default_name}' equals another table's ignoring case; "
-                f"select it with dims := {list(t.dims)}"
+        elif same and problem is None:
+            other = next(o for o in same)
+            how = "" if other.default_name == t.default_name else " ignoring case"
+            problem = (
+                f"its name '{t.default_name}' equals{how} that of the table with dimensions "
+                f"{list(other.dims)}; select it with dims := {list(t.dims)}"
             )
-        out.append(replace(t, name=None if problem else t.default_name, problem=problem))
+            clash = True
+        out.append(replace(t, name=None if problem else t.default_name, problem=problem, name_clash=clash))
     return out
 
 

@@ -10,15 +10,18 @@ from zarrsql.metadata.arrays import ArrayMeta
 
 @dataclass(frozen=True, slots=True)
 class Derived:
-    """A column computed from a dimension's positions: `position * scale + offset`.
+    """A column computed from a dimension's positions: `position * scale + offset`, or, when
+    `labels` is given, the label at that position (a VARCHAR column; None is NULL).
 
-    OME-Zarr's coordinate transformations give each image axis a physical coordinate this way.
+    OME-Zarr's coordinate transformations give each image axis a physical coordinate this way,
+    and its `omero.channels` give the channel axis its channel names.
     """
 
     name: str
     axis: int
-    scale: float
-    offset: float
+    scale: float = 1.0
+    offset: float = 0.0
+    labels: tuple[str | None, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,9 @@ class TableInfo:
     table keeps its `table:columns` order even when its index, a dimension, is not first).
     `layout` is "dense" (one row per cell) or "csr"/"csc" (one row per stored entry of
     sparse matrices, compressed along the first or the second dimension).
-    `coords` holds, per dimension, the coordinate array (from the group or an ancestor) or
+    `name_clash` is set when the table's only problem is that its name equals another
+    table's (ignoring case, or two dimension lists that join to one name): `dims :=` still
+    reads it. `coords` holds, per dimension, the coordinate array (from the group or an ancestor) or
     None for a positional dimension. `chunk_grid` is the largest chunk length per dimension
     over the data arrays: the work-unit grid.
     """
@@ -53,6 +58,7 @@ class TableInfo:
     layout: str = "dense"
     column_names: tuple[str, ...] = ()
     column_order: tuple[str, ...] = ()
+    name_clash: bool = False
 
     @property
     def default_name(self) -> str:

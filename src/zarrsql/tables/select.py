@@ -10,12 +10,13 @@ import re
 from dataclasses import dataclass, replace
 
 from zarrsql.decode.variables import EncodedVariable, unreadable
-from zarrsql.discovery.roles import effective_dims
+from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
+from zarrsql.metadata.arrays import ArrayMeta, attribute_dims_problem
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
 from zarrsql.store import check_key
 from zarrsql.tables.analyze import analyze_group
-from zarrsql.tables.build import ancestors, chunk_grid, display_path, find_coord
+from zarrsql.tables.build import GroupInfo, ancestors, chunk_grid, display_path, find_coord
 from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
 
 
@@ -27,6 +28,7 @@ class Selection:
     dims: tuple[str, ...] | None = None
     group_path: str | None = None
     array_path: str | None = None
+    level: int | None = None
 
 
 def normalize_path(path: str) -> str:
@@ -34,8 +36,19 @@ def normalize_path(path: str) -> str:
 
 
 def _describe(tables: tuple[TableInfo, ...]) -> str:
-    rows = [f"{t.name or '(no name: ' + (t.problem or '') + ')'} {list(t.dims)}" for t in tables]
-    return "; ".join(rows)
+    """The tables by name and dimensions; the reasons of unnamed ones once each."""
+    rows = "; ".join(f"{t.name or '(no name)'} {list(t.dims)}" for t in tables)
+    reasons = list(dict.fromkeys(t.problem for t in tables if t.name is None and t.problem))
+    return rows + (f" (unnamed because: {'; '.join(reasons)})" if reasons else "")
+
+
+def _levels_hint(info: GroupInfo) -> str:
+    """How to read one level of a multiscale image with several, for selection errors."""
+    names = [p.rsplit("/", 1)[-1] for p in info.levels]
+    return (
+        f"it is a multiscale image with {len(names)} resolution levels {names}: read one with "
+        f"level := 0 (full resolution) to {len(names) - 1}, or array_path := '{info.levels[0]}'"
+    )
 
 
 def _read_table(t: TableInfo) -> ReadTable:
@@ -73,13 +86,26 @@ def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
     unnamed = [m.array.path for m in info.members if m.dims is None and m.role == "data"]
     where = f"group '{display_path(group)}' of store '{tree.store.url}'"
     if unnamed:
+        reasons = [f"; '{p}' is unnamed because {r}" for p, r in _ignored_attribute_dims(tree, unnamed)]
         return SelectionError(
-            f"{where} has no tables: its arrays {unnamed} declare no dimension names; "
-            f"read one with array_path := '{unnamed[0]}' (and dims := [...] to name its axes)"
+            f"{where} has no tables: its arrays {unnamed} declare no dimension names"
+            f"{''.join(reasons)}; read one with array_path := '{unnamed[0]}' (and dims := [...] to name its axes)"
         )
     subgroups = [display_path(g) for g in tree.children(group)[0]]
     hint = f"; it has the groups {subgroups}: pass group_path :=" if subgroups else ""
     return SelectionError(f"{where} has no tables (no data variables with dimension names){hint}")
+
+
+def _ignored_attribute_dims(tree: NodeTree, paths: list[str]) -> list[tuple[str, str]]:
+    """(path, reason) of the v3 arrays among `paths` whose `_ARRAY_DIMENSIONS` was ignored."""
+    out = []
+    for p in paths:
+        a = tree.arrays.get(p)
+        if isinstance(a, ArrayMeta) and a.zarr_format == 3 and "_ARRAY_DIMENSIONS" in a.attrs:
+            reason = attribute_dims_problem(a.attrs["_ARRAY_DIMENSIONS"], a.ndim)
+            if reason:
+                out.append((p, reason))
+    return out
 
 
 def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
@@ -90,6 +116,8 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         raise ParameterError("pass table_name := or dims :=, not both")
     if sel.table_name is not None:
         hits = [t for t in tables if t.name and t.name.lower() == sel.table_name.lower()]
+        if not hits and len(info.levels) > 1:
+            raise SelectionError(f"{where} has no table named '{sel.table_name}': {_levels_hint(info)}")
         if not hits:
             raise SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}")
         return _read_table(hits[0])
@@ -97,6 +125,8 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         hits = [t for t in tables if t.dims == sel.dims]
         if not hits:
             raise SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}")
+        if len(hits) > 1 and len(info.levels) > 1:
+            raise SelectionError(f"{where} has several tables with dims {list(sel.dims)}: {_levels_hint(info)}")
         if len(hits) > 1:
             raise SelectionError(
                 f"{where} has several tables with dims {list(sel.dims)} (different shapes); "
@@ -105,6 +135,8 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         return _read_table(_unblock_case(hits[0]))
     if not tables:
         raise _no_tables_error(tree, group)
+    if len(tables) > 1 and len(info.levels) > 1 and all(t.name is None for t in tables):
+        raise SelectionError(f"{where} of store '{tree.store.url}' has no single table: {_levels_hint(info)}")
     if len(tables) > 1:
         raise SelectionError(
             f"{where} has {len(tables)} tables [{_describe(tables)}]; use table_name := or "
@@ -114,8 +146,8 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
 
 
 def _unblock_case(t: TableInfo) -> TableInfo:
-    """dims := may read a table whose only problem is a case-folded name clash."""
-    if t.problem and "ignoring case" in t.problem:
+    """dims := may read a table whose only problem is a name clash."""
+    if t.name_clash:
         return replace(t, name=t.default_name, problem=None)
     return t
 
@@ -140,6 +172,25 @@ def _check_dims(dims: tuple[str, ...], ndim: int, where: str) -> None:
         raise ParameterError(f"dims := {list(dims)} must be non-empty names, distinct ignoring case")
 
 
+def _read_names(member: Member | None, array: ArrayMeta) -> tuple[str, ...] | None:
+    """The axis names an `array_path` read of `array` uses before placeholders: those its
+    convention gives it (OME-Zarr axes, AnnData's obs/var), else those it declares; None
+    when it has neither (the read then names its axes dim_0, dim_1, ...)."""
+    if member is not None and member.dims is not None:
+        return member.dims
+    return effective_dims(array)
+
+
+def array_path_dims(member: Member) -> list[str]:
+    """What `read_zarr_metadata` lists as `array_path_dims`: the names an `array_path` read
+    of the member's array uses, placeholders included."""
+    a = member.array
+    if not isinstance(a, ArrayMeta):
+        return []
+    names = _read_names(member, a)
+    return list(names) if names is not None else [f"dim_{i}" for i in range(a.ndim)]
+
+
 def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None) -> ReadTable:
     node = tree.arrays.get(path)
     if node is None:
@@ -154,7 +205,7 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     where = f"array '{path}'"
     group = path.rpartition("/")[0]
     member = next((m for m in analyze_group(tree, group).members if m.array.path == path), None)
-    declared = member.dims if member is not None and member.dims is not None else effective_dims(node)
+    declared = _read_names(member, node)
     derived = member.derived if member is not None else ()
     if declared is not None:
         # Declared names (a null entry reads dim_<i>) bind the coordinates they name.
@@ -206,8 +257,32 @@ def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
     return None
 
 
+def _level_read(tree: NodeTree, sel: Selection, group: str, level: int) -> ReadTable:
+    """`level := N`: level N (0 = full resolution) of the multiscale image at the group."""
+    if sel.table_name is not None or sel.dims is not None:
+        raise ParameterError(
+            "level := chooses one array of an image; it cannot be combined with table_name := or dims :="
+        )
+    levels = analyze_group(tree, group).levels
+    where = f"group '{display_path(group)}' of store '{tree.store.url}'"
+    if not levels:
+        raise ParameterError(
+            f"level := reads a resolution level of an OME-Zarr image, but {where} has no multiscales "
+            "attribute; pass group_path := to the image's group, or read it without level :="
+        )
+    if not 0 <= level < len(levels):
+        names = [p.rsplit("/", 1)[-1] for p in levels]
+        raise ParameterError(
+            f"level := {level} is out of range: the image at {where} has {len(levels)} levels "
+            f"{names}; pass 0 (full resolution) to {len(levels) - 1}"
+        )
+    return _array_read(tree, levels[level], None)
+
+
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
     """Resolve a selection to the one table it reads."""
+    if sel.level is not None and sel.array_path is not None:
+        raise ParameterError("pass level := or array_path :=, not both: each chooses one array of an image")
     if sel.array_path is not None:
         if sel.group_path is not None or sel.table_name is not None:
             raise ParameterError("array_path := cannot be combined with group_path := or table_name :=")
@@ -218,4 +293,6 @@ def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
         raise SelectionError(
             f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables"
         )
+    if sel.level is not None:
+        return _level_read(tree, sel, group, sel.level)
     return _pick(tree, group, sel)
