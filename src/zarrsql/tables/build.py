@@ -148,7 +148,8 @@ def analyze_cf_group(tree: NodeTree, path: str) -> GroupInfo:
             buckets.setdefault((m.dims, m.array.shape), []).append(m.array)
     tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
     if misaligned:
-        tables = [replace(t, problem=t.problem or misaligned) for t in tables]
+        # A misaligned group's tables cannot be read, so they bind no coordinate: none is listed.
+        tables = [replace(t, problem=t.problem or misaligned, coords=(None,) * len(t.dims)) for t in tables]
     tables = resolve_names(tables)
     return GroupInfo(path, tuple(members), tuple(tables), misaligned)
 
