@@ -175,6 +175,7 @@ NOTEBOOK_CELLS = [
     "stations = pd.DataFrame({STATIONS})",
     "rel = con.sql('''{QUERY}''')",
     "rows = rel.fetchall()",
+    "rows_default = zarrsql.sql('''{QUERY}''').fetchall()",
 ]
 
 
@@ -188,7 +189,9 @@ def test_notebook_namespace(air: str, air_frame: pd.DataFrame) -> None:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for cell in notebook_cells(air):
         exec(compile(cell, "<cell>", "exec"), namespace)
-    assert namespace["rows"] == oracle(air_frame, stations_frame())
+    expected = oracle(air_frame, stations_frame())
+    assert namespace["rows"] == expected
+    assert namespace["rows_default"] == expected
     namespace["con"].close()
 
 
@@ -201,7 +204,9 @@ def test_ipython_shell(air: str, air_frame: pd.DataFrame) -> None:
         for cell in notebook_cells(air):
             result = shell.run_cell(cell)
             assert result.success, result.error_in_exec or result.error_before_exec
-        assert shell.user_ns["rows"] == oracle(air_frame, stations_frame())
+        expected = oracle(air_frame, stations_frame())
+        assert shell.user_ns["rows"] == expected
+        assert shell.user_ns["rows_default"] == expected
         shell.user_ns["con"].close()
     finally:
         InteractiveShell.clear_instance()

@@ -324,8 +324,9 @@ class Connection:
         target = copy_to_zarr(query)
         if target is not None:
             raise UnsupportedError(
-                f"COPY ... TO '{target}': writing Zarr is not supported yet (DuckDB would write a CSV file under "
-                "that name); COPY to Parquet or CSV instead, or write Zarr with xarray or zarr-python"
+                f"COPY ... TO '{target}' asks for Zarr, and writing Zarr is not supported yet (DuckDB alone would "
+                "write a CSV file under a .zarr name); COPY to Parquet or CSV instead (TO 'out.parquet'), or "
+                "write Zarr with xarray or zarr-python"
             )
         if show_tables(query):
             body = query.strip().rstrip(";")
