@@ -163,7 +163,9 @@ def _argument(sql: str, parts: list[Token]) -> Argument:
 
 def _arguments(sql: str, toks: list[Token], open_at: int) -> tuple[list[Argument], int]:
     """The top-level arguments of the call whose `(` is `toks[open_at]`, and the index after `)`."""
-    depth, parts, args = 0, [], []
+    depth = 0
+    parts: list[Token] = []
+    args: list[Argument] = []
     k = open_at + 1
     while k < len(toks):
         t = toks[k]
@@ -206,7 +208,12 @@ def named_equals(sql: str, functions: frozenset[str]) -> str:
     expression or subquery.
     """
     spots = sorted(
-        (a.assign for c in zarrsql_calls(sql, functions) for a in c.arguments if a.operator == "="),
+        (
+            a.assign
+            for c in zarrsql_calls(sql, functions)
+            for a in c.arguments
+            if a.assign is not None and a.operator == "="
+        ),
         reverse=True,
     )
     for pos in spots:
