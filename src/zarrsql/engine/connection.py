@@ -1,12 +1,16 @@
 """`zarrsql.Connection`: a DuckDB connection with the zarrsql SQL functions installed.
 
 Every method it does not need to change is DuckDB's own (delegated). The ones that run SQL
-(`sql`, `query`, `execute`, `from_query`, `table`, `view`) go through `_run`, which:
-1. runs the statement;
+(`sql`, `query`, `execute`, `from_query`, `table`, `view`) first prepare the statement's text
+(`name = value` as `name :=` in zarrsql calls, `SHOW TABLES` without internal names, COPY to
+Zarr refused), then go through `_run`, which:
+1. runs the statement from a frame that sees the caller's variables, so `FROM df` finds the
+   user's DataFrame as on plain DuckDB (see `frames`);
 2. on a catalog error, registers the scans that the scan UDF asked for during binding
    (and temporary views for `FROM 'x.zarr'` strings) and runs it again;
 3. on any error raised by zarrsql code inside the statement, re-raises that `ZarrSQLError`
-   (the DuckDB error keeps the same text for plain DuckDB callers).
+   (the DuckDB error keeps the same text for plain DuckDB callers); DuckDB's own refusals of
+   a zarrsql argument are explained by `hints`.
 Registration happens outside any running query, so DuckDB's no-re-entrancy rule holds.
 """
 
@@ -143,12 +147,11 @@ def _check_wrapped(state: _State, key: str, function: str) -> None:
     scan not registered yet: only the wrapper registers scans, so DuckDB would only say that
     an internal table does not exist."""
     if state.depth == 0 and key not in state.registered:
-        err = ZarrSQLError(
+        raise ZarrSQLError(
             f"{function}() was run on the plain DuckDB connection (con.duckdb), which cannot register "
             "zarrsql's scans; run the statement on the zarrsql.Connection instead (con.sql(...) or "
             "con.execute(...))"
         )
-        raise err
 
 
 def _enum_view(scan: TableScan) -> str | None:

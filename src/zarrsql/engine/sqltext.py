@@ -252,5 +252,9 @@ def copy_to_zarr(sql: str) -> str | None:
 
 def show_tables(sql: str) -> bool:
     """Whether `sql` is just `SHOW TABLES` or `SHOW ALL TABLES` (optionally `FROM db`)."""
-    words = [t.text.upper() for t in tokens(sql) if t.text != ";"]
+    words = [t.text.upper() for t in tokens(sql)]
+    while words and words[-1] == ";":
+        words.pop()
+    if ";" in words:  # several statements: left as they are
+        return False
     return words[:2] == ["SHOW", "TABLES"] or words[:3] == ["SHOW", "ALL", "TABLES"]
