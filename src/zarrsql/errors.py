@@ -7,6 +7,7 @@
     ├── SelectionError            (also LookupError)        table_name / dims / group_path / array_path pick nothing,
     │                                                       or more than one table without a selection
     ├── ParameterError            (also ValueError)         a parameter of the wrong shape or value (bounds, dims, ...)
+    │   └── StoreArgumentError    (also TypeError)          a store given as an object zarrsql cannot read (pass a path)
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
     └── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
 
@@ -24,6 +25,7 @@ __all__ = [
     "MetadataError",
     "ParameterError",
     "SelectionError",
+    "StoreArgumentError",
     "StoreNotFoundError",
     "StoreReadError",
     "UnsupportedError",
@@ -54,6 +56,10 @@ class SelectionError(ZarrSQLError, LookupError):
 
 class ParameterError(ZarrSQLError, ValueError):
     """A parameter has the wrong type, shape or value."""
+
+
+class StoreArgumentError(ParameterError, TypeError):
+    """The store was given as an object of a type zarrsql cannot take (not a path or URL)."""
 
 
 class UnsupportedError(ZarrSQLError, NotImplementedError):

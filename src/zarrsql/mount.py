@@ -7,13 +7,15 @@ from typing import Any
 
 import duckdb
 
+from zarrsql.api import store_location
 from zarrsql.engine import mounts
 from zarrsql.engine.connection import register
+from zarrsql.errors import StoreArgumentError
 
 
 def mount(
     con: Any,
-    store: str,
+    store: Any,
     database: str,
     *,
     view_names: Mapping[str, str] | None = None,
@@ -28,12 +30,19 @@ def mount(
     others). By default a new in-memory database is attached; `existing=True` adds the views
     to an attached database instead (a DuckDB file keeps them across sessions);
     `replace=True` remounts over an earlier zarr mount of the same name. Returns the mounted
-    tables: `read_zarr_tables`' columns plus `view_name`.
+    tables: `read_zarr_tables`' columns plus `view_name`. `store` is a path or URL (str or
+    `os.PathLike`), or the root `zarr.Group` of a local or fsspec store.
     """
+    path, group = store_location(store)
+    if group is not None:
+        raise StoreArgumentError(
+            f"mount() mounts a whole store, and the zarr.Group given is its group '{group}'; "
+            "pass the store's root group or its path"
+        )
     zcon = register(con)
     table = mounts.mount(
         zcon,
-        store,
+        path,
         database,
         view_names=view_names,
         existing=existing,

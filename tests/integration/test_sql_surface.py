@@ -95,7 +95,8 @@ def test_register_existing_connection_and_cursor(air: str) -> None:
 def test_from_string_claims_only_zarr_stores(tmp_path: Path) -> None:
     fake = tmp_path / "fake.zarr"
     fake.mkdir()
-    with zarrsql.connect() as con, pytest.raises(duckdb.CatalogException):
+    # not claimed as a store: refused as a folder without Zarr metadata (not DuckDB's "no table")
+    with zarrsql.connect() as con, pytest.raises(zarrsql.StoreNotFoundError, match="without zarr.json"):
         con.sql(f"SELECT * FROM '{fake}'")
 
 

@@ -1,12 +1,16 @@
 """`zarrsql.Connection`: a DuckDB connection with the zarrsql SQL functions installed.
 
 Every method it does not need to change is DuckDB's own (delegated). The ones that run SQL
-(`sql`, `query`, `execute`, `from_query`, `table`, `view`) go through `_run`, which:
-1. runs the statement;
+(`sql`, `query`, `execute`, `from_query`, `table`, `view`) first prepare the statement's text
+(`name = value` as `name :=` in zarrsql calls, `SHOW TABLES` without internal names, COPY to
+Zarr refused), then go through `_run`, which:
+1. runs the statement from a frame that sees the caller's variables, so `FROM df` finds the
+   user's DataFrame as on plain DuckDB (see `frames`);
 2. on a catalog error, registers the scans that the scan UDF asked for during binding
    (and temporary views for `FROM 'x.zarr'` strings) and runs it again;
 3. on any error raised by zarrsql code inside the statement, re-raises that `ZarrSQLError`
-   (the DuckDB error keeps the same text for plain DuckDB callers).
+   (the DuckDB error keeps the same text for plain DuckDB callers); DuckDB's own refusals of
+   a zarrsql argument are explained by `hints`.
 Registration happens outside any running query, so DuckDB's no-re-entrancy rule holds.
 """
 
@@ -26,17 +30,34 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import mounts, params
-from zarrsql.engine.functions import METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
+from zarrsql.engine import hints, mounts, params
+from zarrsql.engine.frames import call_from, caller_frame
+from zarrsql.engine.functions import (
+    FUNCTIONS,
+    METADATA_COLUMNS,
+    TABLES_COLUMNS,
+    VIEWS_COLUMNS,
+    macro_statements,
+)
 from zarrsql.engine.secrets import SecretOpener
 from zarrsql.engine.source import HAS_SOURCES, make_source
-from zarrsql.engine.sqltext import claimable, quote_ident, quote_text, string_constants
-from zarrsql.errors import StoreNotFoundError, ZarrSQLError
+from zarrsql.engine.sqltext import (
+    claimable,
+    copy_to_zarr,
+    named_equals,
+    quote_ident,
+    quote_text,
+    show_tables,
+    string_constants,
+)
+from zarrsql.errors import SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
 from zarrsql.store import is_url, open_store, using_opener
 
 T = TypeVar("T")
+#: The prefix of every name zarrsql registers on a connection (scans, listings, actions).
+INTERNAL_PREFIX = "__zarrsql_"
 #: Rounds of "register what binding asked for, run again" before giving up: one per distinct
 #: zarrsql read a statement binds in sequence (joins of many stores need several).
 MAX_ROUNDS = 32
@@ -111,6 +132,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
             state.record(err)
             raise
         key = "__zarrsql_" + scan.fingerprint()[:24]
+        _check_wrapped(state, key, "read_zarr")
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = lambda: (make_source(scan, state.record), _enum_view(scan))
@@ -118,6 +140,18 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _check_wrapped(state: _State, key: str, function: str) -> None:
+    """Refuse a zarrsql read run on the plain DuckDB connection (`con.duckdb`) that needs a
+    scan not registered yet: only the wrapper registers scans, so DuckDB would only say that
+    an internal table does not exist."""
+    if state.depth == 0 and key not in state.registered:
+        raise ZarrSQLError(
+            f"{function}() was run on the plain DuckDB connection (con.duckdb), which cannot register "
+            "zarrsql's scans; run the statement on the zarrsql.Connection instead (con.sql(...) or "
+            "con.execute(...))"
+        )
 
 
 def _enum_view(scan: TableScan) -> str | None:
@@ -142,6 +176,7 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
         parsed = params.parse_args(args)
         digest = hashlib.sha1(f"{kind}:{args}".encode()).hexdigest()[:16]
         key = f"__zarrsql_{kind}_{state.generation}_{digest}"
+        _check_wrapped(state, key, f"zarr_{kind}")
         with state.lock:
             if key not in state.registered and state.perform is not None:
                 perform = state.perform
@@ -191,12 +226,19 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
             raise
         text = json.dumps(rows, sort_keys=True)
         key = "__zarrsql_list_" + hashlib.sha1(f"{kind}:{text}".encode()).hexdigest()[:24]
+        _check_wrapped(state, key, f"read_zarr_{kind}")
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = lambda: listing_table(kind, rows)
         return key
 
     return listing
+
+
+def _local_folder(text: str) -> bool:
+    if is_url(text) and not text.lower().startswith("file://"):
+        return False
+    return os.path.isdir(os.path.expanduser(text.rstrip("/").removeprefix("file://")))
 
 
 def _zarr_url_in_from(text: str | None) -> bool:
@@ -262,15 +304,37 @@ class Connection:
         return f"<zarrsql.Connection around {self._con!r}>"
 
     # -- running statements ------------------------------------------------------------
-    def _run(self, action: Callable[[], T], text: str | None) -> T:
+    def _run(self, text: str | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `fn(*args, **kwargs)` (a DuckDB call on statement `text`) as the module
+        docstring says, from a frame that sees the caller's variables (see `frames`)."""
         state = self._state
         if state.depth == 0:
             state.generation += 1
         state.depth += 1
+        frame = caller_frame()
         try:
-            return self._rounds(action, text)
+            return self._rounds(lambda: call_from(frame, fn, *args, **kwargs), text)
         finally:
             state.depth -= 1
+
+    @staticmethod
+    def _statement(query: Any) -> Any:
+        """The statement as DuckDB should run it: `name = value` arguments of zarrsql's
+        functions as `name := value`, `SHOW TABLES` without zarrsql's internal names, and
+        `COPY ... TO 'x.zarr'` refused (DuckDB would write a CSV file by that name)."""
+        if not isinstance(query, str):
+            return query
+        target = copy_to_zarr(query)
+        if target is not None:
+            raise UnsupportedError(
+                f"COPY ... TO '{target}' asks for Zarr, and writing Zarr is not supported yet (DuckDB alone would "
+                "write a CSV file under a .zarr name); COPY to Parquet or CSV instead (TO 'out.parquet'), or "
+                "write Zarr with xarray or zarr-python"
+            )
+        if show_tables(query):
+            body = query.strip().rstrip(";")
+            return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)})"
+        return named_equals(query, FUNCTIONS)
 
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:
         for _ in range(MAX_ROUNDS):
@@ -290,6 +354,9 @@ class Connection:
                     text
                 ):
                     continue
+                hint = hints.explain(err, text)
+                if hint is not None:
+                    raise hint.with_traceback(None) from err
                 raise
         raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")
 
@@ -326,7 +393,31 @@ class Connection:
                 f"no Zarr store at '{missing[0]}': the path does not exist; check the path "
                 "(relative paths are resolved from the current directory)"
             )
+        folders = [t for t in texts if t.rstrip("/").lower().endswith(".zarr") and _local_folder(t)]
+        if folders:  # or "Did you mean pg_namespace?"
+            raise StoreNotFoundError(
+                f"'{folders[0]}' is a folder without zarr.json (Zarr v3) or .zgroup (Zarr v2), so it is not a "
+                "Zarr store; point FROM at the store's root folder (the one holding zarr.json or .zgroup)"
+            )
         return False
+
+    def _from_hint(self, text: str) -> SelectionError | None:
+        """For `FROM 'x.zarr'` on a store with several tables: the read_zarr call that picks one
+        (FROM takes no parameters), or None when that is not why the store was refused."""
+        try:
+            with using_opener(self._state.opener):
+                tables = catalog.list_tables(cached_tree(open_store(text)))
+        except ZarrSQLError:
+            return None
+        names = [r["table_name"] for r in tables if r["group_path"] == "/" and r["table_name"]]
+        if len(names) < 2:
+            return None
+        return SelectionError(
+            f"FROM '{text}' cannot pick a table: the store's root group '/' has {len(names)} tables "
+            f"({', '.join(names)}), and FROM takes no parameters; read one with "
+            f"SELECT * FROM read_zarr({quote_text(text)}, table_name := {quote_text(names[0])}) "
+            "(read_zarr also selects by dims := [...], or one array with array_path := '...')"
+        )
 
     def _forget_oldest(self) -> None:
         """Drop the oldest registrations past `MAX_REGISTERED`: each holds a scan (and its
@@ -345,7 +436,14 @@ class Connection:
         for t in new:
             self._state.literal_views.add(t)
             statement = f"CREATE OR REPLACE TEMP VIEW {quote_ident(t)} AS SELECT * FROM read_zarr({quote_text(t)})"
-            self._run(lambda s=statement: self._con.execute(s), statement)
+            try:
+                self._run(statement, self._con.execute, statement)
+            except SelectionError as err:
+                self._state.literal_views.discard(t)
+                raise (self._from_hint(t) or err).with_traceback(None) from err
+            except BaseException:
+                self._state.literal_views.discard(t)
+                raise
         return bool(new)
 
     def _claim_view_literals(self, *, quiet: bool = False) -> bool:
@@ -389,27 +487,32 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
-        return self._run(lambda: self._con.sql(query, *args, **kwargs), query)
+        query = self._statement(query)
+        return self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
-        return self._run(lambda: self._con.query(query, *args, **kwargs), query)
+        query = self._statement(query)
+        return self._run(query, self._con.query, query, *args, **kwargs)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
-        return self._run(lambda: self._con.from_query(query, *args, **kwargs), query)
+        query = self._statement(query)
+        return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
-        self._run(lambda: self._con.execute(query, *args, **kwargs), query)
+        query = self._statement(query)
+        self._run(query, self._con.execute, query, *args, **kwargs)
         return self
 
     def executemany(self, query: str, *args: Any, **kwargs: Any) -> Connection:
-        self._run(lambda: self._con.executemany(query, *args, **kwargs), query)
+        query = self._statement(query)
+        self._run(query, self._con.executemany, query, *args, **kwargs)
         return self
 
     def table(self, name: str) -> duckdb.DuckDBPyRelation:
-        return self._run(lambda: self._con.table(name), None)
+        return self._run(None, self._con.table, name)
 
     def view(self, name: str) -> duckdb.DuckDBPyRelation:
-        return self._run(lambda: self._con.view(name), None)
+        return self._run(None, self._con.view, name)
 
     def cursor(self) -> Connection:
         """A new connection to the same database, with zarrsql installed on it too."""

@@ -28,6 +28,28 @@ READ_PARAMS = [
 ]
 LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
 
+VIEWS_PARAMS = ["view_names", "storage_options"]
+MOUNT_PARAMS = ["view_names", "existing", '"replace"', "storage_options"]
+
+
+def _bare(params: list[str]) -> tuple[str, ...]:
+    return tuple(p.strip('"') for p in params)
+
+
+#: Each SQL function's positional arguments and named parameters (names unquoted), for the
+#: checks the connection makes on a statement's text (`=` for `:=`, unknown names).
+SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "read_zarr": (("store",), _bare(READ_PARAMS)),
+    "read_zarr_metadata": (("store",), _bare(LIST_PARAMS)),
+    "read_zarr_tables": (("store",), _bare(LIST_PARAMS)),
+    "read_zarr_groups": (("store",), _bare(LIST_PARAMS)),
+    "read_zarr_views": (("store", "database"), _bare(VIEWS_PARAMS)),
+    "zarr_mount": (("store", "database"), _bare(MOUNT_PARAMS)),
+    "zarr_unmount": (("database",), ()),
+    "zarr_mounts": ((), ("database",)),
+}
+FUNCTIONS = frozenset(SIGNATURES)
+
 METADATA_COLUMNS = {
     "name": "VARCHAR",
     "dims": "VARCHAR[]",
@@ -90,13 +112,13 @@ def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]
         _listing_macro(list_udf, "read_zarr_metadata", "metadata", ["store"], LIST_PARAMS),
         _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS),
         _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS),
-        _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], ["view_names", "storage_options"]),
+        _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], VIEWS_PARAMS),
         _action_macro(
             action_udf,
             "zarr_mount",
             "mount",
             ["store", "database"],
-            ["view_names", "existing", '"replace"', "storage_options"],
+            MOUNT_PARAMS,
         ),
         _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),
         _action_macro(action_udf, "zarr_mounts", "mounts", [], ["database"]),

@@ -131,8 +131,10 @@ def mount(
     attached = _attached(con)
     if existing:
         if database.lower() not in attached:
+            current = con.execute("SELECT current_database()").fetchall()[0][0]
             raise ParameterError(
-                f"existing := true needs the database '{database}' to be attached already; "
+                f"existing := true needs the database '{database}' to be attached already, and it is not; this "
+                f"connection's own database is named '{current}' (pass that name to mount into it), or "
                 f"ATTACH 'file.duckdb' AS {quote_ident(database)} first, or leave existing out"
             )
         _check_clashes(con, rows, database)

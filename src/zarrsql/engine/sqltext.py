@@ -1,14 +1,28 @@
-"""SQL text helpers: literals for Python values, and finding `.zarr` strings in a statement."""
+"""SQL text helpers: literals for Python values, and reading a statement with DuckDB's tokenizer
+(`.zarr` strings, zarrsql calls and their arguments, COPY targets)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from zarrsql.catalog import quote_ident, quote_text
 from zarrsql.store import is_url
 
-__all__ = ["claimable", "literal", "quote_ident", "quote_text", "string_constants"]
+__all__ = [
+    "Argument",
+    "Call",
+    "claimable",
+    "copy_to_zarr",
+    "literal",
+    "named_equals",
+    "quote_ident",
+    "quote_text",
+    "show_tables",
+    "string_constants",
+    "zarrsql_calls",
+]
 
 
 def literal(value: Any) -> str:
@@ -76,3 +90,171 @@ def claimable(text: str) -> bool:
         return True
     path = os.path.expanduser(bare[len("file://") :] if bare.lower().startswith("file://") else bare)
     return os.path.isfile(os.path.join(path, "zarr.json")) or os.path.isfile(os.path.join(path, ".zgroup"))
+
+
+# -- zarrsql calls in a statement ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token of DuckDB's tokenizer: where it starts, its kind's name, its text."""
+
+    pos: int
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One top-level argument of a call: `name := value`, `name = value`, or a bare value.
+
+    `assign` is the position of the `:=` or `=` (None for a positional argument); `keyword`
+    says the name was written as a bare SQL keyword (`group`, not `"group"`).
+    """
+
+    name: str | None
+    keyword: bool
+    assign: int | None
+    operator: str
+    value: tuple[Token, ...]
+    text: str  # the value as written
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call of one of zarrsql's SQL functions, with its top-level arguments."""
+
+    function: str
+    pos: int
+    arguments: tuple[Argument, ...]
+
+
+def tokens(sql: str) -> list[Token]:
+    """DuckDB's tokens of `sql` (empty when the tokenizer refuses the text)."""
+    import duckdb
+
+    try:
+        raw = duckdb.tokenize(sql)
+    except Exception:  # an unterminated string or the like: DuckDB reports it when it runs
+        return []
+    out = []
+    for k, (pos, kind) in enumerate(raw):
+        end = raw[k + 1][0] if k + 1 < len(raw) else len(sql)
+        out.append(Token(pos, kind.name, sql[pos:end].strip()))
+    return [t for t in out if t.kind != "comment"]
+
+
+def _name_of(token: Token) -> str:
+    text = token.text
+    if text.startswith('"') and text.endswith('"') and len(text) > 1:
+        return text[1:-1].replace('""', '"')
+    return text.lower()
+
+
+def _argument(sql: str, parts: list[Token]) -> Argument:
+    named = len(parts) >= 2 and parts[0].kind in ("identifier", "keyword") and parts[1].text in (":=", "=")
+    value = parts[2:] if named else parts
+    text = sql[value[0].pos : value[-1].pos + len(value[-1].text)] if value else ""
+    if named:
+        keyword = parts[0].kind == "keyword"
+        return Argument(_name_of(parts[0]), keyword, parts[1].pos, parts[1].text, tuple(value), text)
+    return Argument(None, False, None, "", tuple(value), text)
+
+
+def _arguments(sql: str, toks: list[Token], open_at: int) -> tuple[list[Argument], int]:
+    """The top-level arguments of the call whose `(` is `toks[open_at]`, and the index after `)`."""
+    depth = 0
+    parts: list[Token] = []
+    args: list[Argument] = []
+    k = open_at + 1
+    while k < len(toks):
+        t = toks[k]
+        if t.text in ("(", "[", "{"):
+            depth += 1
+        elif t.text in (")", "]", "}"):
+            if depth == 0:
+                if parts or args:
+                    args.append(_argument(sql, parts))
+                return args, k + 1
+            depth -= 1
+        elif t.text == "," and depth == 0:
+            args.append(_argument(sql, parts))
+            parts = []
+            k += 1
+            continue
+        parts.append(t)
+        k += 1
+    return args, k
+
+
+def zarrsql_calls(sql: str, functions: frozenset[str]) -> list[Call]:
+    """Every call of a function named in `functions` (lower case) in `sql`, nested ones too."""
+    toks = tokens(sql)
+    calls = []
+    for k, t in enumerate(toks[:-1]):
+        if t.kind in ("identifier", "keyword") and toks[k + 1].text == "(" and _name_of(t).lower() in functions:
+            if k and toks[k - 1].text == "." and k > 1 and _name_of(toks[k - 2]).lower() not in ("main", "temp"):
+                continue  # some other schema's function of the same name
+            args, _ = _arguments(sql, toks, k + 1)
+            calls.append(Call(_name_of(t).lower(), t.pos, tuple(args)))
+    return calls
+
+
+def named_equals(sql: str, functions: frozenset[str]) -> str:
+    """`sql` with `name = value` written `name := value` at the top level of zarrsql calls.
+
+    DuckDB reads `table_name = 't'` inside a table macro's arguments as a comparison; only a
+    top-level argument that starts `identifier =` is changed, never an `=` inside an
+    expression or subquery.
+    """
+    spots = sorted(
+        (
+            a.assign
+            for c in zarrsql_calls(sql, functions)
+            for a in c.arguments
+            if a.assign is not None and a.operator == "="
+        ),
+        reverse=True,
+    )
+    for pos in spots:
+        sql = sql[:pos] + ":=" + sql[pos + 1 :]
+    return sql
+
+
+def copy_to_zarr(sql: str) -> str | None:
+    """The target of a `COPY ... TO` in `sql` that would write Zarr (a `.zarr` path or
+    `FORMAT zarr`), else None: DuckDB would write CSV there instead."""
+    toks = tokens(sql)
+    for k, t in enumerate(toks):
+        if t.kind != "keyword" or t.text.upper() != "COPY":
+            continue
+        depth, target = 0, None
+        for j in range(k + 1, len(toks)):
+            u = toks[j]
+            if u.text == ";":
+                break
+            if u.text == "(":
+                depth += 1
+            elif u.text == ")":
+                depth -= 1
+            elif depth == 0 and u.text.upper() == "TO" and j + 1 < len(toks):
+                nxt = toks[j + 1]
+                target = _quoted(sql, nxt.pos) if nxt.kind == "string_const" else nxt.text
+                if target.rstrip("/").lower().endswith(".zarr"):
+                    return target
+            elif target is not None and u.text.upper() == "FORMAT" and j + 1 < len(toks):
+                fmt = toks[j + 1]
+                name = _quoted(sql, fmt.pos) if fmt.kind == "string_const" else _name_of(fmt)
+                if name.lower() == "zarr":
+                    return target
+    return None
+
+
+def show_tables(sql: str) -> bool:
+    """Whether `sql` is just `SHOW TABLES` or `SHOW ALL TABLES` (optionally `FROM db`)."""
+    words = [t.text.upper() for t in tokens(sql)]
+    while words and words[-1] == ";":
+        words.pop()
+    if ";" in words:  # several statements: left as they are
+        return False
+    return words[:2] == ["SHOW", "TABLES"] or words[:3] == ["SHOW", "ALL", "TABLES"]
