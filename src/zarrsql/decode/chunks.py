@@ -5,6 +5,12 @@ crc32c; v2: any numcodecs compressor and filters) are decoded directly with numc
 costs tens of microseconds per chunk. Anything else (sharding, unknown codecs) is read through
 zarr-python, slower but complete. A chunk key that does not exist reads as the fill value; any
 other read failure is an error, never a fill.
+
+A chunk that does not decode — any codec's failure, whatever exception type the codec library
+raises (zlib.error, EOFError, OSError, RuntimeError, ...), or decoded bytes that do not fill the
+chunk shape — is a `DecodeError` naming the chunk key, the array and the codec that failed.
+Codecs without a checksum (zstd without one, blosc, raw bytes) can turn some corruption into
+wrong values without any error; nothing can detect that short of a checksum codec (crc32c).
 """
 
 from __future__ import annotations
@@ -24,8 +30,32 @@ from zarrsql.store import Store
 _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 
 
+class _Failure(Exception):
+    """A codec stage that failed: `codec` names it, `reason` says why. `decode_chunk` turns it
+    into a `DecodeError` naming the chunk, which the stage itself does not know."""
+
+    def __init__(self, codec: str, reason: str) -> None:
+        super().__init__(reason)
+        self.codec = codec
+        self.reason = reason
+
+
+def _stage(codec: str, decode: Any, data: Any) -> Any:
+    """`decode(data)`, with any failure of the codec library reported as codec `codec`'s."""
+    try:
+        return decode(data)
+    except _Failure:
+        raise
+    except Exception as err:  # codec libraries raise their own types; this is their edge
+        raise _Failure(codec, f"{type(err).__name__}: {err}") from err
+
+
 def _numcodec(config: dict[str, Any]) -> Any:
     return numcodecs.get_codec(dict(config))
+
+
+def _codec_id(config: Any) -> str:
+    return str(config.get("id") or "?") if isinstance(config, dict) else "?"
 
 
 @lru_cache(maxsize=256)
@@ -99,17 +129,44 @@ def _decode_bytes_codec(codec: Any, data: Any) -> Any:
     return codec.decode(data)
 
 
+def _cells(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _from_bytes(codec: str, data: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The flat values of a fixed-size chunk, refused unless they fill `shape` exactly."""
+    got, want = memoryview(data).nbytes, _cells(shape) * dtype.itemsize
+    if got != want:
+        raise _Failure(
+            codec, f"it decoded to {got} bytes, but a chunk of shape {list(shape)} of {dtype} holds {want} bytes"
+        )
+    return np.frombuffer(data, dtype=dtype)
+
+
+def _from_items(codec: str, items: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The flat values of a variable-length chunk, refused unless there is one per cell."""
+    arr = np.asarray(items, dtype=object).reshape(-1)
+    if arr.size != _cells(shape):
+        raise _Failure(
+            codec, f"it decoded to {arr.size} values, but a chunk of shape {list(shape)} holds {_cells(shape)}"
+        )
+    return arr
+
+
 def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     data: Any = raw
+    last = "raw bytes"
     comp = array.codecs.get("compressor")
     if comp:
-        data = _decode_bytes_codec(_numcodec(comp), data)
+        last = _codec_id(comp)
+        data = _stage(last, lambda d: _decode_bytes_codec(_numcodec(comp), d), data)
     for f in reversed(array.codecs.get("filters") or []):
-        data = _numcodec(f).decode(data)
+        last = _codec_id(f)
+        data = _stage(last, lambda d, f=f: _numcodec(f).decode(d), data)
     if array.dtype.kind == "string":
-        arr = np.asarray(data, dtype=object)
+        arr = _from_items(last, data, array.chunks)
     else:
-        arr = np.frombuffer(data, dtype=np.dtype(array.dtype.name))
+        arr = _from_bytes(last, data, np.dtype(array.dtype.name), array.chunks)
     return arr.reshape(array.chunks, order=array.order)
 
 
@@ -121,7 +178,8 @@ def _decode_codecs(
     for c in reversed(codecs):
         name = c.get("name")
         if name in _BYTES_CODECS:
-            data = _decode_bytes_codec(_v3_bytes_codec(name, _freeze(c.get("configuration"))), data)
+            codec = _v3_bytes_codec(name, _freeze(c.get("configuration")))
+            data = _stage(name, lambda d, codec=codec: _decode_bytes_codec(codec, d), data)
     order = None
     for c in codecs:
         if c.get("name") == "transpose":
@@ -134,10 +192,10 @@ def _decode_codecs(
         base = dtype if dtype is not None else array.dtype.numpy
         endian = (a2b.get("configuration") or {}).get("endian", "little")
         dt = base if base.itemsize == 1 or base.kind == "S" else base.newbyteorder("<" if endian == "little" else ">")
-        arr = np.frombuffer(data, dtype=dt)
+        arr = _from_bytes("bytes", data, dt, stored_shape)
     else:
-        codec = numcodecs.VLenUTF8() if a2b["name"] == "vlen-utf8" else numcodecs.VLenBytes()
-        arr = np.asarray(codec.decode(data), dtype=object)
+        vlen = numcodecs.VLenUTF8() if a2b["name"] == "vlen-utf8" else numcodecs.VLenBytes()
+        arr = _from_items(a2b["name"], _stage(a2b["name"], vlen.decode, data), stored_shape)
     arr = arr.reshape(stored_shape)
     if order:
         arr = arr.transpose(np.argsort(order))
@@ -146,36 +204,57 @@ def _decode_codecs(
 
 #: An inner chunk a shard's index marks as absent (offset and length all ones).
 _ABSENT = 2**64 - 1
+SHARDING = "sharding_indexed"
 
 
 def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A shard: its index (one (offset, length) per inner chunk) and the inner chunks it points to."""
     inner = tuple(config.get("chunk_shape") or ())
     if len(inner) != len(shape) or any(c <= 0 or s % c for s, c in zip(shape, inner, strict=True)):
-        raise ValueError(f"inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}")
+        raise _Failure(SHARDING, f"inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}")
     grid = tuple(s // c for s, c in zip(shape, inner, strict=True))
     index_codecs = config.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}}]
     size = int(np.prod(grid)) * 16 + 4 * sum(1 for c in index_codecs if c.get("name") == "crc32c")
     view = memoryview(raw).cast("B")
     if len(view) < size:
-        raise ValueError(f"shard of {len(view)} bytes is shorter than its {size}-byte index")
+        raise _Failure(SHARDING, f"the shard's {len(view)} bytes are fewer than its {size}-byte index")
     at_end = config.get("index_location", "end") == "end"
     index_raw = view[len(view) - size :] if at_end else view[:size]
-    index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
+    try:
+        index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
+    except _Failure as err:
+        raise _Failure(f"{err.codec} (of the shard index)", err.reason) from err
     out = _fill_chunk(array, shape)
     for pos in np.ndindex(*grid):
         offset, length = (int(v) for v in index[pos])
         if offset == _ABSENT and length == _ABSENT:
             continue
         if offset + length > len(view):
-            raise ValueError(f"shard index points past the shard's end ({offset + length} > {len(view)})")
-        chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
+            raise _Failure(SHARDING, f"its index points past the shard's end ({offset + length} > {len(view)})")
+        try:
+            chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
+        except _Failure as err:
+            raise _Failure(f"{err.codec} (inner chunk {list(pos)} of the shard)", err.reason) from err
         out[tuple(slice(p * c, (p + 1) * c) for p, c in zip(pos, inner, strict=True))] = chunk
     return out
 
 
-def decode_chunk(array: ArrayMeta, raw: bytes | None) -> np.ndarray:
-    """The full chunk (chunk shape, padded at the edges) from its stored bytes."""
+def _chunk_error(array: ArrayMeta, key: str | None, store_url: str | None, detail: str) -> DecodeError:
+    chunk = f"chunk '{key}'" if key else "a chunk"
+    where = f" in store '{store_url}'" if store_url else ""
+    return DecodeError(
+        f"{chunk} of array '{array.path}'{where} could not be decoded: {detail}; the chunk is corrupt "
+        "or truncated: rewrite it, or exclude the array from the query"
+    )
+
+
+def decode_chunk(
+    array: ArrayMeta, raw: bytes | None, key: str | None = None, store_url: str | None = None
+) -> np.ndarray:
+    """The full chunk (chunk shape, padded at the edges) from its stored bytes.
+
+    `key` and `store_url` only name the chunk in the error a corrupt chunk raises.
+    """
     counters.count(chunks_decoded=1)
     if raw is None:
         return _fill_chunk(array, array.chunks)
@@ -183,18 +262,18 @@ def decode_chunk(array: ArrayMeta, raw: bytes | None) -> np.ndarray:
         arr = (
             _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
         )
-    except (ValueError, RuntimeError, TypeError) as err:
-        raise DecodeError(
-            f"chunk of array '{array.path}' could not be decoded ({err}); the chunk is corrupt "
-            "or truncated: rewrite it, or exclude the array from the query"
-        ) from err
+    except _Failure as err:
+        raise _chunk_error(array, key, store_url, f"codec '{err.codec}' failed ({err.reason})") from err
+    except (ValueError, RuntimeError, TypeError) as err:  # the layout around the codecs (a reshape)
+        raise _chunk_error(array, key, store_url, str(err)) from err
     if arr.dtype != array.dtype.numpy and array.dtype.kind != "string":
         arr = arr.astype(array.dtype.numpy)
     return arr
 
 
 def read_chunk(store: Store, array: ArrayMeta, index: tuple[int, ...]) -> np.ndarray:
-    return decode_chunk(array, store.get(array.chunk_key(index)))
+    key = array.chunk_key(index)
+    return decode_chunk(array, store.get(key), key, store.url)
 
 
 def _chunk_ranges(start: int, stop: int, size: int) -> range:
@@ -225,9 +304,10 @@ def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], .
         sl = tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, array.chunks, strict=True))
         return chunk[sl]
     out = np.empty(shape, dtype=array.dtype.numpy)
-    raws = store.get_many([array.chunk_key(idx) for idx in indices])  # concurrent on remote stores
-    for idx, raw in zip(indices, raws, strict=True):
-        chunk = decode_chunk(array, raw)
+    keys = [array.chunk_key(idx) for idx in indices]
+    raws = store.get_many(keys)  # concurrent on remote stores
+    for idx, key, raw in zip(indices, keys, raws, strict=True):
+        chunk = decode_chunk(array, raw, key, store.url)
         dst, src = [], []
         for (a, b), i, c in zip(region, idx, array.chunks, strict=True):
             lo, hi = max(a, i * c), min(b, (i + 1) * c)
@@ -244,9 +324,15 @@ def _read_with_zarr(store: Store, array: ArrayMeta, region: tuple[tuple[int, int
     zstore = _zarr_store(store)
     try:
         arr = zarr.open_array(store=zstore, path=array.path, mode="r", zarr_format=array.zarr_format)
+    except Exception as err:  # zarr raises many types; this is the edge of the fallback
+        raise DecodeError(
+            f"array '{array.path}' in store '{store.url}' could not be opened with zarr-python: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    try:
         out = arr[tuple(slice(a, b) for a, b in region)]
     except Exception as err:  # zarr raises many types; this is the edge of the fallback
-        raise DecodeError(f"array '{array.path}' could not be read with zarr-python: {err}") from err
+        raise _fallback_error(store, array, arr, region, err) from err
     n = 1
     for (a, b), c in zip(region, array.chunks, strict=True):
         n *= len(_chunk_ranges(a, b, c))
@@ -255,6 +341,23 @@ def _read_with_zarr(store: Store, array: ArrayMeta, region: tuple[tuple[int, int
     if array.dtype.kind != "string" and out.dtype != array.dtype.numpy:
         out = out.astype(array.dtype.numpy)
     return out
+
+
+def _fallback_error(
+    store: Store, array: ArrayMeta, arr: Any, region: tuple[tuple[int, int], ...], err: Exception
+) -> DecodeError:
+    """A failed zarr-python read as a `DecodeError` naming the first chunk that fails alone
+    (zarr-python's own error names no chunk), found by reading the region's chunks one by one."""
+    codecs = ", ".join(str(c.get("name")) for c in array.codecs if isinstance(c, dict))
+    detail = f"zarr-python failed with codecs [{codecs}] ({type(err).__name__}: {err})"
+    for idx in _region_chunks(array, region):
+        cells = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, array.chunks, array.shape, strict=True))
+        try:
+            arr[cells]
+        except Exception as one:  # the same edge, chunk by chunk
+            detail = f"zarr-python failed with codecs [{codecs}] ({type(one).__name__}: {one})"
+            return _chunk_error(array, array.chunk_key(idx), store.url, detail)
+    return _chunk_error(array, None, store.url, detail)
 
 
 def _zarr_store(store: Store) -> Any:
