@@ -31,13 +31,12 @@ _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 
 
 class _Failure(Exception):
-    """A codec stage that failed: `codec` names it, `reason` says why. `decode_chunk` turns it
-    into a `DecodeError` naming the chunk, which the stage itself does not know."""
+    """A codec stage that failed; `detail` names the codec and says why. `decode_chunk` turns
+    it into a `DecodeError` naming the chunk, which the stage itself does not know."""
 
-    def __init__(self, codec: str, reason: str) -> None:
-        super().__init__(reason)
-        self.codec = codec
-        self.reason = reason
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 def _stage(codec: str, decode: Any, data: Any) -> Any:
@@ -47,7 +46,7 @@ def _stage(codec: str, decode: Any, data: Any) -> Any:
     except _Failure:
         raise
     except Exception as err:  # codec libraries raise their own types; this is their edge
-        raise _Failure(codec, f"{type(err).__name__}: {err}") from err
+        raise _Failure(f"codec '{codec}' failed: {type(err).__name__}: {err}") from err
 
 
 def _numcodec(config: dict[str, Any]) -> Any:
@@ -133,40 +132,73 @@ def _cells(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _from_bytes(codec: str, data: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """The flat values of a fixed-size chunk, refused unless they fill `shape` exactly."""
+def _from_bytes(origin: str, data: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The flat values of a fixed-size chunk, refused unless they fill `shape` exactly.
+
+    `origin` says where the bytes came from, as the error names it ("codec 'gzip' gave").
+    """
     got, want = memoryview(data).nbytes, _cells(shape) * dtype.itemsize
     if got != want:
-        raise _Failure(
-            codec, f"it decoded to {got} bytes, but a chunk of shape {list(shape)} of {dtype} holds {want} bytes"
-        )
+        raise _Failure(f"{origin} {got} bytes, but a chunk of shape {list(shape)} of {dtype} holds {want}")
     return np.frombuffer(data, dtype=dtype)
 
 
-def _from_items(codec: str, items: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """The flat values of a variable-length chunk, refused unless there is one per cell."""
-    arr = np.asarray(items, dtype=object).reshape(-1)
+def _check_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> None:
+    """Refuse a variable-length frame whose header does not count one value per cell.
+
+    numcodecs allocates as many values as the header counts before reading them, so random
+    bytes there would ask for gigabytes instead of failing.
+    """
+    view = memoryview(data).cast("B")
+    cells = _cells(shape)
+    if len(view) < 4:
+        raise _Failure(f"codec '{codec}' failed: the frame of {len(view)} bytes is shorter than its 4-byte header")
+    counted = int.from_bytes(view[:4], "little")
+    if counted != cells:
+        raise _Failure(f"codec '{codec}' counts {counted} values, but a chunk of shape {list(shape)} holds {cells}")
+    if len(view) < 4 + 4 * cells:
+        raise _Failure(f"codec '{codec}' failed: the frame of {len(view)} bytes is too short for {cells} values")
+
+
+def _decode_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A vlen-utf8 / vlen-bytes frame as a flat object array of one value per cell."""
+    _check_vlen(codec, data, shape)
+    vlen = numcodecs.VLenUTF8() if codec == "vlen-utf8" else numcodecs.VLenBytes()
+    arr = np.asarray(_stage(codec, vlen.decode, data), dtype=object).reshape(-1)
     if arr.size != _cells(shape):
         raise _Failure(
-            codec, f"it decoded to {arr.size} values, but a chunk of shape {list(shape)} holds {_cells(shape)}"
+            f"codec '{codec}' gave {arr.size} values, but a chunk of shape {list(shape)} holds {_cells(shape)}"
         )
     return arr
 
 
+def _v2_filter(f: dict[str, Any], data: Any, shape: tuple[int, ...]) -> Any:
+    codec = _codec_id(f)
+    if codec in ("vlen-utf8", "vlen-bytes"):
+        return _decode_vlen(codec, data, shape)
+    return _stage(codec, _numcodec(f).decode, data)
+
+
 def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     data: Any = raw
-    last = "raw bytes"
+    last = None
     comp = array.codecs.get("compressor")
     if comp:
         last = _codec_id(comp)
         data = _stage(last, lambda d: _decode_bytes_codec(_numcodec(comp), d), data)
     for f in reversed(array.codecs.get("filters") or []):
         last = _codec_id(f)
-        data = _stage(last, lambda d, f=f: _numcodec(f).decode(d), data)
+        data = _v2_filter(f, data, array.chunks)
     if array.dtype.kind == "string":
-        arr = _from_items(last, data, array.chunks)
+        arr = np.asarray(data, dtype=object).reshape(-1)
+        if arr.size != _cells(array.chunks):
+            cells = _cells(array.chunks)
+            raise _Failure(
+                f"codec '{last}' gave {arr.size} values, but a chunk of shape {list(array.chunks)} holds {cells}"
+            )
     else:
-        arr = _from_bytes(last, data, np.dtype(array.dtype.name), array.chunks)
+        origin = f"codec '{last}' gave" if last else "the stored chunk (no compressor) holds"
+        arr = _from_bytes(origin, data, np.dtype(array.dtype.name), array.chunks)
     return arr.reshape(array.chunks, order=array.order)
 
 
@@ -175,11 +207,13 @@ def _decode_codecs(
 ) -> np.ndarray:
     """Decode one v3 codec list into an array of `shape` (`dtype` overrides the array's)."""
     data: Any = raw
+    last = None  # the bytes-to-bytes codec the array-to-bytes codec gets its input from
     for c in reversed(codecs):
         name = c.get("name")
         if name in _BYTES_CODECS:
             codec = _v3_bytes_codec(name, _freeze(c.get("configuration")))
             data = _stage(name, lambda d, codec=codec: _decode_bytes_codec(codec, d), data)
+            last = name
     order = None
     for c in codecs:
         if c.get("name") == "transpose":
@@ -192,10 +226,10 @@ def _decode_codecs(
         base = dtype if dtype is not None else array.dtype.numpy
         endian = (a2b.get("configuration") or {}).get("endian", "little")
         dt = base if base.itemsize == 1 or base.kind == "S" else base.newbyteorder("<" if endian == "little" else ">")
-        arr = _from_bytes("bytes", data, dt, stored_shape)
+        origin = f"codec '{last}' gave" if last else "codec 'bytes' got"
+        arr = _from_bytes(origin, data, dt, stored_shape)
     else:
-        vlen = numcodecs.VLenUTF8() if a2b["name"] == "vlen-utf8" else numcodecs.VLenBytes()
-        arr = _from_items(a2b["name"], _stage(a2b["name"], vlen.decode, data), stored_shape)
+        arr = _decode_vlen(a2b["name"], data, stored_shape)
     arr = arr.reshape(stored_shape)
     if order:
         arr = arr.transpose(np.argsort(order))
@@ -211,30 +245,34 @@ def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ..
     """A shard: its index (one (offset, length) per inner chunk) and the inner chunks it points to."""
     inner = tuple(config.get("chunk_shape") or ())
     if len(inner) != len(shape) or any(c <= 0 or s % c for s, c in zip(shape, inner, strict=True)):
-        raise _Failure(SHARDING, f"inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}")
+        raise _Failure(
+            f"codec '{SHARDING}': inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}"
+        )
     grid = tuple(s // c for s, c in zip(shape, inner, strict=True))
     index_codecs = config.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}}]
     size = int(np.prod(grid)) * 16 + 4 * sum(1 for c in index_codecs if c.get("name") == "crc32c")
     view = memoryview(raw).cast("B")
     if len(view) < size:
-        raise _Failure(SHARDING, f"the shard's {len(view)} bytes are fewer than its {size}-byte index")
+        raise _Failure(f"codec '{SHARDING}' failed: the shard's {len(view)} bytes are fewer than its {size}-byte index")
     at_end = config.get("index_location", "end") == "end"
     index_raw = view[len(view) - size :] if at_end else view[:size]
     try:
         index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
     except _Failure as err:
-        raise _Failure(f"{err.codec} (of the shard index)", err.reason) from err
+        raise _Failure(f"in the index of the shard ({SHARDING}), {err.detail}") from err
     out = _fill_chunk(array, shape)
     for pos in np.ndindex(*grid):
         offset, length = (int(v) for v in index[pos])
         if offset == _ABSENT and length == _ABSENT:
             continue
         if offset + length > len(view):
-            raise _Failure(SHARDING, f"its index points past the shard's end ({offset + length} > {len(view)})")
+            raise _Failure(
+                f"codec '{SHARDING}' failed: the shard's index points past its end ({offset + length} > {len(view)})"
+            )
         try:
             chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
         except _Failure as err:
-            raise _Failure(f"{err.codec} (inner chunk {list(pos)} of the shard)", err.reason) from err
+            raise _Failure(f"in inner chunk {list(pos)} of the shard ({SHARDING}), {err.detail}") from err
         out[tuple(slice(p * c, (p + 1) * c) for p, c in zip(pos, inner, strict=True))] = chunk
     return out
 
@@ -263,7 +301,7 @@ def decode_chunk(
             _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
         )
     except _Failure as err:
-        raise _chunk_error(array, key, store_url, f"codec '{err.codec}' failed ({err.reason})") from err
+        raise _chunk_error(array, key, store_url, err.detail) from err
     except (ValueError, RuntimeError, TypeError) as err:  # the layout around the codecs (a reshape)
         raise _chunk_error(array, key, store_url, str(err)) from err
     if arr.dtype != array.dtype.numpy and array.dtype.kind != "string":
