@@ -100,9 +100,13 @@ def open_store(location: str, storage_options: Mapping[str, Any] | None = None) 
     from zarrsql.store.local import LocalStore
 
     path = os.path.abspath(os.path.expanduser(location))
+    if os.path.exists(path) and not os.path.isdir(path):
+        from zarrsql.store.files import file_error
+
+        raise file_error(location, path)
     if not os.path.isdir(path):
         raise StoreNotFoundError(
-            f"no Zarr store at '{location}': the path does not exist or is not a folder; "
+            f"no Zarr store at '{location}': the path does not exist; "
             "check the path (relative paths are resolved from the current directory)"
         )
     return LocalStore(path)
