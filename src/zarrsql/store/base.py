@@ -31,6 +31,8 @@ class Store(Protocol):
     folder, tens for object storage); `remote` says whether each read is a network request;
     `cache_key` identifies the store (URL and options) for the metadata cache, and
     `metadata_ttl` is how long (seconds) a cached tree is trusted without revalidating.
+    A store may also have `refusal(key)`: why it will not read below `key` (a local link out
+    of the store), None if it will; the metadata walk lists such an entry instead of failing.
     """
 
     url: str
