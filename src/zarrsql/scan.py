@@ -88,7 +88,7 @@ def _load_coord(
     if hit is None:
         keys = _coord_chunks(array)
         if keys and all(k in fetched for k in keys):
-            raw = np.concatenate([decode_chunk(array, fetched[k]) for k in keys])[: array.shape[0]]
+            raw = np.concatenate([decode_chunk(array, fetched[k], k, tree.store.url) for k in keys])[: array.shape[0]]
         else:
             raw = read_region(tree.store, array, ((0, array.shape[0]),))
             for k, token in zip(keys, tree.store.token_many(keys), strict=True):

@@ -5,6 +5,12 @@ crc32c; v2: any numcodecs compressor and filters) are decoded directly with numc
 costs tens of microseconds per chunk. Anything else (sharding, unknown codecs) is read through
 zarr-python, slower but complete. A chunk key that does not exist reads as the fill value; any
 other read failure is an error, never a fill.
+
+A chunk that does not decode — any codec's failure, whatever exception type the codec library
+raises (zlib.error, EOFError, OSError, RuntimeError, ...), or decoded bytes that do not fill the
+chunk shape — is a `DecodeError` naming the chunk key, the array and the codec that failed.
+Codecs without a checksum (zstd without one, blosc, raw bytes) can turn some corruption into
+wrong values without any error; nothing can detect that short of a checksum codec (crc32c).
 """
 
 from __future__ import annotations
@@ -24,8 +30,31 @@ from zarrsql.store import Store
 _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 
 
+class _Failure(Exception):
+    """A codec stage that failed; `detail` names the codec and says why. `decode_chunk` turns
+    it into a `DecodeError` naming the chunk, which the stage itself does not know."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _stage(codec: str, decode: Any, data: Any) -> Any:
+    """`decode(data)`, with any failure of the codec library reported as codec `codec`'s."""
+    try:
+        return decode(data)
+    except _Failure:
+        raise
+    except Exception as err:  # codec libraries raise their own types; this is their edge
+        raise _Failure(f"codec '{codec}' failed: {type(err).__name__}: {err}") from err
+
+
 def _numcodec(config: dict[str, Any]) -> Any:
     return numcodecs.get_codec(dict(config))
+
+
+def _codec_id(config: Any) -> str:
+    return str(config.get("id") or "?") if isinstance(config, dict) else "?"
 
 
 @lru_cache(maxsize=256)
@@ -99,17 +128,77 @@ def _decode_bytes_codec(codec: Any, data: Any) -> Any:
     return codec.decode(data)
 
 
+def _cells(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _from_bytes(origin: str, data: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The flat values of a fixed-size chunk, refused unless they fill `shape` exactly.
+
+    `origin` says where the bytes came from, as the error names it ("codec 'gzip' gave").
+    """
+    got, want = memoryview(data).nbytes, _cells(shape) * dtype.itemsize
+    if got != want:
+        raise _Failure(f"{origin} {got} bytes, but a chunk of shape {list(shape)} of {dtype} holds {want}")
+    return np.frombuffer(data, dtype=dtype)
+
+
+def _check_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> None:
+    """Refuse a variable-length frame whose header does not count one value per cell.
+
+    numcodecs allocates as many values as the header counts before reading them, so random
+    bytes there would ask for gigabytes instead of failing.
+    """
+    view = memoryview(data).cast("B")
+    cells = _cells(shape)
+    if len(view) < 4:
+        raise _Failure(f"codec '{codec}' failed: the frame of {len(view)} bytes is shorter than its 4-byte header")
+    counted = int.from_bytes(view[:4], "little")
+    if counted != cells:
+        raise _Failure(f"codec '{codec}' counts {counted} values, but a chunk of shape {list(shape)} holds {cells}")
+    if len(view) < 4 + 4 * cells:
+        raise _Failure(f"codec '{codec}' failed: the frame of {len(view)} bytes is too short for {cells} values")
+
+
+def _decode_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A vlen-utf8 / vlen-bytes frame as a flat object array of one value per cell."""
+    _check_vlen(codec, data, shape)
+    vlen = numcodecs.VLenUTF8() if codec == "vlen-utf8" else numcodecs.VLenBytes()
+    arr = np.asarray(_stage(codec, vlen.decode, data), dtype=object).reshape(-1)
+    if arr.size != _cells(shape):
+        raise _Failure(
+            f"codec '{codec}' gave {arr.size} values, but a chunk of shape {list(shape)} holds {_cells(shape)}"
+        )
+    return arr
+
+
+def _v2_filter(f: dict[str, Any], data: Any, shape: tuple[int, ...]) -> Any:
+    codec = _codec_id(f)
+    if codec in ("vlen-utf8", "vlen-bytes"):
+        return _decode_vlen(codec, data, shape)
+    return _stage(codec, _numcodec(f).decode, data)
+
+
 def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     data: Any = raw
+    last = None
     comp = array.codecs.get("compressor")
     if comp:
-        data = _decode_bytes_codec(_numcodec(comp), data)
+        last = _codec_id(comp)
+        data = _stage(last, lambda d: _decode_bytes_codec(_numcodec(comp), d), data)
     for f in reversed(array.codecs.get("filters") or []):
-        data = _numcodec(f).decode(data)
+        last = _codec_id(f)
+        data = _v2_filter(f, data, array.chunks)
     if array.dtype.kind == "string":
-        arr = np.asarray(data, dtype=object)
+        arr = np.asarray(data, dtype=object).reshape(-1)
+        if arr.size != _cells(array.chunks):
+            cells = _cells(array.chunks)
+            raise _Failure(
+                f"codec '{last}' gave {arr.size} values, but a chunk of shape {list(array.chunks)} holds {cells}"
+            )
     else:
-        arr = np.frombuffer(data, dtype=np.dtype(array.dtype.name))
+        origin = f"codec '{last}' gave" if last else "the stored chunk (no compressor) holds"
+        arr = _from_bytes(origin, data, np.dtype(array.dtype.name), array.chunks)
     return arr.reshape(array.chunks, order=array.order)
 
 
@@ -118,10 +207,13 @@ def _decode_codecs(
 ) -> np.ndarray:
     """Decode one v3 codec list into an array of `shape` (`dtype` overrides the array's)."""
     data: Any = raw
+    last = None  # the bytes-to-bytes codec the array-to-bytes codec gets its input from
     for c in reversed(codecs):
         name = c.get("name")
         if name in _BYTES_CODECS:
-            data = _decode_bytes_codec(_v3_bytes_codec(name, _freeze(c.get("configuration"))), data)
+            codec = _v3_bytes_codec(name, _freeze(c.get("configuration")))
+            data = _stage(name, lambda d, codec=codec: _decode_bytes_codec(codec, d), data)
+            last = name
     order = None
     for c in codecs:
         if c.get("name") == "transpose":
@@ -134,10 +226,10 @@ def _decode_codecs(
         base = dtype if dtype is not None else array.dtype.numpy
         endian = (a2b.get("configuration") or {}).get("endian", "little")
         dt = base if base.itemsize == 1 or base.kind == "S" else base.newbyteorder("<" if endian == "little" else ">")
-        arr = np.frombuffer(data, dtype=dt)
+        origin = f"codec '{last}' gave" if last else "codec 'bytes' got"
+        arr = _from_bytes(origin, data, dt, stored_shape)
     else:
-        codec = numcodecs.VLenUTF8() if a2b["name"] == "vlen-utf8" else numcodecs.VLenBytes()
-        arr = np.asarray(codec.decode(data), dtype=object)
+        arr = _decode_vlen(a2b["name"], data, stored_shape)
     arr = arr.reshape(stored_shape)
     if order:
         arr = arr.transpose(np.argsort(order))
@@ -146,36 +238,61 @@ def _decode_codecs(
 
 #: An inner chunk a shard's index marks as absent (offset and length all ones).
 _ABSENT = 2**64 - 1
+SHARDING = "sharding_indexed"
 
 
 def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A shard: its index (one (offset, length) per inner chunk) and the inner chunks it points to."""
     inner = tuple(config.get("chunk_shape") or ())
     if len(inner) != len(shape) or any(c <= 0 or s % c for s, c in zip(shape, inner, strict=True)):
-        raise ValueError(f"inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}")
+        raise _Failure(
+            f"codec '{SHARDING}': inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}"
+        )
     grid = tuple(s // c for s, c in zip(shape, inner, strict=True))
     index_codecs = config.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}}]
     size = int(np.prod(grid)) * 16 + 4 * sum(1 for c in index_codecs if c.get("name") == "crc32c")
     view = memoryview(raw).cast("B")
     if len(view) < size:
-        raise ValueError(f"shard of {len(view)} bytes is shorter than its {size}-byte index")
+        raise _Failure(f"codec '{SHARDING}' failed: the shard's {len(view)} bytes are fewer than its {size}-byte index")
     at_end = config.get("index_location", "end") == "end"
     index_raw = view[len(view) - size :] if at_end else view[:size]
-    index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
+    try:
+        index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
+    except _Failure as err:
+        raise _Failure(f"in the index of the shard ({SHARDING}), {err.detail}") from err
     out = _fill_chunk(array, shape)
     for pos in np.ndindex(*grid):
         offset, length = (int(v) for v in index[pos])
         if offset == _ABSENT and length == _ABSENT:
             continue
         if offset + length > len(view):
-            raise ValueError(f"shard index points past the shard's end ({offset + length} > {len(view)})")
-        chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
+            raise _Failure(
+                f"codec '{SHARDING}' failed: the shard's index points past its end ({offset + length} > {len(view)})"
+            )
+        try:
+            chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
+        except _Failure as err:
+            raise _Failure(f"in inner chunk {list(pos)} of the shard ({SHARDING}), {err.detail}") from err
         out[tuple(slice(p * c, (p + 1) * c) for p, c in zip(pos, inner, strict=True))] = chunk
     return out
 
 
-def decode_chunk(array: ArrayMeta, raw: bytes | None) -> np.ndarray:
-    """The full chunk (chunk shape, padded at the edges) from its stored bytes."""
+def _chunk_error(array: ArrayMeta, key: str | None, store_url: str | None, detail: str) -> DecodeError:
+    chunk = f"chunk '{key}'" if key else "a chunk"
+    where = f" in store '{store_url}'" if store_url else ""
+    return DecodeError(
+        f"{chunk} of array '{array.path}'{where} could not be decoded: {detail}; the chunk is corrupt "
+        "or truncated: rewrite it, or exclude the array from the query"
+    )
+
+
+def decode_chunk(
+    array: ArrayMeta, raw: bytes | None, key: str | None = None, store_url: str | None = None
+) -> np.ndarray:
+    """The full chunk (chunk shape, padded at the edges) from its stored bytes.
+
+    `key` and `store_url` only name the chunk in the error a corrupt chunk raises.
+    """
     counters.count(chunks_decoded=1)
     if raw is None:
         return _fill_chunk(array, array.chunks)
@@ -183,18 +300,18 @@ def decode_chunk(array: ArrayMeta, raw: bytes | None) -> np.ndarray:
         arr = (
             _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
         )
-    except (ValueError, RuntimeError, TypeError) as err:
-        raise DecodeError(
-            f"chunk of array '{array.path}' could not be decoded ({err}); the chunk is corrupt "
-            "or truncated: rewrite it, or exclude the array from the query"
-        ) from err
+    except _Failure as err:
+        raise _chunk_error(array, key, store_url, err.detail) from err
+    except (ValueError, RuntimeError, TypeError) as err:  # the layout around the codecs (a reshape)
+        raise _chunk_error(array, key, store_url, str(err)) from err
     if arr.dtype != array.dtype.numpy and array.dtype.kind != "string":
         arr = arr.astype(array.dtype.numpy)
     return arr
 
 
 def read_chunk(store: Store, array: ArrayMeta, index: tuple[int, ...]) -> np.ndarray:
-    return decode_chunk(array, store.get(array.chunk_key(index)))
+    key = array.chunk_key(index)
+    return decode_chunk(array, store.get(key), key, store.url)
 
 
 def _chunk_ranges(start: int, stop: int, size: int) -> range:
@@ -225,9 +342,10 @@ def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], .
         sl = tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, array.chunks, strict=True))
         return chunk[sl]
     out = np.empty(shape, dtype=array.dtype.numpy)
-    raws = store.get_many([array.chunk_key(idx) for idx in indices])  # concurrent on remote stores
-    for idx, raw in zip(indices, raws, strict=True):
-        chunk = decode_chunk(array, raw)
+    keys = [array.chunk_key(idx) for idx in indices]
+    raws = store.get_many(keys)  # concurrent on remote stores
+    for idx, key, raw in zip(indices, keys, raws, strict=True):
+        chunk = decode_chunk(array, raw, key, store.url)
         dst, src = [], []
         for (a, b), i, c in zip(region, idx, array.chunks, strict=True):
             lo, hi = max(a, i * c), min(b, (i + 1) * c)
@@ -244,9 +362,15 @@ def _read_with_zarr(store: Store, array: ArrayMeta, region: tuple[tuple[int, int
     zstore = _zarr_store(store)
     try:
         arr = zarr.open_array(store=zstore, path=array.path, mode="r", zarr_format=array.zarr_format)
+    except Exception as err:  # zarr raises many types; this is the edge of the fallback
+        raise DecodeError(
+            f"array '{array.path}' in store '{store.url}' could not be opened with zarr-python: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    try:
         out = arr[tuple(slice(a, b) for a, b in region)]
     except Exception as err:  # zarr raises many types; this is the edge of the fallback
-        raise DecodeError(f"array '{array.path}' could not be read with zarr-python: {err}") from err
+        raise _fallback_error(store, array, arr, region, err) from err
     n = 1
     for (a, b), c in zip(region, array.chunks, strict=True):
         n *= len(_chunk_ranges(a, b, c))
@@ -255,6 +379,23 @@ def _read_with_zarr(store: Store, array: ArrayMeta, region: tuple[tuple[int, int
     if array.dtype.kind != "string" and out.dtype != array.dtype.numpy:
         out = out.astype(array.dtype.numpy)
     return out
+
+
+def _fallback_error(
+    store: Store, array: ArrayMeta, arr: Any, region: tuple[tuple[int, int], ...], err: Exception
+) -> DecodeError:
+    """A failed zarr-python read as a `DecodeError` naming the first chunk that fails alone
+    (zarr-python's own error names no chunk), found by reading the region's chunks one by one."""
+    codecs = ", ".join(str(c.get("name")) for c in array.codecs if isinstance(c, dict))
+    detail = f"zarr-python failed with codecs [{codecs}] ({type(err).__name__}: {err})"
+    for idx in _region_chunks(array, region):
+        cells = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, array.chunks, array.shape, strict=True))
+        try:
+            arr[cells]
+        except Exception as one:  # the same edge, chunk by chunk
+            detail = f"zarr-python failed with codecs [{codecs}] ({type(one).__name__}: {one})"
+            return _chunk_error(array, array.chunk_key(idx), store.url, detail)
+    return _chunk_error(array, None, store.url, detail)
 
 
 def _zarr_store(store: Store) -> Any:

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
-from zarrsql.expand.reader import read_batches
+from zarrsql.expand.reader import engine_batches
 from zarrsql.plan.units import ScanPlan
 from zarrsql.scan import TableScan
 
@@ -54,11 +54,11 @@ class ZarrDataset(pads.Dataset):
         plan = self._scan.plan()
         if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
             plan = replace(plan, only=self._units_matching(plan, filter))
-        batches: Iterator[pa.RecordBatch] = read_batches(self._scan, plan, wanted, self._on_error)
+        batches: Iterator[pa.RecordBatch] = engine_batches(self._scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)
         plain = _plain(schema)
         if plain != schema:
-            batches = (b.cast(plain) for b in batches)
+            batches = map(lambda b: b.cast(plain), batches)  # no Python frame between error and Arrow
         return pads.Scanner.from_batches(batches, schema=plain, filter=filter)
 
     def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002

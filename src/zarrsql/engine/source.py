@@ -19,7 +19,7 @@ import pyarrow as pa
 from zarrsql.engine.filters import Untranslatable, translate
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
-from zarrsql.expand.reader import read_batches
+from zarrsql.expand.reader import engine_batches
 from zarrsql.plan.predicate import And, Predicate
 from zarrsql.scan import Column, TableScan
 
@@ -42,7 +42,7 @@ def _stream(
 ) -> pa.RecordBatchReader:
     schema = schema_of(columns)
     plan = scan.plan(predicate)
-    return pa.RecordBatchReader.from_batches(schema, read_batches(scan, plan, columns, on_error))
+    return pa.RecordBatchReader.from_batches(schema, engine_batches(scan, plan, columns, on_error))
 
 
 class ZarrSource(_Base):  # type: ignore[misc,valid-type]

@@ -16,6 +16,7 @@ flight grows faster on a remote store, since every widening step costs a round t
 
 from __future__ import annotations
 
+import codecs
 import functools
 import itertools
 import os
@@ -131,6 +132,28 @@ def read_batches(
         if on_error is not None:
             on_error(err)
         raise err.with_traceback(None) from None
+
+
+def engine_batches(
+    scan: TableScan, plan: ScanPlan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """`read_batches` for an engine that formats the Python error it meets (Arrow does).
+
+    Arrow appends the traceback of an exception raised by a batch iterator to its message,
+    and an exception raised in a Python frame always carries that frame. So the error is
+    caught here and raised again by `codecs.strict_errors`, a C function that raises the
+    exception it is given, driven by `map` after the batches run out: no Python frame is on
+    the way, and the engine's message is the error's text without a traceback.
+    """
+    failed: list[ZarrSQLError] = []
+
+    def recorded() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from read_batches(scan, plan, columns, on_error)
+        except ZarrSQLError as err:
+            failed.append(err.with_traceback(None))
+
+    return itertools.chain(recorded(), map(codecs.strict_errors, failed))
 
 
 def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:

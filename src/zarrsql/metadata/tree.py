@@ -35,11 +35,13 @@ from zarrsql.store import Store
 
 @dataclass(frozen=True, slots=True)
 class ArrayProblem:
-    """An array whose metadata could not be read; `error` says why."""
+    """An array whose metadata could not be read; `error` says why. `refused`: the store
+    would not read it at all (a link out of a local store), rather than read it and fail."""
 
     path: str
     zarr_format: int
     error: str
+    refused: bool = False
 
     @property
     def name(self) -> str:
@@ -157,9 +159,26 @@ def _listing(tree: NodeTree, groups: list[str]) -> list[tuple[str, str]]:
     return [(g, n) for g, ns in zip(groups, _map(store, names, groups), strict=True) for n in ns]
 
 
+def _enterable(tree: NodeTree, children: list[str]) -> list[str]:
+    """The children the store will read; one it refuses (a local link out of the store, a
+    loop) is kept as an `ArrayProblem` naming it, so the rest of the store still reads."""
+    refusal = getattr(tree.store, "refusal", None)
+    if refusal is None:
+        return children
+    kept = []
+    for path in children:
+        reason = refusal(path)
+        if reason is None:
+            kept.append(path)
+        else:
+            tree.arrays[path] = ArrayProblem(path, tree.zarr_format, reason, refused=True)
+    return kept
+
+
 def _walk_v3(tree: NodeTree, level: list[str]) -> None:
     while level:
-        children = [_join(g, n) for g, n in _listing(tree, level) if not n.startswith(".") and n != "zarr.json"]
+        names = _listing(tree, level)
+        children = _enterable(tree, [_join(g, n) for g, n in names if not n.startswith(".") and n != "zarr.json"])
         docs = _fetch(tree.store, [f"{c}/zarr.json" for c in children], tree.validators)
         level = []
         for path in children:
@@ -176,7 +195,7 @@ def _walk_v3(tree: NodeTree, level: list[str]) -> None:
 def _walk_v2(tree: NodeTree, level: list[str]) -> None:
     store = tree.store
     while level:
-        children = [_join(g, n) for g, n in _listing(tree, level) if not n.startswith(".")]
+        children = _enterable(tree, [_join(g, n) for g, n in _listing(tree, level) if not n.startswith(".")])
         keys = [f"{c}/{leaf}" for c in children for leaf in (".zarray", ".zgroup", ".zattrs")]
         raws = _fetch(store, keys, tree.validators)
         level = []

@@ -31,6 +31,8 @@ class Store(Protocol):
     folder, tens for object storage); `remote` says whether each read is a network request;
     `cache_key` identifies the store (URL and options) for the metadata cache, and
     `metadata_ttl` is how long (seconds) a cached tree is trusted without revalidating.
+    A store may also have `refusal(key)`: why it will not read below `key` (a local link out
+    of the store), None if it will; the metadata walk lists such an entry instead of failing.
     """
 
     url: str
@@ -100,9 +102,13 @@ def open_store(location: str, storage_options: Mapping[str, Any] | None = None) 
     from zarrsql.store.local import LocalStore
 
     path = os.path.abspath(os.path.expanduser(location))
+    if os.path.exists(path) and not os.path.isdir(path):
+        from zarrsql.store.files import file_error
+
+        raise file_error(location, path)
     if not os.path.isdir(path):
         raise StoreNotFoundError(
-            f"no Zarr store at '{location}': the path does not exist or is not a folder; "
+            f"no Zarr store at '{location}': the path does not exist; "
             "check the path (relative paths are resolved from the current directory)"
         )
     return LocalStore(path)

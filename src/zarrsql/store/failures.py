@@ -8,6 +8,8 @@ translations).
 - DENIED: 401/403 (PermissionError) — never retried, credentials will not appear by waiting;
 - TRANSIENT: 5xx, 408, 429, timeouts, resets, refused or dropped connections, a body cut short
   of its Content-Length — retried with backoff;
+- TLS: a failed TLS handshake or an untrusted certificate — never retried, the next handshake
+  fails the same way (a TLS connection dropped mid-stream, `SSLEOFError`, stays TRANSIENT);
 - FATAL: everything else (other 4xx, bad URLs) — reported at once.
 
 `describe` turns the cause into the words an error message uses.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ssl
 import sys
 from enum import Enum
 from typing import Any
@@ -26,6 +29,7 @@ class Failure(Enum):
     MISSING = "missing"
     DENIED = "denied"
     TRANSIENT = "transient"
+    TLS = "tls"
     FATAL = "fatal"
 
 
@@ -120,8 +124,36 @@ def _requests_transient(err: BaseException) -> bool:
     return exc is not None and isinstance(err, (exc.ConnectionError, exc.Timeout, exc.ChunkedEncodingError))
 
 
+#: TLS errors that are the connection dropping, not the handshake failing: worth a retry.
+_TLS_TRANSIENT = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ssl.SSLSyscallError, ssl.SSLWantReadError)
+
+
+def _aiohttp_tls(err: BaseException) -> bool:
+    aiohttp = sys.modules.get("aiohttp")
+    return aiohttp is not None and isinstance(err, aiohttp.ServerFingerprintMismatch)
+
+
+def tls_error(err: BaseException) -> ssl.SSLError | BaseException | None:
+    """The TLS failure behind `err` (the `ssl` error, or aiohttp's fingerprint mismatch), if
+    the handshake failed; None for any other failure, a dropped TLS connection included."""
+    for e in _chain(err):
+        cert = getattr(e, "certificate_error", None)  # aiohttp's ClientConnectorCertificateError
+        if isinstance(cert, ssl.SSLCertVerificationError):
+            return cert
+        if isinstance(e, ssl.SSLCertVerificationError) or _aiohttp_tls(e):
+            return e
+    for e in _chain(err):
+        inner = getattr(e, "os_error", None)  # aiohttp's ClientConnectorSSLError keeps ssl's error here
+        found = inner if isinstance(inner, ssl.SSLError) else e
+        if isinstance(found, ssl.SSLError):
+            return None if isinstance(found, _TLS_TRANSIENT) else found
+    return None
+
+
 def classify(err: BaseException) -> Failure:
     """The kind of failure `err` is (see the module docstring)."""
+    if tls_error(err) is not None:
+        return Failure.TLS
     status = status_of(err)
     if status is not None:
         if status in (404, 410):
@@ -136,7 +168,7 @@ def classify(err: BaseException) -> Failure:
     if isinstance(err, PermissionError):
         return Failure.DENIED
     for e in _chain(err):
-        if isinstance(e, (TimeoutError, asyncio.TimeoutError, ConnectionError)):
+        if isinstance(e, (TimeoutError, asyncio.TimeoutError, ConnectionError, *_TLS_TRANSIENT)):
             return Failure.TRANSIENT
         if isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS:
             return Failure.TRANSIENT

@@ -3,10 +3,16 @@
 Reads are cheap and the disk is shared, so `concurrency` is the number of cores (the reader's
 decoding threads) and `get_many` reads in order; the metadata cache revalidates by file mtime
 and size on every query (`metadata_ttl` 0), which costs a `stat` per document.
+
+Symbolic links are followed while they stay inside the store. A link that leads out of it, or
+a loop of links, is refused by name (`refusal`): reading a key below it raises
+`StoreReadError`, and the metadata walk keeps such an entry as a problem instead of failing
+the whole store, so the rest of the store still reads.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 
@@ -36,11 +42,45 @@ class LocalStore:
         path = os.path.join(self.root, *key.split("/")) if key else self.root
         return path
 
+    def _inside(self, real: str) -> bool:
+        return real == self.root or real.startswith(self.root + os.sep)
+
+    def refusal(self, key: str) -> str | None:
+        """Why `key` is not read: the first link on its path that leads out of the store or
+        loops, named; None when every link on the path stays inside."""
+        path = self.root
+        for part in check_key(key).split("/") if key else []:
+            path = os.path.join(path, part)
+            if not os.path.islink(path):
+                continue
+            where = os.path.relpath(path, self.root).replace(os.sep, "/")
+            try:
+                real = os.path.realpath(path, strict=True)
+            except OSError as err:
+                if err.errno != errno.ELOOP:  # a dangling link: judged by where it points
+                    real = os.path.realpath(path)
+                else:
+                    return (
+                        f"'{where}' in store '{self.root}' is a loop of symbolic links (it leads back to "
+                        "itself); remove or fix the link"
+                    )
+            if not self._inside(real):
+                return (
+                    f"'{where}' in store '{self.root}' is a symbolic link to '{real}', outside the store; "
+                    "zarrsql reads nothing outside the store it is given: copy the data into the store, "
+                    "or read the link's target as a store of its own"
+                )
+        return None
+
+    def _refused(self, key: str) -> StoreReadError:
+        reason = self.refusal(key) or f"'{key}' in store '{self.root}' leads outside the store"
+        return StoreReadError(f"refusing to read '{key}': {reason}")
+
     def get(self, key: str) -> bytes | None:
         path = self._path(key)
         real = os.path.realpath(path)  # checked before reading: nothing outside is ever read
-        if not (real == self.root or real.startswith(self.root + os.sep)):
-            raise StoreReadError(f"'{path}' links outside the store '{self.root}'; refusing to read it")
+        if not self._inside(real):
+            raise self._refused(key)
         try:
             with open(real, "rb") as f:
                 data = f.read()
@@ -48,6 +88,8 @@ class LocalStore:
             counters.count(requests=1)
             return None
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise self._refused(key) from err
             raise StoreReadError(f"cannot read '{path}': {err.strerror or err}") from err
         counters.count(requests=1, bytes_read=len(data))
         return data
@@ -59,12 +101,17 @@ class LocalStore:
         return [self.token(k) for k in keys]
 
     def list_dir(self, prefix: str) -> list[str]:
-        path = self._path(prefix.rstrip("/"))
+        key = prefix.rstrip("/")
+        path = self._path(key)
+        if not self._inside(os.path.realpath(path)):
+            raise self._refused(key)
         try:
             return sorted(os.listdir(path))
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise self._refused(key) from err
             raise StoreReadError(f"cannot list '{path}': {err.strerror or err}") from err
 
     def token(self, key: str) -> str | None:

@@ -21,6 +21,10 @@ storage SDK's retry policy (3 retries, 15 s apart) is set to none when the store
 On GCS, gcsfs's loop around every request (6 attempts, up to 16 s apart) is bypassed
 (store/remote.py).
 
+TLS over HTTP: `ssl` is passed to every aiohttp request. `'false'` skips certificate checks;
+any other text is the path of a CA certificate file (PEM) to trust, made into an SSL context
+here (one per file, so that fsspec's cached filesystem for the same options is reused).
+
 Anonymous S3: a store on `s3://` gets `anon=True` unless the options name credentials
 (`anon`, `key`, `secret`, `token`, `profile`, `session`) or the environment holds them
 (the `AWS_*` variables below, or a shared credentials/config file). See docs/remote.md.
@@ -49,8 +53,10 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from zarrsql.errors import ParameterError
@@ -193,6 +199,23 @@ def _gcs_defaults(theirs: dict[str, Any]) -> None:
         theirs["token"] = "anon"
 
 
+@lru_cache(maxsize=16)
+def _trusting(cafile: str) -> ssl.SSLContext:
+    """A verifying SSL context that also trusts the CA certificate(s) in `cafile`."""
+    path = os.path.expanduser(cafile)
+    if not os.path.isfile(path):
+        raise ParameterError(
+            f"storage option 'ssl' {cafile!r} is not a file: give 'false' to skip certificate checks, "
+            "or the path of the CA certificate (PEM) that signed the server's certificate"
+        )
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, ValueError) as err:
+        raise ParameterError(
+            f"storage option 'ssl' {cafile!r} holds no PEM certificate that can be trusted ({err})"
+        ) from err
+
+
 def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
     """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`."""
     ours: dict[str, Any] = {}
@@ -207,6 +230,8 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
             theirs["anon"] = True
         # zarrsql's retries replace botocore's (else a 5xx would be retried retries x 5 times)
         theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
+    if protocol in ("http", "https") and isinstance(theirs.get("ssl"), str):
+        theirs["ssl"] = _trusting(theirs["ssl"])
     if protocol in ("az", "abfs", "abfss"):
         _azure_defaults(theirs)
     if protocol in ("gs", "gcs"):

@@ -23,6 +23,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import ssl
 import threading
 import time
 import types
@@ -33,7 +34,7 @@ from typing import Any
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import check_key
-from zarrsql.store.failures import Failure, classify, describe
+from zarrsql.store.failures import Failure, classify, describe, tls_error
 from zarrsql.store.options import split_options
 
 #: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
@@ -220,12 +221,47 @@ class FsspecStore:
         where, cause = self.where(key), describe(err, self.network.timeout)
         if kind is Failure.DENIED:
             return StoreReadError(f"access denied reading '{where}' ({cause}); {self._credentials_hint()}")
+        if kind is Failure.TLS:
+            return StoreReadError(f"cannot read '{where}': {self._tls_message(err)}")
         if kind is Failure.TRANSIENT:
             return StoreReadError(
                 f"cannot read '{where}': {cause}, still failing after {attempts} attempts; the "
                 "server or network failed: try again later, or raise 'retries' / 'timeout' in storage_options"
             )
         return StoreReadError(f"cannot read '{where}': {cause}")
+
+    def _tls_message(self, err: BaseException) -> str:
+        """What a failed TLS handshake means and what to pass instead; never retried."""
+        cause = tls_error(err)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            what = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
+            return (
+                f"the server's TLS certificate is not trusted ({what}); not retried, since every attempt "
+                f"would fail the same way. {self._trust_hint()}"
+            )
+        plain = (
+            "If the server speaks plain HTTP on this port, use http:// instead of https://; else check"
+            if self.protocol == "https"
+            else "Check"
+        )
+        return (
+            f"the TLS handshake failed ({cause}); not retried, since every attempt would fail the same "
+            f"way. {plain} the URL's scheme and port and the server's TLS set-up"
+        )
+
+    def _trust_hint(self) -> str:
+        if self.protocol in ("http", "https"):
+            return (
+                "If you trust this server, give its CA certificate: storage_options := MAP {'ssl': "
+                "'/path/to/ca.pem'} (or set SSL_CERT_FILE before Python starts); 'ssl': 'false' skips "
+                "the check altogether, for a server and network you trust"
+            )
+        if self.protocol in ("s3", "s3a"):
+            return (
+                "If you trust this endpoint, give its CA certificate: storage_options := MAP "
+                "{'client_kwargs': '{\"verify\": \"/path/to/ca.pem\"}'} (or set AWS_CA_BUNDLE)"
+            )
+        return "If you trust this server, add its CA certificate to the trusted ones (SSL_CERT_FILE)"
 
     def _credentials_hint(self) -> str:
         if self.protocol in ("s3", "s3a"):

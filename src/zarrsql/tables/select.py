@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from zarrsql.decode.variables import EncodedVariable, unreadable
 from zarrsql.discovery.roles import Member, effective_dims
-from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
+from zarrsql.errors import ParameterError, SelectionError, StoreReadError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta, attribute_dims_problem
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
 from zarrsql.store import check_key
@@ -197,11 +197,15 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
         encoded = _encoded_read(tree, path)
         if encoded is not None:
             return encoded
+        refusal = getattr(tree.store, "refusal", None)  # a link out of the store, unlisted
+        if refusal is not None and refusal(path):
+            raise StoreReadError(f"array '{path}' cannot be read: {refusal(path)}")
         kind = "a group of store" if path in tree.groups else "not in store"
         raise SelectionError(f"array_path '{path}' is {kind} '{tree.store.url}'; list arrays with read_zarr_metadata")
     if isinstance(node, ArrayProblem) or not node.dtype.supported:
         reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
-        raise UnsupportedError(f"array '{path}' cannot be read: {reason}")
+        refused = isinstance(node, ArrayProblem) and node.refused
+        raise (StoreReadError if refused else UnsupportedError)(f"array '{path}' cannot be read: {reason}")
     where = f"array '{path}'"
     group = path.rpartition("/")[0]
     member = next((m for m in analyze_group(tree, group).members if m.array.path == path), None)

@@ -1,0 +1,97 @@
+"""What a local file given as a store is, so that the error can say so and how to convert it.
+
+A Zarr store on disk is a folder. People point zarrsql at the files they have at hand, most
+often HDF5 (AnnData's `.h5ad`, NetCDF4's `.nc`, plain `.h5`), NetCDF3, a zipped store or a
+Parquet file. The kind is told by the file's first bytes (HDF5 allows a user block of 512,
+1024, 2048... bytes before its signature), and by the extension when the file is too short
+to tell; only those few header bytes (or a zip's directory) are read.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+from zarrsql.errors import StoreNotFoundError, UnsupportedError, ZarrSQLError
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+#: Offsets where an HDF5 signature may start (after a user block of that many bytes).
+_HDF5_OFFSETS = (0, 512, 1024, 2048, 4096, 8192)
+_NETCDF3_SIGNATURES = (b"CDF\x01", b"CDF\x02", b"CDF\x05")  # classic, 64-bit offset, CDF-5
+_ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
+_HDF5_EXTENSIONS = (".h5ad", ".h5", ".hdf5", ".he5", ".nc", ".nc4", ".cdf")
+_METADATA_NAMES = ("zarr.json", ".zgroup", ".zarray", ".zattrs", ".zmetadata")
+
+
+def _head(path: str, at: int, size: int = 8) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(at)
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def _is_hdf5(path: str) -> bool:
+    return any(_head(path, at) == HDF5_SIGNATURE for at in _HDF5_OFFSETS)
+
+
+def _xarray_hint(location: str) -> str:
+    return f"xarray.open_dataset('{location}').to_zarr('{os.path.splitext(location)[0]}.zarr')"
+
+
+def _convert_hint(location: str) -> str:
+    """How to turn an HDF5 file into a Zarr store, by what its extension says it holds."""
+    anndata = f"anndata.read_h5ad('{location}').write_zarr('{os.path.splitext(location)[0]}.zarr')"
+    if location.lower().endswith(".h5ad"):
+        return anndata
+    if location.lower().endswith((".nc", ".nc4", ".cdf")):
+        return _xarray_hint(location)
+    return f"{_xarray_hint(location)} for NetCDF-like data, or {anndata} for AnnData"
+
+
+def _zip_holds_zarr(path: str) -> bool:
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return any(n.rsplit("/", 1)[-1] in _METADATA_NAMES and n.count("/") <= 1 for n in names)
+
+
+def file_error(location: str, path: str) -> ZarrSQLError:
+    """The error for a store location that is a file: which kind of file, and what to do."""
+    start = f"no Zarr store at '{location}': it is a file, not a folder"
+    name = os.path.basename(path)
+    head = _head(path, 0)
+    if name in _METADATA_NAMES:
+        return StoreNotFoundError(
+            f"{start}; '{name}' is a Zarr metadata document: point at the folder that holds it, "
+            f"'{os.path.dirname(location) or '.'}'"
+        )
+    if _is_hdf5(path) or (not head and name.lower().endswith(_HDF5_EXTENSIONS)):
+        return StoreNotFoundError(
+            f"{start}: an HDF5 file (as .h5ad, NetCDF4 and .h5 files are), not Zarr, and zarrsql reads "
+            f"Zarr only; convert it once, e.g. {_convert_hint(location)}, and read the .zarr folder"
+        )
+    if head.startswith(_NETCDF3_SIGNATURES):
+        return StoreNotFoundError(
+            f"{start}: a NetCDF3 (classic) file, not Zarr, and zarrsql reads Zarr only; convert it "
+            f"once, e.g. {_xarray_hint(location)}, and read the .zarr folder"
+        )
+    if head.startswith(_ZIP_SIGNATURES):
+        if _zip_holds_zarr(path):
+            folder = location[:-4] if location.lower().endswith(".zip") else location + ".unzipped"
+            return UnsupportedError(
+                f"'{location}' is a zip archive holding a Zarr store; zarrsql does not read zip stores: "
+                f"unzip it (e.g. python -m zipfile -e '{location}' '{folder}') and read the folder"
+            )
+        return StoreNotFoundError(f"{start}: a zip archive that holds no Zarr store at its top")
+    if head.startswith(b"PAR1"):
+        return StoreNotFoundError(
+            f"{start}: a Parquet file, which DuckDB reads itself: SELECT * FROM read_parquet('{location}')"
+        )
+    return StoreNotFoundError(
+        f"{start}; a Zarr store is a folder holding zarr.json (Zarr v3) or .zgroup (Zarr v2): point at the "
+        "store's folder"
+    )
