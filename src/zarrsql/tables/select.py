@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from zarrsql.decode.variables import EncodedVariable, unreadable
 from zarrsql.discovery.roles import effective_dims
 from zarrsql.errors import ParameterError, SelectionError, UnsupportedError
-from zarrsql.metadata.tree import ArrayProblem, NodeTree
+from zarrsql.metadata.tree import ArrayProblem, NodeTree, problems_in, unreadable_error
 from zarrsql.store import check_key
 from zarrsql.tables.analyze import analyze_group
 from zarrsql.tables.build import ancestors, chunk_grid, display_path, find_coord
@@ -82,6 +82,12 @@ def _no_tables_error(tree: NodeTree, group: str) -> SelectionError:
     return SelectionError(f"{where} has no tables (no data variables with dimension names){hint}")
 
 
+def _none_found(tree: NodeTree, group: str, err: SelectionError) -> Exception:
+    """`err`, unless the group holds nodes of unreadable metadata: the wanted table may be theirs."""
+    broken = problems_in(tree, group)
+    return unreadable_error(tree, broken, f"group '{display_path(group)}'") if broken else err
+
+
 def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
     info = analyze_group(tree, group)
     tables = info.tables
@@ -91,12 +97,20 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
     if sel.table_name is not None:
         hits = [t for t in tables if t.name and t.name.lower() == sel.table_name.lower()]
         if not hits:
-            raise SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}")
+            raise _none_found(
+                tree,
+                group,
+                SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}"),
+            )
         return _read_table(hits[0])
     if sel.dims is not None:
         hits = [t for t in tables if t.dims == sel.dims]
         if not hits:
-            raise SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}")
+            raise _none_found(
+                tree,
+                group,
+                SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}"),
+            )
         if len(hits) > 1:
             raise SelectionError(
                 f"{where} has several tables with dims {list(sel.dims)} (different shapes); "
@@ -104,7 +118,7 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
             )
         return _read_table(_unblock_case(hits[0]))
     if not tables:
-        raise _no_tables_error(tree, group)
+        raise _none_found(tree, group, _no_tables_error(tree, group))
     if len(tables) > 1:
         raise SelectionError(
             f"{where} has {len(tables)} tables [{_describe(tables)}]; use table_name := or "
@@ -148,9 +162,10 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
             return encoded
         kind = "a group of store" if path in tree.groups else "not in store"
         raise SelectionError(f"array_path '{path}' is {kind} '{tree.store.url}'; list arrays with read_zarr_metadata")
-    if isinstance(node, ArrayProblem) or not node.dtype.supported:
-        reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
-        raise UnsupportedError(f"array '{path}' cannot be read: {reason}")
+    if isinstance(node, ArrayProblem):
+        raise unreadable_error(tree, [node], f"array_path '{path}'")
+    if not node.dtype.supported:
+        raise UnsupportedError(f"array '{path}' cannot be read: {node.dtype.reason}")
     where = f"array '{path}'"
     group = path.rpartition("/")[0]
     member = next((m for m in analyze_group(tree, group).members if m.array.path == path), None)
@@ -206,13 +221,29 @@ def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
     return None
 
 
+def _check_coordinates(tree: NodeTree, rt: ReadTable) -> ReadTable:
+    """Refuse a read when a node that may be one of its coordinates has unreadable metadata:
+    reading positions in place of the coordinate's values would give wrong rows."""
+    for g in [rt.group_path, *ancestors(rt.group_path)]:
+        broken = problems_in(tree, g, rt.dims)
+        if broken:
+            raise unreadable_error(tree, broken, f"table '{rt.label}' of group '{display_path(rt.group_path)}'")
+    return rt
+
+
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
     """Resolve a selection to the one table it reads."""
+    return _check_coordinates(tree, _select(tree, sel))
+
+
+def _select(tree: NodeTree, sel: Selection) -> ReadTable:
     if sel.array_path is not None:
         if sel.group_path is not None or sel.table_name is not None:
             raise ParameterError("array_path := cannot be combined with group_path := or table_name :=")
         return _array_read(tree, normalize_path(sel.array_path), sel.dims)
     group = normalize_path(sel.group_path or "")
+    if isinstance(tree.arrays.get(group), ArrayProblem):
+        raise unreadable_error(tree, [tree.arrays[group]], f"group_path '{display_path(group)}'")
     if group not in tree.groups:
         kind = "an array (use array_path :=)" if group in tree.arrays else "not a group of the store"
         raise SelectionError(
