@@ -21,7 +21,7 @@ import numpy as np
 
 from zarrsql.errors import MetadataError
 from zarrsql.metadata.codecs import check_v2_codecs, check_v3_codecs, v2_codec_problem, v3_codec_problem
-from zarrsql.metadata.documents import expect_object, field_choice, field_list, field_object
+from zarrsql.metadata.documents import expect_object, field_choice, field_list, field_object, shown
 from zarrsql.metadata.dtypes import DType, parse_v2_dtype, parse_v3_dtype
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -90,7 +90,7 @@ def _int_tuple(value: Any, what: str, where: str, *, minimum: int = 0) -> tuple[
     if not isinstance(value, list) or not all(
         isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= MAX_ELEMENTS for v in value
     ):
-        raise MetadataError(f"{where}: {what} must be a list of integers >= {minimum}, got {value!r}"[:400])
+        raise MetadataError(f"{where}: {what} must be a list of integers from {minimum} to 2**63-1, got {shown(value)}")
     return tuple(value)
 
 
@@ -107,7 +107,7 @@ def _check_format(doc: Mapping[str, Any], zarr_format: int, where: str) -> None:
     """`zarr_format`, when given, must be this document's format (a v2 document in a v3 place, say)."""
     value = doc.get("zarr_format", zarr_format)
     if isinstance(value, bool) or value != zarr_format:
-        raise MetadataError(f"{where}: zarr_format must be {zarr_format}, got {value!r}")
+        raise MetadataError(f"{where}: zarr_format must be {zarr_format}, got {shown(value)}")
 
 
 def _chunk_size_problem(chunks: tuple[int, ...], dtype: DType) -> str | None:
@@ -160,7 +160,7 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str =
     if value is None or not dtype.supported:
         return None  # an unsupported type's fill value (a complex pair, say) is never used
     if isinstance(value, (list, dict)):
-        raise MetadataError(f"{where}: fill_value must be a JSON number, string, boolean or null, got {value!r}"[:400])
+        raise MetadataError(f"{where}: fill_value must be a JSON number, string, boolean or null, got {shown(value)}")
     dt = dtype.numpy
     try:
         if dtype.kind == "fixed_bytes":
@@ -171,9 +171,7 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str =
             return value if isinstance(value, str) else None
         return _numeric_fill(value, dtype, dt)
     except (ValueError, TypeError, OverflowError) as err:
-        raise MetadataError(
-            f"{where}: fill_value {value!r} is not a value of data type {dtype.name} ({err})"[:400]
-        ) from err
+        raise MetadataError(f"{where}: fill_value {shown(value)} is not a value of data type {dtype.name}") from err
 
 
 def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...] | None:
@@ -189,7 +187,7 @@ def _v3_chunk_shape(doc: Mapping[str, Any], shape: tuple[int, ...], where: str) 
     grid = field_object(doc, "chunk_grid", where, required=True)
     name = grid.get("name")
     if not isinstance(name, str):
-        raise MetadataError(f"{where}: chunk_grid must have a string 'name', got {name!r}"[:400])
+        raise MetadataError(f"{where}: chunk_grid must have a string 'name', got {shown(name)}")
     if name != "regular":
         return tuple(max(1, n) for n in shape), f"its chunk grid '{name}' is not supported"
     config = field_object(grid, "configuration", where, required=True)
@@ -204,7 +202,7 @@ def _v3_keys(doc: Mapping[str, Any], where: str) -> tuple[str, bool, str | None]
     key_enc = field_object(doc, "chunk_key_encoding", where) or {"name": "default"}
     name = key_enc.get("name")
     if not isinstance(name, str):
-        raise MetadataError(f"{where}: chunk_key_encoding must have a string 'name', got {name!r}"[:400])
+        raise MetadataError(f"{where}: chunk_key_encoding must have a string 'name', got {shown(name)}")
     v2_keys = name == "v2"
     default = "." if v2_keys else "/"
     sep = field_choice(field_object(key_enc, "configuration", where), "separator", where, ("/", "."), default)
@@ -215,7 +213,7 @@ def _v3_keys(doc: Mapping[str, Any], where: str) -> tuple[str, bool, str | None]
 def _v3_dtype(doc: Mapping[str, Any], shape: tuple[int, ...], chunks: tuple[int, ...], where: str) -> DType:
     spec = doc.get("data_type")
     if not isinstance(spec, (str, dict)):
-        raise MetadataError(f"{where}: data_type must be a name or an object with a name, got {spec!r}"[:400])
+        raise MetadataError(f"{where}: data_type must be a name or an object with a name, got {shown(spec)}")
     dtype = parse_v3_dtype(spec)
     transformers = field_list(doc, "storage_transformers", where)
     dtype = _unsupported(dtype, "its storage transformers are not supported" if transformers else None, "rewrite it")
@@ -253,7 +251,7 @@ def parse_v3_array(path: str, doc: Mapping[str, Any], key: str | None = None) ->
 def _v2_dtype(zarray: Mapping[str, Any], filters: list[dict[str, Any]], chunks: tuple[int, ...], where: str) -> DType:
     spec = zarray.get("dtype")
     if not isinstance(spec, (str, list)):
-        raise MetadataError(f"{where}: dtype must be a numpy type string or a list of fields, got {spec!r}"[:400])
+        raise MetadataError(f"{where}: dtype must be a numpy type string or a list of fields, got {shown(spec)}")
     compressor = zarray.get("compressor")
     dtype = _unsupported(parse_v2_dtype(spec, filters), v2_codec_problem(compressor, filters), "install the codec")
     return _unsupported(dtype, _chunk_size_problem(chunks, dtype), "rechunk it into smaller chunks")
@@ -270,7 +268,8 @@ def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Any, key: str |
         raise MetadataError(f"{where}: chunks {list(chunks)} do not match shape {list(shape)}")
     filters = check_v2_codecs(zarray.get("compressor"), zarray.get("filters"), where)
     dtype = _v2_dtype(zarray, filters, chunks, where)
-    attrs = dict(expect_object({} if zattrs is None else zattrs, _where(path, _join(path, ".zattrs")), "the document"))
+    attrs_where = _where(path, _join(path, ".zattrs"))
+    attrs = dict(expect_object({} if zattrs is None else zattrs, attrs_where, "the document"))
     dims = attrs.pop("_ARRAY_DIMENSIONS", None)
     return ArrayMeta(
         path=path,
@@ -281,7 +280,7 @@ def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Any, key: str |
         fill_value=parse_fill_value(zarray.get("fill_value"), dtype, zarr_format=2, where=where),
         order=field_choice(zarray, "order", where, ("C", "F"), "C"),
         codecs={"compressor": zarray.get("compressor"), "filters": filters},
-        dimension_names=_dimension_names(dims, len(shape), where),
+        dimension_names=_dimension_names(dims, len(shape), attrs_where),
         attrs=MappingProxyType(attrs),
         separator=field_choice(zarray, "dimension_separator", where, (".", "/"), "."),
         v2_keys=True,

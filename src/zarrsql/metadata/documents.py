@@ -28,6 +28,8 @@ MAX_DEPTH = 128
 
 #: A JSON string (skipped: brackets inside it do not nest) or one bracket.
 _TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+#: A JSON escape of a UTF-16 surrogate (paired ones are fine; an unpaired one is not text).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def too_deep(raw: bytes) -> bool:
@@ -64,11 +66,16 @@ def load_document(raw: bytes | None, key: str, url: str) -> Any:
             "no Zarr metadata does: the document is corrupt or hostile, rewrite it"
         )
     try:
-        return json.loads(raw)
+        doc = json.loads(raw)
+        if _SURROGATE.search(raw):  # an unpaired \ud800 decodes to a str that is not Unicode text
+            json.dumps(doc, ensure_ascii=False).encode("utf-8")
     except RecursionError as err:  # MAX_DEPTH should prevent it; a small thread stack might not
         raise _corrupt(key, url, "nested too deeply to decode") from err
+    except UnicodeEncodeError as err:
+        raise _corrupt(key, url, "a string escapes an unpaired UTF-16 surrogate") from err
     except (ValueError, UnicodeDecodeError) as err:
         raise _corrupt(key, url, str(err)) from err
+    return doc
 
 
 def _json_type(value: Any) -> str:
@@ -85,11 +92,15 @@ def _json_type(value: Any) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
+def shown(value: Any) -> str:
+    """`repr(value)`, cut short: a value in an error message may be a megabyte of JSON."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def wrong_type(where: str, what: str, expected: str, value: Any) -> MetadataError:
     """The error for a field of the wrong JSON type: names the field, what it must be, what it is."""
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return MetadataError(f"{where}: {what} must be {expected}, got {_json_type(value)} ({shown})")
+    return MetadataError(f"{where}: {what} must be {expected}, got {_json_type(value)} ({shown(value)})")
 
 
 def expect_object(value: Any, where: str, what: str) -> dict[str, Any]:
