@@ -492,3 +492,57 @@ def test_the_undamaged_store_reads_as_zarr_python_reads_it(tmp_path: Path, con: 
         shutil.copytree(store, copy)
         got = con.execute(f"SELECT t, v FROM read_zarr('{copy}') ORDER BY t").fetchall()
         assert got == list(zip(zarr_read(copy, "t").tolist(), zarr_read(copy, "v").tolist(), strict=True))
+
+
+# --------------------------------------------------------------------------------------
+# beyond Zarr's own fields: OME-Zarr multiscales attributes of the wrong JSON type
+# --------------------------------------------------------------------------------------
+
+AXES = [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+
+
+def _scale(values: list[Any]) -> list[dict[str, Any]]:
+    return [{"type": "scale", "scale": values}]
+
+
+OME_FAULTS = {
+    "datasets a number": ({"datasets": 5, "axes": AXES}, "datasets must be a JSON array"),
+    "axes a number": ({"datasets": [{"path": "0"}], "axes": 5}, "axes must be a JSON array"),
+    "axis without a name": ({"datasets": [{"path": "0"}], "axes": [{"type": "space"}] * 2}, "string name"),
+    "scale of text": ({"datasets": [{"path": "0", "coordinateTransformations": _scale(["a", 1])}], "axes": AXES},
+                      "must hold finite numbers"),
+    "scale of null": ({"datasets": [{"path": "0", "coordinateTransformations": _scale([None, 1])}], "axes": AXES},
+                      "must hold finite numbers"),
+    "transforms a number": ({"datasets": [{"path": "0", "coordinateTransformations": 5}], "axes": AXES},
+                            "coordinateTransformations must be a JSON array"),
+    "overflowing scales": ({"datasets": [{"path": "0", "coordinateTransformations": _scale([1e308, 1])}], "axes": AXES,
+                            "coordinateTransformations": _scale([1e308, 1])}, "overflow"),
+}  # fmt: skip
+
+
+def write_image(path: Path, multiscale: dict[str, Any]) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = zarr.open_group(str(path), mode="w", zarr_format=3, attributes={"multiscales": [multiscale]})
+        g.create_array("0", shape=(4, 3), chunks=(2, 2), dtype="f8")[:] = np.arange(12.0).reshape(4, 3)
+    return path
+
+
+@pytest.mark.parametrize("fault", sorted(OME_FAULTS))
+def test_invalid_ome_multiscales_attributes_are_a_metadata_error(
+    fault: str, tmp_path: Path, con: zarrsql.Connection
+) -> None:
+    multiscale, message = OME_FAULTS[fault]
+    store = write_image(tmp_path / "img.zarr", multiscale)
+    for way, run in every_read(con, store).items():
+        refused(run, zarrsql.MetadataError, "group '/'", "multiscales", message, way=way)
+
+
+def test_repeated_ome_axis_names_refuse_the_table(tmp_path: Path, con: zarrsql.Connection) -> None:
+    """Two axes named y would give two y columns, one of them holding x's positions."""
+    axes = [{"name": "y", "type": "space"}, {"name": "y", "type": "space"}]
+    store = write_image(tmp_path / "img.zarr", {"datasets": [{"path": "0"}], "axes": axes})
+    for way, run in table_reads(con, store).items():
+        refused(run, zarrsql.SelectionError, "['y', 'y']", "repeat", way=way)
+    rows = con.execute(f"SELECT table_name, dims FROM read_zarr_tables('{store}')").fetchall()
+    assert rows == [(None, ["y", "y"])]
