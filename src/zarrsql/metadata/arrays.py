@@ -162,6 +162,7 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str =
     if isinstance(value, (list, dict)):
         raise MetadataError(f"{where}: fill_value must be a JSON number, string, boolean or null, got {shown(value)}")
     dt = dtype.numpy
+    assert dt is not None  # a supported type has one
     try:
         if dtype.kind == "fixed_bytes":
             if zarr_format == 2 and isinstance(value, str):

@@ -242,9 +242,10 @@ def _select(tree: NodeTree, sel: Selection) -> ReadTable:
             raise ParameterError("array_path := cannot be combined with group_path := or table_name :=")
         return _array_read(tree, normalize_path(sel.array_path), sel.dims)
     group = normalize_path(sel.group_path or "")
-    if isinstance(tree.arrays.get(group), ArrayProblem):
-        raise unreadable_error(tree, [tree.arrays[group]], f"group_path '{display_path(group)}'")
     if group not in tree.groups:
+        broken = tree.arrays.get(group)
+        if isinstance(broken, ArrayProblem):
+            raise unreadable_error(tree, [broken], f"group_path '{display_path(group)}'")
         kind = "an array (use array_path :=)" if group in tree.arrays else "not a group of the store"
         raise SelectionError(
             f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables"
