@@ -546,3 +546,30 @@ def test_repeated_ome_axis_names_refuse_the_table(tmp_path: Path, con: zarrsql.C
         refused(run, zarrsql.SelectionError, "['y', 'y']", "repeat", way=way)
     rows = con.execute(f"SELECT table_name, dims FROM read_zarr_tables('{store}')").fetchall()
     assert rows == [(None, ["y", "y"])]
+
+
+# --------------------------------------------------------------------------------------
+# a consolidated document listing thousands of nested groups: bounded work, named
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_groups_nested_thousands_deep_are_cut_at_the_node_depth_bound(tmp_path: Path, con: zarrsql.Connection) -> None:
+    store = write_store(tmp_path / "s.zarr", 3, consolidated=True)
+    doc = json.loads((store / "zarr.json").read_text())
+    docs = doc["consolidated_metadata"]["metadata"]
+    paths = ["/".join(["g"] * depth) for depth in range(1, 3001)]
+    for path in paths:
+        docs[path] = {"zarr_format": 3, "node_type": "group", "attributes": {}}
+    (store / "zarr.json").write_text(json.dumps(doc))
+    # the groups down to 64 levels are read; the first one below is listed as refused
+    row = metadata_row(con, store, paths[64])
+    assert row["dtype"] == "unsupported"
+    assert "nested more than 64 groups deep" in json.loads(row["attrs"])["error"]
+    refused(
+        lambda: con.execute(f"SELECT * FROM read_zarr('{store}', group_path := '{paths[63]}')").fetchall(),
+        zarrsql.MetadataError,
+        "nested more than 64 groups deep",
+    )
+    got = con.execute(f"SELECT t, v FROM read_zarr('{store}') ORDER BY t").fetchall()
+    assert got == list(zip(zarr_read(store, "t").tolist(), zarr_read(store, "v").tolist(), strict=True))

@@ -65,16 +65,50 @@ class NodeTree:
     checked_at: float = 0.0
 
     def children(self, group: str) -> tuple[list[str], list[str]]:
-        """Paths of the groups and arrays directly inside `group` (loaded ones, if unlisted)."""
+        """Paths of the groups and arrays directly inside `group` (loaded ones, if unlisted).
 
-        def direct(path: str) -> bool:
-            if group == "":
-                return path != "" and "/" not in path
-            return path.startswith(group + "/") and "/" not in path[len(group) + 1 :]
+        An index of every group's children is built once (kept in `derived`, which is cleared
+        whenever nodes are loaded), so a store of many nodes is not scanned once per group.
+        """
+        index = self.derived.get(_CHILDREN)
+        if not isinstance(index, dict):
+            index = self.derived[_CHILDREN] = self._index()
+        groups, arrays = index.get(group, ((), ()))
+        return list(groups), list(arrays)
 
+    def _index(self) -> dict[str, tuple[list[str], list[str]]]:
         groups = self.groups.known if isinstance(self.groups, _Unlisted) else self.groups
         arrays = self.arrays.known if isinstance(self.arrays, _Unlisted) else self.arrays
-        return sorted(p for p in groups if direct(p)), sorted(p for p in arrays if direct(p))
+        index: dict[str, tuple[list[str], list[str]]] = {}
+        for kind, paths in ((0, groups), (1, arrays)):
+            for path in paths:
+                if path:
+                    index.setdefault(path.rpartition("/")[0], ([], []))[kind].append(path)
+        for lists in index.values():
+            lists[0].sort()
+            lists[1].sort()
+        return index
+
+
+#: The `derived` key of the children index.
+_CHILDREN = ("children",)
+#: The deepest node read, in groups below the root. Real stores nest a handful of levels;
+#: every ancestor walk (coordinates, alignment) is linear in the depth and runs per group, so
+#: a consolidated document listing thousands of nested groups would take minutes to analyze.
+MAX_NODE_DEPTH = 64
+
+
+def _too_deep(tree: NodeTree, path: str, zarr_format: int) -> bool:
+    """Whether `path` is nested deeper than `MAX_NODE_DEPTH` (then it is kept as a problem)."""
+    if path.count("/") < MAX_NODE_DEPTH:
+        return False
+    tree.arrays[path] = ArrayProblem(
+        path,
+        zarr_format,
+        f"node '/{path}' of store '{tree.store.url}' is nested more than {MAX_NODE_DEPTH} "
+        "groups deep, deeper than zarrsql reads",
+    )
+    return True
 
 
 def unreadable_error(tree: NodeTree, problems: list[ArrayProblem], reading: str) -> MetadataError:
@@ -193,6 +227,7 @@ def _listing(tree: NodeTree, groups: list[str]) -> list[tuple[str, str]]:
 def _walk_v3(tree: NodeTree, level: list[str]) -> None:
     while level:
         children = [_join(g, n) for g, n in _listing(tree, level) if n != "zarr.json"]  # '.x' is a valid name
+        children = [c for c in children if not _too_deep(tree, c, 3)]
         docs = _fetch(tree.store, [f"{c}/zarr.json" for c in children], tree.validators)
         level = []
         for path in children:
@@ -210,6 +245,7 @@ def _walk_v2(tree: NodeTree, level: list[str]) -> None:
     store = tree.store
     while level:
         children = [_join(g, n) for g, n in _listing(tree, level) if n not in _V2_DOCUMENTS]
+        children = [c for c in children if not _too_deep(tree, c, 2)]
         keys = [f"{c}/{leaf}" for c in children for leaf in (".zarray", ".zgroup", ".zattrs")]
         raws = _fetch(store, keys, tree.validators)
         level = []
@@ -232,7 +268,7 @@ def _consolidated_path(tree: NodeTree, key: Any, document: str, zarr_format: int
     """The node path a consolidated entry's key names; None (and a problem) when it names none."""
     path = key.strip("/") if isinstance(key, str) else ""
     try:
-        return check_key(path) if path else None
+        return check_key(path) if path and not _too_deep(tree, path, zarr_format) else None
     except ZarrSQLError:
         _problem(
             tree, path, zarr_format, f"'{document}' in store '{tree.store.url}' lists the node {key!r}, not a path"
@@ -324,7 +360,7 @@ def _v2_docs(tree: NodeTree, paths: list[str]) -> dict[str, tuple[Any, Any, Any]
 def _load_nodes(tree: NodeTree, paths: list[str]) -> None:
     """Load the nodes at `paths` (missing ones stay absent) into an unlisted tree."""
     arrays, groups = tree.arrays.known, tree.groups.known  # type: ignore[attr-defined]
-    paths = [p for p in paths if p not in arrays and p not in groups]
+    paths = [p for p in paths if p not in arrays and p not in groups and not _too_deep(tree, p, tree.zarr_format)]
     if tree.zarr_format == 3:
         raws = _fetch(tree.store, [_join(p, "zarr.json") for p in paths], tree.validators)
         for p in paths:
