@@ -305,6 +305,12 @@ ROOT_FAULTS = {
     "v3 consolidated metadata list": (
         3, True, "zarr.json", lambda d: d["consolidated_metadata"].__setitem__("metadata", []), "'metadata'",
     ),
+    "v3 consolidated kind": (
+        3, True, "zarr.json", lambda d: d["consolidated_metadata"].__setitem__("kind", 1), "'kind'",
+    ),
+    "v2 consolidated format": (
+        2, True, ".zmetadata", _set("zarr_consolidated_format", "1"), "'zarr_consolidated_format'",
+    ),
     "v2 zgroup list": (2, False, ".zgroup", lambda d: [d], "the document must be a JSON object"),
     "v2 zgroup format": (2, False, ".zgroup", _set("zarr_format", 3), "zarr_format must be 2"),
     "v2 zattrs int": (2, False, ".zattrs", lambda d: 1, "'.zattrs'"),

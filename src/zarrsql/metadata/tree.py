@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, ZarrSQLError
 from zarrsql.metadata.arrays import ArrayMeta, GroupMeta, parse_v2_array, parse_v2_group, parse_v3_array, parse_v3_group
-from zarrsql.metadata.documents import field_object, load_document, wrong_type
+from zarrsql.metadata.documents import field_choice, field_object, load_document, wrong_type
 from zarrsql.store import Store, check_key
 
 #: The documents of a v2 node: names in a listing that are not child nodes.
@@ -470,6 +470,7 @@ def _v3_consolidated(store: Store, root: dict[str, Any]) -> dict[str, Any] | Non
     block = field_object(root, "consolidated_metadata", where)
     if not block:
         return None
+    field_choice(block, "kind", where, ("inline",), "inline")
     docs = block.get("metadata")
     if not isinstance(docs, dict):
         raise wrong_type(where, "consolidated_metadata's 'metadata'", "an object of documents by path", docs)
@@ -504,6 +505,7 @@ def _v2_consolidated(store: Store, zmeta: Any) -> dict[str, Any] | None:
     where = f"'.zmetadata' in store '{store.url}'"
     if not isinstance(zmeta, dict):
         raise wrong_type(where, "the document", "a JSON object", zmeta)
+    field_choice(zmeta, "zarr_consolidated_format", where, (1,), 1)
     return field_object(zmeta, "metadata", where, required=True)
 
 
