@@ -20,6 +20,7 @@ from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.variables import Codec, codec_for
+from zarrsql.errors import UnsupportedError
 from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, cached_tree
@@ -32,6 +33,9 @@ from zarrsql.tables.select import Selection, select_table
 
 #: Coordinate columns of recent units kept for reuse (see `TableScan._coordinate`).
 PATTERNS_KEPT = 8
+#: The longest dimension a scan opens: its coordinate values (positions, when positional) are
+#: held in memory at 8 bytes each, so an absurd declared shape is refused, not allocated.
+MAX_DIMENSION_LENGTH = 2**32
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,11 @@ class TableScan:
         self.columns: list[Column] = []
         self.positional: list[bool] = []
         for k, (name, n, coord) in enumerate(zip(self.table.dims, self.table.shape, self.table.coords, strict=True)):
+            if n > MAX_DIMENSION_LENGTH:
+                raise UnsupportedError(
+                    f"dimension '{name}' of table '{self.table.label}' has length {n}, more than the "
+                    f"{MAX_DIMENSION_LENGTH} a scan holds in memory; the array's shape is absurd or too large"
+                )
             if coord is None:
                 dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
             else:

@@ -19,9 +19,11 @@ entry per channel; WHERE on it prunes too. Labels
 from __future__ import annotations
 
 from dataclasses import replace
+import math
 from typing import Any
 
 from zarrsql.discovery.roles import Member, assign_roles
+from zarrsql.errors import MetadataError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.tables.build import GroupInfo, chunk_grid, resolve_names
@@ -51,23 +53,43 @@ def _multiscales(attrs: Any) -> list[dict]:
     return [m for m in ms if isinstance(m, dict)] if isinstance(ms, list) else []
 
 
+class _Invalid(ValueError):
+    """A multiscales field of the wrong JSON type (re-raised as a MetadataError naming the group)."""
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is not None and not isinstance(value, list):
+        raise _Invalid(f"{what} must be a JSON array, got {value!r}"[:200])
+    return value or []
+
+
+def _numbers(values: list[Any], what: str) -> list[float]:
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        raise _Invalid(f"{what} must hold finite numbers, got {values!r}"[:200])
+    return [float(v) for v in values]
+
+
 def _axes(ms: dict) -> list[dict]:
-    return [a if isinstance(a, dict) else {"name": str(a)} for a in ms.get("axes") or []]
+    axes = [a if isinstance(a, dict) else {"name": str(a)} for a in _list(ms.get("axes"), "axes")]
+    if not all(isinstance(a.get("name"), str) for a in axes):
+        raise _Invalid(f"every axis needs a string name, got {axes!r}"[:200])
+    return axes
 
 
 def _affine(transforms: Any, ndim: int) -> tuple[list[float], list[float]]:
     """The composed (scale, translation) of a list of scale/translation transforms."""
     scale, shift = [1.0] * ndim, [0.0] * ndim
-    for t in transforms or []:
+    for t in _list(transforms, "coordinateTransformations"):
         if not isinstance(t, dict):
             continue
         if t.get("type") == "scale" and isinstance(t.get("scale"), list) and len(t["scale"]) == ndim:
-            scale = [s * float(f) for s, f in zip(scale, t["scale"], strict=True)]
-            shift = [o * float(f) for o, f in zip(shift, t["scale"], strict=True)]
+            factors = _numbers(t["scale"], "a scale")
+            scale = [s * f for s, f in zip(scale, factors, strict=True)]
+            shift = [o * f for o, f in zip(shift, factors, strict=True)]
         elif (
             t.get("type") == "translation" and isinstance(t.get("translation"), list) and len(t["translation"]) == ndim
         ):
-            shift = [o + float(d) for o, d in zip(shift, t["translation"], strict=True)]
+            shift = [o + d for o, d in zip(shift, _numbers(t["translation"], "a translation"), strict=True)]
     return scale, shift
 
 
@@ -79,6 +101,10 @@ def _derived(ms: dict, dataset: dict, axes: list[dict]) -> tuple[Derived, ...]:
     for k, a in enumerate(axes):
         if a.get("type") not in ("space", "time"):
             continue
+        if not math.isfinite(scale[k] * outer_scale[k]) or not math.isfinite(
+            shift[k] * outer_scale[k] + outer_shift[k]
+        ):
+            raise _Invalid(f"the transforms of axis '{a['name']}' overflow")
         unit = a.get("unit")
         suffix = _UNITS.get(unit, unit) if isinstance(unit, str) and unit else "physical"
         out.append(
@@ -114,20 +140,34 @@ def _channel_label(attrs: Any, axes: list[dict], shape: tuple[int, ...], taken: 
     return (Derived(name, k, labels=labels),)
 
 
+_Level = tuple[tuple[str, ...], tuple[Derived, ...], list[dict]]
+
+
+def _levels(path: str, scales: list[dict]) -> dict[str, _Level]:
+    """Axis names, derived coordinates and axes of each level, by array path."""
+    levels: dict[str, _Level] = {}
+    for ms in scales:
+        axes = _axes(ms)
+        names = tuple(a["name"] for a in axes)
+        for ds in _list(ms.get("datasets"), "datasets"):
+            if isinstance(ds, dict) and isinstance(ds.get("path"), str):
+                full = f"{path}/{ds['path']}" if path else ds["path"]
+                levels[full] = (names, _derived(ms, ds, axes), axes)
+    return levels
+
+
 def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
     """The OME-Zarr reading of an image group, or None for any other group."""
     group = tree.groups.get(path)
     scales = _multiscales(group.attrs) if group is not None else []
     if not scales:
         return None
-    levels: dict[str, tuple[tuple[str, ...], tuple[Derived, ...], list[dict]]] = {}
-    for ms in scales:
-        axes = _axes(ms)
-        names = tuple(str(a.get("name")) for a in axes)
-        for ds in ms.get("datasets") or []:
-            if isinstance(ds, dict) and isinstance(ds.get("path"), str):
-                full = f"{path}/{ds['path']}" if path else ds["path"]
-                levels[full] = (names, _derived(ms, ds, axes), axes)
+    try:
+        levels = _levels(path, scales)
+    except _Invalid as err:
+        raise MetadataError(
+            f"group '/{path}' has invalid OME-Zarr multiscales attributes: {err}; fix the group's attributes"
+        ) from err
     _, arrays = tree.children(path)
     members, tables = [], []
     for m in assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs)):  # type: ignore[union-attr]
@@ -150,6 +190,7 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
                 grid,
                 (m.array,),
                 (None,) * len(dims),
+                problem=None if len(set(dims)) == len(dims) else f"its axis names {list(dims)} repeat",
                 derived=derived,
                 column_names=("value",),
             )

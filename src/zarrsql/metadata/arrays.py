@@ -1,8 +1,11 @@
 """Array and group metadata records, parsed from v2 (`.zarray`/`.zattrs`) and v3 (`zarr.json`).
 
 Parsing validates once and yields frozen records: `ArrayMeta` and `GroupMeta`. A document that
-is not valid Zarr raises `MetadataError` naming the key; an array whose data type is not
-supported still parses (its `dtype.kind` is "unsupported") so that listings can show it.
+is not valid Zarr — a field missing or of the wrong JSON type, a shape of more elements than a
+table can count, a fill value its type cannot hold — raises `MetadataError` naming the array
+and its document's key. A valid array this reader cannot decode (a data type, codec, chunk
+grid or key encoding it lacks, chunks too large for memory) still parses, with `dtype.kind`
+"unsupported" and the reason, so that listings can show it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from zarrsql.errors import MetadataError
+from zarrsql.metadata.codecs import check_v2_codecs, check_v3_codecs, v2_codec_problem, v3_codec_problem
+from zarrsql.metadata.documents import expect_object, field_choice, field_list, field_object, shown
 from zarrsql.metadata.dtypes import DType, parse_v2_dtype, parse_v3_dtype
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -70,52 +75,53 @@ class GroupMeta:
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: The most elements an array may declare: a table's row count is a signed 64-bit integer.
+MAX_ELEMENTS = 2**63 - 1
+#: The largest decoded chunk read into memory (2 GiB, also Blosc's own frame limit). Larger
+#: chunks (or absurd declared chunk shapes) are listed as unsupported instead of allocated.
+MAX_CHUNK_BYTES = 2**31
+
+
+def _where(path: str, key: str) -> str:
+    return f"array '{path or '/'}' ('{key}')"
+
+
 def _int_tuple(value: Any, what: str, where: str, *, minimum: int = 0) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value
+        isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= MAX_ELEMENTS for v in value
     ):
-        raise MetadataError(f"{where}: {what} must be a list of integers >= {minimum}, got {value!r}")
+        raise MetadataError(f"{where}: {what} must be a list of integers from {minimum} to 2**63-1, got {shown(value)}")
     return tuple(value)
 
 
-_V3_CODECS = {"bytes", "transpose", "vlen-utf8", "vlen-bytes", "gzip", "zstd", "blosc", "crc32c", "sharding_indexed"}
+def _shape(value: Any, where: str) -> tuple[int, ...]:
+    shape = _int_tuple(value, "shape", where)
+    if math.prod(n for n in shape if n) > MAX_ELEMENTS:
+        raise MetadataError(
+            f"{where}: shape {list(shape)} has more than 2**63-1 elements, more rows than a table holds"
+        )
+    return shape
 
 
-def _numcodecs_known(codec_id: Any) -> bool:
-    from numcodecs.registry import codec_registry
+def _check_format(doc: Mapping[str, Any], zarr_format: int, where: str) -> None:
+    """`zarr_format`, when given, must be this document's format (a v2 document in a v3 place, say)."""
+    value = doc.get("zarr_format", zarr_format)
+    if isinstance(value, bool) or value != zarr_format:
+        raise MetadataError(f"{where}: zarr_format must be {zarr_format}, got {shown(value)}")
 
-    return isinstance(codec_id, str) and codec_id in codec_registry
 
-
-def _v3_codec_problem(codecs: Any) -> str | None:
-    """Why the v3 codec list cannot be decoded here, or None."""
-    if not isinstance(codecs, list):
-        return "its codecs are not a list"
-    for c in codecs:
-        name = c.get("name") if isinstance(c, dict) else c
-        if not isinstance(name, str):
-            return f"codec {c!r} has no name"
-        if name == "sharding_indexed":
-            config = c.get("configuration") or {}
-            inner = _v3_codec_problem(config.get("codecs", [])) or _v3_codec_problem(config.get("index_codecs", []))
-            if inner:
-                return inner
-        elif name not in _V3_CODECS and not (name.startswith("numcodecs.") and _numcodecs_known(name[10:])):
-            return f"codec '{name}' is not supported"
+def _chunk_size_problem(chunks: tuple[int, ...], dtype: DType) -> str | None:
+    itemsize = dtype.numpy.itemsize if dtype.numpy is not None else 1
+    size = math.prod(chunks) * max(itemsize, 1)
+    if size > MAX_CHUNK_BYTES:
+        return f"its chunks of {list(chunks)} take {size} bytes, more than the {MAX_CHUNK_BYTES} read into memory"
     return None
 
 
-def _v2_codec_problem(compressor: Any, filters: Any) -> str | None:
-    for c in ([compressor] if compressor else []) + list(filters or []):
-        if not isinstance(c, dict) or not _numcodecs_known(c.get("id")):
-            return f"codec {c.get('id') if isinstance(c, dict) else c!r} is not supported"
-    return None
-
-
-def _unsupported_codecs(dtype: DType, problem: str | None) -> DType:
+def _unsupported(dtype: DType, problem: str | None, fix: str) -> DType:
     if problem is None or not dtype.supported:
         return dtype
-    return DType(dtype.name, "unsupported", None, reason=f"{problem}; install or choose another codec")
+    return DType(dtype.name, "unsupported", None, reason=f"{problem}; {fix}")
 
 
 def _float_from_json(value: Any, dt: np.dtype) -> Any:
@@ -130,31 +136,43 @@ def _float_from_json(value: Any, dt: np.dtype) -> Any:
     return dt.type(value)
 
 
-def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int) -> Any:
-    """The array's fill value as a numpy scalar (or str/bytes), None where there is none."""
+def _numeric_fill(value: Any, dtype: DType, dt: np.dtype) -> Any:
+    if dtype.kind == "bool":
+        if not isinstance(value, (bool, int)):
+            raise TypeError(value)
+        return np.bool_(bool(value))
+    if dtype.kind == "float":
+        return _float_from_json(value, dt)
+    if dtype.kind in ("datetime", "timedelta"):
+        if value == "NaT":
+            return dt.type("NaT")
+        return np.array(int(value), dtype=np.int64).view(dt)[()]
+    return dt.type(value)
+
+
+def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str = "array") -> Any:
+    """The array's fill value as a numpy scalar (or str/bytes), None where there is none.
+
+    A fill value that is not a JSON scalar, or that a numeric type cannot hold, raises
+    `MetadataError`: reading missing chunks as some other value would give wrong rows. A
+    string type's non-string fill value reads as none (writers put 0 or "" there).
+    """
     if value is None or not dtype.supported:
-        return None
+        return None  # an unsupported type's fill value (a complex pair, say) is never used
+    if isinstance(value, (list, dict)):
+        raise MetadataError(f"{where}: fill_value must be a JSON number, string, boolean or null, got {shown(value)}")
     dt = dtype.numpy
+    assert dt is not None  # a supported type has one
     try:
-        if dtype.kind == "string":
-            return value if isinstance(value, str) else None
         if dtype.kind == "fixed_bytes":
             if zarr_format == 2 and isinstance(value, str):
-                return base64.b64decode(value)
+                return base64.b64decode(value, validate=True)
             return value.encode() if isinstance(value, str) else None
-        if dtype.kind == "fixed_unicode":
+        if dtype.kind in ("string", "fixed_unicode"):
             return value if isinstance(value, str) else None
-        if dtype.kind == "bool":
-            return np.bool_(bool(value))
-        if dtype.kind == "float":
-            return _float_from_json(value, dt)
-        if dtype.kind in ("datetime", "timedelta"):
-            if value == "NaT":
-                return dt.type("NaT")
-            return np.array(int(value), dtype=np.int64).view(dt)[()]
-        return dt.type(value)
-    except (ValueError, TypeError, OverflowError):
-        return None
+        return _numeric_fill(value, dtype, dt)
+    except (ValueError, TypeError, OverflowError) as err:
+        raise MetadataError(f"{where}: fill_value {shown(value)} is not a value of data type {dtype.name}") from err
 
 
 def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...] | None:
@@ -178,59 +196,106 @@ def attribute_dims_problem(value: Any, ndim: int) -> str | None:
     return None
 
 
-def _v3_dimension_names(doc: Mapping[str, Any], ndim: int, where: str) -> tuple[str | None, ...] | None:
+def _v3_dimension_names(
+    doc: Mapping[str, Any], attrs: Mapping[str, Any], ndim: int, where: str
+) -> tuple[str | None, ...] | None:
     """`dimension_names`, else a valid `_ARRAY_DIMENSIONS` attribute, else None (unnamed)."""
     if doc.get("dimension_names") is not None:
         return _dimension_names(doc.get("dimension_names"), ndim, where)
-    value = (doc.get("attributes") or {}).get("_ARRAY_DIMENSIONS")
+    value = attrs.get("_ARRAY_DIMENSIONS")
     if value is None or attribute_dims_problem(value, ndim) is not None:
         return None
     return tuple(value)
 
 
-def parse_v3_array(path: str, doc: Mapping[str, Any]) -> ArrayMeta:
-    """Parse a v3 `zarr.json` of node type array."""
-    where = f"array '{path or '/'}'"
-    shape = _int_tuple(doc.get("shape"), "shape", where)
-    grid = doc.get("chunk_grid") or {}
-    if grid.get("name") != "regular":
-        raise MetadataError(f"{where}: only the regular chunk grid is supported, got {grid.get('name')!r}")
-    chunks = _int_tuple((grid.get("configuration") or {}).get("chunk_shape"), "chunk_shape", where, minimum=1)
+def _v3_chunk_shape(doc: Mapping[str, Any], shape: tuple[int, ...], where: str) -> tuple[tuple[int, ...], str | None]:
+    """The regular grid's chunk shape, and why the grid is unsupported (then one chunk per array)."""
+    grid = field_object(doc, "chunk_grid", where, required=True)
+    name = grid.get("name")
+    if not isinstance(name, str):
+        raise MetadataError(f"{where}: chunk_grid must have a string 'name', got {shown(name)}")
+    if name != "regular":
+        return tuple(max(1, n) for n in shape), f"its chunk grid '{name}' is not supported"
+    config = field_object(grid, "configuration", where, required=True)
+    chunks = _int_tuple(config.get("chunk_shape"), "chunk_shape", where, minimum=1)
     if len(chunks) != len(shape):
-        raise MetadataError(f"{where}: chunk_shape {chunks} does not match shape {shape}")
-    dtype = _unsupported_codecs(parse_v3_dtype(doc.get("data_type")), _v3_codec_problem(doc.get("codecs") or []))
-    key_enc = doc.get("chunk_key_encoding") or {"name": "default"}
-    sep = (key_enc.get("configuration") or {}).get("separator")
-    v2_keys = key_enc.get("name") == "v2"
-    attrs = doc.get("attributes") or {}
+        raise MetadataError(f"{where}: chunk_shape {list(chunks)} does not match shape {list(shape)}")
+    return chunks, None
+
+
+def _v3_keys(doc: Mapping[str, Any], where: str) -> tuple[str, bool, str | None]:
+    """(separator, v2-style keys?, why the encoding is unsupported) of the chunk key encoding."""
+    key_enc = field_object(doc, "chunk_key_encoding", where) or {"name": "default"}
+    name = key_enc.get("name")
+    if not isinstance(name, str):
+        raise MetadataError(f"{where}: chunk_key_encoding must have a string 'name', got {shown(name)}")
+    v2_keys = name == "v2"
+    default = "." if v2_keys else "/"
+    sep = field_choice(field_object(key_enc, "configuration", where), "separator", where, ("/", "."), default)
+    problem = None if name in ("default", "v2") else f"its chunk key encoding '{name}' is not supported"
+    return sep, v2_keys, problem
+
+
+def _v3_dtype(doc: Mapping[str, Any], shape: tuple[int, ...], chunks: tuple[int, ...], where: str) -> DType:
+    spec = doc.get("data_type")
+    if not isinstance(spec, (str, dict)):
+        raise MetadataError(f"{where}: data_type must be a name or an object with a name, got {shown(spec)}")
+    dtype = parse_v3_dtype(spec)
+    transformers = field_list(doc, "storage_transformers", where)
+    dtype = _unsupported(dtype, "its storage transformers are not supported" if transformers else None, "rewrite it")
+    return _unsupported(dtype, _chunk_size_problem(chunks, dtype), "rechunk it into smaller chunks")
+
+
+def parse_v3_array(path: str, doc: Mapping[str, Any], key: str | None = None) -> ArrayMeta:
+    """Parse a v3 `zarr.json` of node type array (`key` names the document in errors)."""
+    where = _where(path, key or _join(path, "zarr.json"))
+    _check_format(doc, 3, where)
+    shape = _shape(doc.get("shape"), where)
+    chunks, grid_problem = _v3_chunk_shape(doc, shape, where)
+    codecs = check_v3_codecs(doc.get("codecs", []), len(shape), where)
+    sep, v2_keys, keys_problem = _v3_keys(doc, where)
+    dtype = _v3_dtype(doc, shape, chunks, where)
+    dtype = _unsupported(dtype, grid_problem or keys_problem, "rewrite it with a regular grid and default keys")
+    dtype = _unsupported(dtype, v3_codec_problem(codecs), "install or choose another codec")
+    attrs = field_object(doc, "attributes", where)
     return ArrayMeta(
         path=path,
         zarr_format=3,
         shape=shape,
         chunks=chunks,
         dtype=dtype,
-        fill_value=parse_fill_value(doc.get("fill_value"), dtype, zarr_format=3),
+        fill_value=parse_fill_value(doc.get("fill_value"), dtype, zarr_format=3, where=where),
         order="C",
-        codecs=list(doc.get("codecs") or []),
-        dimension_names=_v3_dimension_names(doc, len(shape), where),
+        codecs=codecs,
+        dimension_names=_v3_dimension_names(doc, attrs, len(shape), where),
         attrs=MappingProxyType(dict(attrs)),
-        separator=sep or ("." if v2_keys else "/"),
+        separator=sep,
         v2_keys=v2_keys,
     )
 
 
-def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Mapping[str, Any]) -> ArrayMeta:
+def _v2_dtype(zarray: Mapping[str, Any], filters: list[dict[str, Any]], chunks: tuple[int, ...], where: str) -> DType:
+    spec = zarray.get("dtype")
+    if not isinstance(spec, (str, list)):
+        raise MetadataError(f"{where}: dtype must be a numpy type string or a list of fields, got {shown(spec)}")
+    compressor = zarray.get("compressor")
+    dtype = _unsupported(parse_v2_dtype(spec, filters), v2_codec_problem(compressor, filters), "install the codec")
+    return _unsupported(dtype, _chunk_size_problem(chunks, dtype), "rechunk it into smaller chunks")
+
+
+def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Any, key: str | None = None) -> ArrayMeta:
     """Parse a v2 `.zarray` with its `.zattrs` (dimension names come from `_ARRAY_DIMENSIONS`)."""
-    where = f"array '{path or '/'}'"
-    shape = _int_tuple(zarray.get("shape"), "shape", where)
+    where = _where(path, key or _join(path, ".zarray"))
+    zarray = expect_object(zarray, where, "the document")
+    _check_format(zarray, 2, where)
+    shape = _shape(zarray.get("shape"), where)
     chunks = _int_tuple(zarray.get("chunks"), "chunks", where, minimum=1)
     if len(chunks) != len(shape):
-        raise MetadataError(f"{where}: chunks {chunks} do not match shape {shape}")
-    filters = zarray.get("filters") or []
-    dtype = _unsupported_codecs(
-        parse_v2_dtype(zarray.get("dtype"), filters), _v2_codec_problem(zarray.get("compressor"), filters)
-    )
-    attrs = dict(zattrs)
+        raise MetadataError(f"{where}: chunks {list(chunks)} do not match shape {list(shape)}")
+    filters = check_v2_codecs(zarray.get("compressor"), zarray.get("filters"), where)
+    dtype = _v2_dtype(zarray, filters, chunks, where)
+    attrs_where = _where(path, _join(path, ".zattrs"))
+    attrs = dict(expect_object({} if zattrs is None else zattrs, attrs_where, "the document"))
     dims = attrs.pop("_ARRAY_DIMENSIONS", None)
     return ArrayMeta(
         path=path,
@@ -238,11 +303,31 @@ def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Mapping[str, An
         shape=shape,
         chunks=chunks,
         dtype=dtype,
-        fill_value=parse_fill_value(zarray.get("fill_value"), dtype, zarr_format=2),
-        order=zarray.get("order", "C"),
+        fill_value=parse_fill_value(zarray.get("fill_value"), dtype, zarr_format=2, where=where),
+        order=field_choice(zarray, "order", where, ("C", "F"), "C"),
         codecs={"compressor": zarray.get("compressor"), "filters": filters},
-        dimension_names=_dimension_names(dims, len(shape), where),
+        dimension_names=_dimension_names(dims, len(shape), attrs_where),
         attrs=MappingProxyType(attrs),
-        separator=zarray.get("dimension_separator") or ".",
+        separator=field_choice(zarray, "dimension_separator", where, (".", "/"), "."),
         v2_keys=True,
     )
+
+
+def parse_v3_group(path: str, doc: Mapping[str, Any], key: str | None = None) -> GroupMeta:
+    """Parse a v3 `zarr.json` of node type group (its consolidated metadata is the tree's job)."""
+    where = f"group '{path or '/'}' ('{key or _join(path, 'zarr.json')}')"
+    _check_format(doc, 3, where)
+    return GroupMeta(path, 3, dict(field_object(doc, "attributes", where)))
+
+
+def parse_v2_group(path: str, zgroup: Any, zattrs: Any) -> GroupMeta:
+    """Parse a v2 `.zgroup` with its `.zattrs` (either may come from `.zmetadata`)."""
+    where = f"group '{path or '/'}' ('{_join(path, '.zgroup')}')"
+    _check_format(expect_object(zgroup, where, "the document"), 2, where)
+    attrs_where = f"group '{path or '/'}' ('{_join(path, '.zattrs')}')"
+    attrs = expect_object({} if zattrs is None else zattrs, attrs_where, "the document")
+    return GroupMeta(path, 2, dict(attrs))
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)

@@ -105,8 +105,10 @@ def parse_v2_dtype(spec: object, filters: list[dict] | None) -> DType:
         return _unsupported(spec, "object arrays are supported only with the vlen-utf8 filter")
     try:
         dt = np.dtype(spec)
-    except TypeError:
+    except (TypeError, ValueError, OverflowError):
         return _unsupported(spec, f"unknown dtype {spec!r}")
+    if dt.itemsize > _MAX_ITEM_BYTES:
+        return _unsupported(spec, f"dtype {spec!r} has elements of more than {_MAX_ITEM_BYTES} bytes")
     return _from_numpy(spec, dt)
 
 
@@ -121,17 +123,32 @@ def parse_v3_dtype(spec: object) -> DType:
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
         return _unsupported(repr(spec), "data_type must be a name or an object with a name")
     name, config = spec["name"], spec.get("configuration") or {}
+    if not isinstance(config, dict):
+        return _unsupported(name, f"data type {name!r} has a configuration that is not an object")
     if name in ("numpy.datetime64", "numpy.timedelta64"):
-        unit, scale = config.get("unit"), config.get("scale_factor", 1)
-        if scale != 1 or not isinstance(unit, str):
-            return _unsupported(name, "datetime types with a scale_factor are not supported")
-        letter = "M" if name.endswith("datetime64") else "m"
-        return _from_numpy(f"{name}[{unit}]", np.dtype(f"<{letter}8[{unit}]"))
+        return _v3_time(name, config)
     length = config.get("length_bytes")
-    if name == "fixed_length_utf32" and isinstance(length, int):
-        return _from_numpy(f"{name}[{length}]", np.dtype(f"<U{length // 4}"))
-    if name == "null_terminated_bytes" and isinstance(length, int):
+    if name in ("fixed_length_utf32", "null_terminated_bytes"):
+        if not isinstance(length, int) or isinstance(length, bool) or not 0 <= length <= _MAX_ITEM_BYTES:
+            return _unsupported(name, f"data type {name!r} needs a length_bytes from 0 to {_MAX_ITEM_BYTES}")
+        if name == "fixed_length_utf32":
+            return _from_numpy(f"{name}[{length}]", np.dtype(f"<U{length // 4}"))
         return _from_numpy(f"{name}[{length}]", np.dtype(f"|S{length}"))
     if name == "string":
         return DType("string", "string", np.dtype(object))
     return _unsupported(name, f"data type {name!r} is not supported")
+
+
+#: The longest fixed-length string element accepted (numpy's own limit is 2**31 - 1).
+_MAX_ITEM_BYTES = 2**30
+_TIME_UNITS = ("Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as")
+
+
+def _v3_time(name: str, config: dict) -> DType:
+    unit, scale = config.get("unit"), config.get("scale_factor", 1)
+    if isinstance(scale, bool) or scale != 1:
+        return _unsupported(name, "datetime types with a scale_factor are not supported")
+    if unit not in _TIME_UNITS:
+        return _unsupported(name, f"datetime unit {unit!r} is not one of {list(_TIME_UNITS)}")
+    letter = "M" if name.endswith("datetime64") else "m"
+    return _from_numpy(f"{name}[{unit}]", np.dtype(f"<{letter}8[{unit}]"))

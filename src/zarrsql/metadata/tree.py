@@ -20,7 +20,6 @@ alone when there is one (one request), else every document read — all in one `
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
@@ -29,8 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, ZarrSQLError
-from zarrsql.metadata.arrays import ArrayMeta, GroupMeta, parse_v2_array, parse_v3_array
-from zarrsql.store import Store
+from zarrsql.metadata.arrays import ArrayMeta, GroupMeta, parse_v2_array, parse_v2_group, parse_v3_array, parse_v3_group
+from zarrsql.metadata.documents import field_choice, field_object, load_document, wrong_type
+from zarrsql.store import Store, check_key
+
+#: The documents of a v2 node: names in a listing that are not child nodes.
+_V2_DOCUMENTS = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +67,72 @@ class NodeTree:
     checked_at: float = 0.0
 
     def children(self, group: str) -> tuple[list[str], list[str]]:
-        """Paths of the groups and arrays directly inside `group` (loaded ones, if unlisted)."""
+        """Paths of the groups and arrays directly inside `group` (loaded ones, if unlisted).
 
-        def direct(path: str) -> bool:
-            if group == "":
-                return path != "" and "/" not in path
-            return path.startswith(group + "/") and "/" not in path[len(group) + 1 :]
+        An index of every group's children is built once (kept in `derived`, which is cleared
+        whenever nodes are loaded), so a store of many nodes is not scanned once per group.
+        """
+        index = self.derived.get(_CHILDREN)
+        if not isinstance(index, dict):
+            index = self.derived[_CHILDREN] = self._index()
+        groups, arrays = index.get(group, ((), ()))
+        return list(groups), list(arrays)
 
+    def _index(self) -> dict[str, tuple[list[str], list[str]]]:
         groups = self.groups.known if isinstance(self.groups, _Unlisted) else self.groups
         arrays = self.arrays.known if isinstance(self.arrays, _Unlisted) else self.arrays
-        return sorted(p for p in groups if direct(p)), sorted(p for p in arrays if direct(p))
+        index: dict[str, tuple[list[str], list[str]]] = {}
+        for kind, paths in ((0, groups), (1, arrays)):
+            for path in paths:
+                if path:
+                    index.setdefault(path.rpartition("/")[0], ([], []))[kind].append(path)
+        for lists in index.values():
+            lists[0].sort()
+            lists[1].sort()
+        return index
+
+
+#: The `derived` key of the children index.
+_CHILDREN = ("children",)
+#: The deepest node read, in groups below the root. Real stores nest a handful of levels;
+#: every ancestor walk (coordinates, alignment) is linear in the depth and runs per group, so
+#: a consolidated document listing thousands of nested groups would take minutes to analyze.
+MAX_NODE_DEPTH = 64
+
+
+def _too_deep(tree: NodeTree, path: str, zarr_format: int) -> bool:
+    """Whether `path` is nested deeper than `MAX_NODE_DEPTH` (then it is kept as a problem)."""
+    if path.count("/") < MAX_NODE_DEPTH:
+        return False
+    tree.arrays[path] = ArrayProblem(
+        path,
+        zarr_format,
+        f"node '/{path}' of store '{tree.store.url}' is nested more than {MAX_NODE_DEPTH} "
+        "groups deep, deeper than zarrsql reads",
+    )
+    return True
+
+
+def unreadable_error(tree: NodeTree, problems: list[ArrayProblem], reading: str) -> MetadataError:
+    """Why `reading` (a group's table, an array) is refused: these nodes' documents are invalid.
+
+    A table read never skips such a node: its document is where its dimensions would be, so it
+    might be one of the table's variables or, worse, its coordinate (positions would then be
+    read in place of coordinate values). A listing still lists it, with this error.
+    """
+    first = problems[0]
+    others = f" (and {len(problems) - 1} more: {[p.path for p in problems[1:4]]})" if len(problems) > 1 else ""
+    return MetadataError(
+        f"{reading} of store '{tree.store.url}' cannot be read: the metadata of node '/{first.path}'{others} "
+        f"is unreadable: {first.error}; read_zarr_metadata lists every node with its error"
+    )
+
+
+def problems_in(tree: NodeTree, group: str, names: tuple[str, ...] | None = None) -> list[ArrayProblem]:
+    """The nodes directly in `group` (with one of `names`, if given) whose metadata is invalid."""
+    _, arrays = tree.children(group)
+    nodes = [tree.arrays[a] for a in arrays]
+    return [n for n in nodes if isinstance(n, ArrayProblem) and (names is None or n.name in names)]
 
 
 def _join(*parts: str) -> str:
@@ -81,15 +140,7 @@ def _join(*parts: str) -> str:
 
 
 def _parse_json(store: Store, key: str, raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise MetadataError(
-            f"'{key}' in store '{store.url}' is not valid JSON ({err}); the store's metadata is "
-            "corrupt: rewrite it with the tool that created the store"
-        ) from err
+    return load_document(raw, key, store.url)
 
 
 def _fetch(store: Store, keys: list[str], validators: dict[str, str | None]) -> dict[str, bytes | None]:
@@ -109,29 +160,45 @@ def _load_json(store: Store, key: str, tree_validators: dict[str, str | None]) -
     return _parse_json(store, key, _fetch(store, [key], tree_validators)[key])
 
 
-def _add_v3_node(tree: NodeTree, path: str, doc: Any) -> str | None:
-    """Add one v3 node; return its node type."""
+def _problem(tree: NodeTree, path: str, zarr_format: int, error: str) -> None:
+    tree.arrays[path] = ArrayProblem(path, zarr_format, error)
+
+
+def _add_v3_node(tree: NodeTree, path: str, doc: Any, key: str | None = None) -> str | None:
+    """Add one v3 node (an `ArrayProblem` when its document is invalid); return its node type."""
+    key = key or _join(path, "zarr.json")
     if not isinstance(doc, dict):
-        tree.arrays[path] = ArrayProblem(path, 3, "zarr.json is not a JSON object")
+        _problem(tree, path, 3, f"'{key}' in store '{tree.store.url}' is not a JSON object")
         return None
     kind = doc.get("node_type")
-    if kind == "group":
-        tree.groups[path] = GroupMeta(path, 3, dict(doc.get("attributes") or {}))
-    elif kind == "array":
-        try:
-            tree.arrays[path] = parse_v3_array(path, doc)
-        except ZarrSQLError as err:
-            tree.arrays[path] = ArrayProblem(path, 3, str(err))
-    return kind
-
-
-def _v2_node(tree: NodeTree, path: str, zarray: Any, zattrs: Any) -> None:
     try:
-        if not isinstance(zarray, dict):
-            raise MetadataError(f"array '{path}': .zarray is not a JSON object")
-        tree.arrays[path] = parse_v2_array(path, zarray, zattrs if isinstance(zattrs, dict) else {})
+        if kind == "group":
+            tree.groups[path] = parse_v3_group(path, doc, key)
+        elif kind == "array":
+            tree.arrays[path] = parse_v3_array(path, doc, key)
+        else:
+            raise MetadataError(f"'{key}' in store '{tree.store.url}' has node_type {kind!r}, not 'array' or 'group'")
     except ZarrSQLError as err:
-        tree.arrays[path] = ArrayProblem(path, 2, str(err))
+        _problem(tree, path, 3, str(err))
+        return None
+    return kind  # type: ignore[no-any-return]
+
+
+def _v2_node(tree: NodeTree, path: str, zarray: Any, zattrs: Any, key: str | None = None) -> None:
+    try:
+        tree.arrays[path] = parse_v2_array(path, zarray, zattrs, key)
+    except ZarrSQLError as err:
+        _problem(tree, path, 2, str(err))
+
+
+def _v2_group(tree: NodeTree, path: str, zgroup: Any, zattrs: Any) -> bool:
+    """Add one v2 group; False (and an `ArrayProblem` in its place) when it is invalid."""
+    try:
+        tree.groups[path] = parse_v2_group(path, zgroup, zattrs)
+    except ZarrSQLError as err:
+        _problem(tree, path, 2, str(err))
+        return False
+    return True
 
 
 #: List calls in flight while walking a remote store level by level.
@@ -177,8 +244,8 @@ def _enterable(tree: NodeTree, children: list[str]) -> list[str]:
 
 def _walk_v3(tree: NodeTree, level: list[str]) -> None:
     while level:
-        names = _listing(tree, level)
-        children = _enterable(tree, [_join(g, n) for g, n in names if not n.startswith(".") and n != "zarr.json"])
+        children = [_join(g, n) for g, n in _listing(tree, level) if n != "zarr.json"]  # '.x' is a valid name
+        children = _enterable(tree, [c for c in children if not _too_deep(tree, c, 3)])
         docs = _fetch(tree.store, [f"{c}/zarr.json" for c in children], tree.validators)
         level = []
         for path in children:
@@ -195,7 +262,8 @@ def _walk_v3(tree: NodeTree, level: list[str]) -> None:
 def _walk_v2(tree: NodeTree, level: list[str]) -> None:
     store = tree.store
     while level:
-        children = _enterable(tree, [_join(g, n) for g, n in _listing(tree, level) if not n.startswith(".")])
+        children = [_join(g, n) for g, n in _listing(tree, level) if n not in _V2_DOCUMENTS]
+        children = _enterable(tree, [c for c in children if not _too_deep(tree, c, 2)])
         keys = [f"{c}/{leaf}" for c in children for leaf in (".zarray", ".zgroup", ".zattrs")]
         raws = _fetch(store, keys, tree.validators)
         level = []
@@ -209,28 +277,40 @@ def _walk_v2(tree: NodeTree, level: list[str]) -> None:
                 tree.arrays[path] = ArrayProblem(path, 2, str(err))
                 continue
             if zarray is not None:
-                _v2_node(tree, path, zarray, zattrs or {})
-            elif zgroup is not None:
-                tree.groups[path] = GroupMeta(path, 2, zattrs if isinstance(zattrs, dict) else {})
+                _v2_node(tree, path, zarray, zattrs)
+            elif zgroup is not None and _v2_group(tree, path, zgroup, zattrs):
                 level.append(path)
 
 
-def _from_v2_consolidated(tree: NodeTree, meta: dict[str, Any]) -> None:
-    docs = meta.get("metadata")
-    if not isinstance(docs, dict):
-        raise MetadataError(f"'.zmetadata' in store '{tree.store.url}' has no 'metadata' object")
+def _consolidated_path(tree: NodeTree, key: Any, document: str, zarr_format: int) -> str | None:
+    """The node path a consolidated entry's key names; None (and a problem) when it names none."""
+    path = key.strip("/") if isinstance(key, str) else ""
+    try:
+        return check_key(path) if path and not _too_deep(tree, path, zarr_format) else None
+    except ZarrSQLError:
+        _problem(
+            tree, path, zarr_format, f"'{document}' in store '{tree.store.url}' lists the node {key!r}, not a path"
+        )
+        return None
+
+
+def _from_v2_consolidated(tree: NodeTree, docs: dict[str, Any]) -> None:
     for key, doc in docs.items():
-        path, _, leaf = key.rpartition("/")
-        if leaf == ".zgroup" and path:
-            attrs = docs.get(_join(path, ".zattrs")) or {}
-            tree.groups[path] = GroupMeta(path, 2, attrs)
+        parent, _, leaf = key.rpartition("/")
+        path = _consolidated_path(tree, parent, ".zmetadata", 2) if parent else None
+        if path is None:
+            continue
+        if leaf == ".zgroup":
+            _v2_group(tree, path, doc, docs.get(_join(path, ".zattrs")))
         elif leaf == ".zarray":
-            _v2_node(tree, path, doc, docs.get(_join(path, ".zattrs")) or {})
+            _v2_node(tree, path, doc, docs.get(_join(path, ".zattrs")), f".zmetadata['{key}']")
 
 
 def _from_v3_consolidated(tree: NodeTree, docs: dict[str, Any]) -> None:
-    for path in sorted(docs):
-        _add_v3_node(tree, path.strip("/"), docs[path])
+    for key in sorted(docs):
+        path = _consolidated_path(tree, key, "zarr.json", 3)
+        if path is not None:
+            _add_v3_node(tree, path, docs[key], f"zarr.json consolidated_metadata['{key}']")
 
 
 # -- unlisted trees (a store that cannot list, without consolidated metadata) --------------------
@@ -298,7 +378,7 @@ def _v2_docs(tree: NodeTree, paths: list[str]) -> dict[str, tuple[Any, Any, Any]
 def _load_nodes(tree: NodeTree, paths: list[str]) -> None:
     """Load the nodes at `paths` (missing ones stay absent) into an unlisted tree."""
     arrays, groups = tree.arrays.known, tree.groups.known  # type: ignore[attr-defined]
-    paths = [p for p in paths if p not in arrays and p not in groups]
+    paths = [p for p in paths if p not in arrays and p not in groups and not _too_deep(tree, p, tree.zarr_format)]
     if tree.zarr_format == 3:
         raws = _fetch(tree.store, [_join(p, "zarr.json") for p in paths], tree.validators)
         for p in paths:
@@ -312,9 +392,9 @@ def _load_nodes(tree: NodeTree, paths: list[str]) -> None:
     else:
         for p, (zarray, zgroup, zattrs) in _v2_docs(tree, paths).items():
             if zarray is not None:
-                _v2_node(tree, p, zarray, zattrs or {})
+                _v2_node(tree, p, zarray, zattrs)
             elif zgroup is not None:
-                groups[p] = GroupMeta(p, 2, zattrs if isinstance(zattrs, dict) else {})
+                _v2_group(tree, p, zgroup, zattrs)
     tree.derived.clear()  # group members computed before this load are incomplete now
 
 
@@ -382,16 +462,37 @@ def _consolidated_tree(
     return tree
 
 
+def _root_group(store: Store, parse: Callable[[], GroupMeta]) -> GroupMeta:
+    """The root group, or a `MetadataError` that also names the store (nothing is readable)."""
+    try:
+        return parse()
+    except MetadataError as err:
+        raise MetadataError(f"store '{store.url}': {err}") from err
+
+
 def _read_v3(store: Store, root: Any, validators: dict[str, str | None]) -> NodeTree:
     if not isinstance(root, dict) or root.get("node_type") != "group":
         raise _root_error(store, root)
-    group = GroupMeta("", 3, dict(root.get("attributes") or {}))
-    consolidated = (root.get("consolidated_metadata") or {}).get("metadata")
-    if not isinstance(consolidated, dict):
+    group = _root_group(store, lambda: parse_v3_group("", root, "zarr.json"))
+    consolidated = _v3_consolidated(store, root)
+    if consolidated is None:
         return _listed_tree(store, 3, group, validators, _walk_v3)
     tree = _consolidated_tree(store, 3, group, validators, "zarr.json")
     _from_v3_consolidated(tree, consolidated)
     return tree
+
+
+def _v3_consolidated(store: Store, root: dict[str, Any]) -> dict[str, Any] | None:
+    """The root's consolidated documents by path, or None when it has none."""
+    where = f"'zarr.json' in store '{store.url}'"
+    block = field_object(root, "consolidated_metadata", where)
+    if not block:
+        return None
+    field_choice(block, "kind", where, ("inline",), "inline")
+    docs = block.get("metadata")
+    if not isinstance(docs, dict):
+        raise wrong_type(where, "consolidated_metadata's 'metadata'", "an object of documents by path", docs)
+    return docs
 
 
 def _read_v2(store: Store, validators: dict[str, str | None]) -> NodeTree:
@@ -402,14 +503,28 @@ def _read_v2(store: Store, validators: dict[str, str | None]) -> NodeTree:
             f"'{store.url}' is not a Zarr store: it has no zarr.json (Zarr v3) or .zgroup "
             "(Zarr v2) at its root; point read_zarr at the store's root folder"
         )
-    if isinstance(zmeta, dict) and isinstance(zmeta.get("metadata"), dict):
-        attrs = zmeta["metadata"].get(".zattrs", attrs)  # the consolidated copy is the one validated
-    group = GroupMeta("", 2, attrs if isinstance(attrs, dict) else {})
-    if not isinstance(zmeta, dict):
-        return _listed_tree(store, 2, group, validators, _walk_v2)
+    consolidated = _v2_consolidated(store, zmeta)
+    if consolidated is None:
+        return _listed_tree(
+            store, 2, _root_group(store, lambda: parse_v2_group("", zgroup, attrs)), validators, _walk_v2
+        )
+    # the consolidated copies of the root's documents are the ones revalidated
+    zgroup, attrs = consolidated.get(".zgroup", zgroup), consolidated.get(".zattrs", attrs)
+    group = _root_group(store, lambda: parse_v2_group("", zgroup, attrs))
     tree = _consolidated_tree(store, 2, group, validators, ".zmetadata")
-    _from_v2_consolidated(tree, zmeta)
+    _from_v2_consolidated(tree, consolidated)
     return tree
+
+
+def _v2_consolidated(store: Store, zmeta: Any) -> dict[str, Any] | None:
+    """The documents of `.zmetadata` by key, or None when the store has none."""
+    if zmeta is None:
+        return None
+    where = f"'.zmetadata' in store '{store.url}'"
+    if not isinstance(zmeta, dict):
+        raise wrong_type(where, "the document", "a JSON object", zmeta)
+    field_choice(zmeta, "zarr_consolidated_format", where, (1,), 1)
+    return field_object(zmeta, "metadata", where, required=True)
 
 
 def read_tree(store: Store) -> NodeTree:

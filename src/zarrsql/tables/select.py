@@ -13,7 +13,7 @@ from zarrsql.decode.variables import EncodedVariable, unreadable
 from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError, StoreReadError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta, attribute_dims_problem
-from zarrsql.metadata.tree import ArrayProblem, NodeTree
+from zarrsql.metadata.tree import ArrayProblem, NodeTree, problems_in, unreadable_error
 from zarrsql.store import check_key
 from zarrsql.tables.analyze import analyze_group
 from zarrsql.tables.build import GroupInfo, ancestors, chunk_grid, display_path, find_coord
@@ -108,6 +108,12 @@ def _ignored_attribute_dims(tree: NodeTree, paths: list[str]) -> list[tuple[str,
     return out
 
 
+def _none_found(tree: NodeTree, group: str, err: SelectionError) -> Exception:
+    """`err`, unless the group holds nodes of unreadable metadata: the wanted table may be theirs."""
+    broken = problems_in(tree, group)
+    return unreadable_error(tree, broken, f"group '{display_path(group)}'") if broken else err
+
+
 def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
     info = analyze_group(tree, group)
     tables = info.tables
@@ -119,12 +125,20 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         if not hits and len(info.levels) > 1:
             raise SelectionError(f"{where} has no table named '{sel.table_name}': {_levels_hint(info)}")
         if not hits:
-            raise SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}")
+            raise _none_found(
+                tree,
+                group,
+                SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}"),
+            )
         return _read_table(hits[0])
     if sel.dims is not None:
         hits = [t for t in tables if t.dims == sel.dims]
         if not hits:
-            raise SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}")
+            raise _none_found(
+                tree,
+                group,
+                SelectionError(f"{where} has no table with dims {list(sel.dims)}; its tables: {_describe(tables)}"),
+            )
         if len(hits) > 1 and len(info.levels) > 1:
             raise SelectionError(f"{where} has several tables with dims {list(sel.dims)}: {_levels_hint(info)}")
         if len(hits) > 1:
@@ -134,7 +148,7 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
             )
         return _read_table(_unblock_case(hits[0]))
     if not tables:
-        raise _no_tables_error(tree, group)
+        raise _none_found(tree, group, _no_tables_error(tree, group))
     if len(tables) > 1 and len(info.levels) > 1 and all(t.name is None for t in tables):
         raise SelectionError(f"{where} of store '{tree.store.url}' has no single table: {_levels_hint(info)}")
     if len(tables) > 1:
@@ -202,10 +216,12 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
             raise StoreReadError(f"array '{path}' cannot be read: {refusal(path)}")
         kind = "a group of store" if path in tree.groups else "not in store"
         raise SelectionError(f"array_path '{path}' is {kind} '{tree.store.url}'; list arrays with read_zarr_metadata")
-    if isinstance(node, ArrayProblem) or not node.dtype.supported:
-        reason = node.error if isinstance(node, ArrayProblem) else node.dtype.reason
-        refused = isinstance(node, ArrayProblem) and node.refused
-        raise (StoreReadError if refused else UnsupportedError)(f"array '{path}' cannot be read: {reason}")
+    if isinstance(node, ArrayProblem) and node.refused:
+        raise StoreReadError(f"array '{path}' cannot be read: {node.error}")
+    if isinstance(node, ArrayProblem):
+        raise unreadable_error(tree, [node], f"array_path '{path}'")
+    if not node.dtype.supported:
+        raise UnsupportedError(f"array '{path}' cannot be read: {node.dtype.reason}")
     where = f"array '{path}'"
     group = path.rpartition("/")[0]
     member = next((m for m in analyze_group(tree, group).members if m.array.path == path), None)
@@ -283,8 +299,22 @@ def _level_read(tree: NodeTree, sel: Selection, group: str, level: int) -> ReadT
     return _array_read(tree, levels[level], None)
 
 
+def _check_coordinates(tree: NodeTree, rt: ReadTable) -> ReadTable:
+    """Refuse a read when a node that may be one of its coordinates has unreadable metadata:
+    reading positions in place of the coordinate's values would give wrong rows."""
+    for g in [rt.group_path, *ancestors(rt.group_path)]:
+        broken = problems_in(tree, g, rt.dims)
+        if broken:
+            raise unreadable_error(tree, broken, f"table '{rt.label}' of group '{display_path(rt.group_path)}'")
+    return rt
+
+
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
     """Resolve a selection to the one table it reads."""
+    return _check_coordinates(tree, _select(tree, sel))
+
+
+def _select(tree: NodeTree, sel: Selection) -> ReadTable:
     if sel.level is not None and sel.array_path is not None:
         raise ParameterError("pass level := or array_path :=, not both: each chooses one array of an image")
     if sel.array_path is not None:
@@ -293,6 +323,9 @@ def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
         return _array_read(tree, normalize_path(sel.array_path), sel.dims)
     group = normalize_path(sel.group_path or "")
     if group not in tree.groups:
+        broken = tree.arrays.get(group)
+        if isinstance(broken, ArrayProblem):
+            raise unreadable_error(tree, [broken], f"group_path '{display_path(group)}'")
         kind = "an array (use array_path :=)" if group in tree.arrays else "not a group of the store"
         raise SelectionError(
             f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables"
