@@ -18,8 +18,8 @@ entry per channel; WHERE on it prunes too. Labels
 
 from __future__ import annotations
 
-from dataclasses import replace
 import math
+from dataclasses import replace
 from typing import Any
 
 from zarrsql.discovery.roles import Member, assign_roles
