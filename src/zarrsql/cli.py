@@ -13,14 +13,22 @@ What a user can rely on:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from zarrsql.errors import ParameterError, SelectionError, ZarrSQLError
 from zarrsql.results import FORMATS, Output, output_of, run_sql
+
+#: Set by Ctrl-C. DuckDB turns an interrupted query into its own error (a RuntimeError
+#: "Query interrupted"); this tells such an error from any other without reading its text.
+_INTERRUPTED = threading.Event()
+#: The connections of the running command, for Ctrl-C to interrupt.
+_RUNNING: list[Any] = []
 
 #: Database names DuckDB keeps for itself; a store named like one is mounted as `<name>_store`.
 _RESERVED = frozenset({"main", "memory", "system", "temp"})
@@ -97,8 +105,48 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: returns the exit status (see the module docstring)."""
+    """Entry point: returns the exit status (see the module docstring).
+
+    The command runs in a worker thread while the main thread waits for it: Python delivers
+    Ctrl-C to the main thread only, and DuckDB does not look for it while it computes the
+    first batch of a streamed result. On Ctrl-C the main thread asks DuckDB to stop
+    (`interrupt`), gives the command up to `GRACE_SECONDS` to finish, and ends the process
+    with status 130 (`os._exit`: DuckDB's own threads may still be winding down, and
+    finalizing the interpreter under them can abort the process).
+    """
     args = _parser().parse_args(argv)
+    if threading.current_thread() is not threading.main_thread():
+        return _run(args)  # no signals here: run in this thread
+    status: list[int] = []
+    worker = threading.Thread(target=lambda: status.append(_run(args)), name="zarrsql-command", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        return _stop(worker)
+    return status[0] if status else 1
+
+
+#: Seconds an interrupted command gets to stop before the process exits regardless.
+GRACE_SECONDS = 5.0
+
+
+def _stop(worker: threading.Thread) -> NoReturn:
+    _INTERRUPTED.set()
+    for con in _RUNNING:
+        with contextlib.suppress(Exception):  # closed already: nothing to stop
+            con.duckdb.interrupt()
+    worker.join(GRACE_SECONDS)
+    _fail("interrupted", 130)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command; every error becomes one message and a status (the CLI's edge)."""
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -107,10 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return 141
     except Exception as err:  # the edge: one message, no traceback
+        if _INTERRUPTED.is_set() or _is_interrupt(err):
+            return 130  # the main thread reports it
         if os.environ.get("ZARRSQL_TRACEBACK") == "1":
             raise
-        if _is_interrupt(err):
-            return _fail("interrupted", 130)
         return _fail(_message(err), 1)
 
 
@@ -125,6 +173,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     import zarrsql
 
     with zarrsql.connect() as con:
+        _RUNNING.append(con)
         con.execute(f"SET enable_progress_bar = {str(output.shows_progress()).lower()}")
         if sql is None:
             function = "read_zarr_tables" if args.command == "tables" else "read_zarr_metadata"

@@ -105,7 +105,7 @@ def run_sql(con: Any, sql: str, output: Output) -> None:
     if not statements:
         raise ParameterError("the SQL holds no statement (only blanks or comments); pass one, e.g. SHOW TABLES")
     for statement in statements[:-1]:
-        con.execute(statement.query)
+        _run_to_end(con, statement.query)
     last = statements[-1]
     kind = last.type.name
     text = last.query.strip().rstrip(";").rstrip()
@@ -125,6 +125,16 @@ def run_sql(con: Any, sql: str, output: Output) -> None:
         copy(con, f"FROM {_HELD}", output)
     finally:
         con.duckdb.unregister(_HELD)
+
+
+def _run_to_end(con: Any, query: str) -> None:
+    """Run a statement whose result is not shown. DuckDB 2 streams `execute`'s result, which
+    must be run to its end (`complete`) before the next statement; 1.5 has run it already."""
+    con.execute(query)
+    complete = getattr(con.duckdb, "complete", None)
+    if complete is not None:
+        with _scan_errors(con):
+            complete()
 
 
 def copy(con: Any, query: str, output: Output) -> None:
