@@ -45,7 +45,7 @@ class Shown:
 def type_label(duckdb_type: str) -> str:
     """`BIGINT[]` → `int64[]`: DuckDB's type name in the short lower-case form of its CLI."""
     text = re.sub(r"\b[A-Z]+\b", lambda m: _SHORT_TYPES.get(m.group(0), m.group(0)), duckdb_type)
-    return text.lower()
+    return text.strip('"').lower()  # the NULL type prints as "NULL"
 
 
 def _clip(text: str) -> str:

@@ -118,7 +118,7 @@ def run_sql(con: Any, sql: str, output: Output) -> None:
     if rel is None or (kind not in _RESULT_TYPES and rel.columns == ["Count"]):
         return  # a CREATE or INSERT: DuckDB 2 returns its row count, DuckDB 1.5 nothing
     if output.format == "table":
-        write_table(con, rel, output)
+        write_table(con, rel, output, plan=kind == "EXPLAIN")
         return
     con.duckdb.register(_HELD, _arrow_table(rel))  # EXPLAIN, PRAGMA, ...: rows already held
     try:
@@ -152,9 +152,13 @@ def copy(con: Any, query: str, output: Output) -> None:
         sys.stdout.buffer.flush()
 
 
-def write_table(con: Any, rel: Any, output: Output) -> None:
-    """Stream `rel` and write it as a box table of at most `output.max_rows` rows."""
-    text = boxtable.render(collect(con, rel, output.max_rows))
+def write_table(con: Any, rel: Any, output: Output, *, plan: bool = False) -> None:
+    """Stream `rel` and write it as a box table of at most `output.max_rows` rows; an
+    EXPLAIN's `plan` is written as DuckDB draws it (a table cell would flatten its lines)."""
+    if plan:
+        text = "".join(f"{value}\n" for _, value in rel.fetchall())
+    else:
+        text = boxtable.render(collect(con, rel, output.max_rows))
     if output.path is None:
         sys.stdout.write(text)
         return

@@ -229,3 +229,11 @@ def test_a_table_name_on_such_a_store_explains_why_it_is_missing(
     assert "Traceback" not in out.stderr
     assert "has no named tables, so nothing was mounted" in out.stderr
     assert "array_path :=" in out.stderr
+
+
+def test_explain_prints_the_plan_as_drawn(era5: str) -> None:
+    out = run_cli("query", era5, f'EXPLAIN SELECT avg("2m_temperature") FROM {SURFACE} WHERE latitude > 50')
+    assert out.returncode == 0, out.stderr
+    assert "explain_value" not in out.stdout  # not a table of (key, value) cells
+    assert "Projection" in out.stdout
+    assert len(out.stdout.splitlines()) > 5
