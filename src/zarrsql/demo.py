@@ -2,40 +2,64 @@
 
 The store is written with zarr-python alone (no xarray needed) but carries what xarray
 writes: dimension names, CF time units, a descending latitude axis and NaN gaps.
+
+The demo never deletes or overwrites anything. It writes the store into a temporary folder
+next to the target and renames it into place once complete, so an interrupted demo leaves
+nothing behind. Its root group carries the attribute `zarrsql_demo`, so a later run
+recognises its own store and queries it again; any other non-empty folder is refused.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
+from zarrsql.errors import ParameterError
+
+#: The root attribute that marks a store written by the demo; its value is the layout's
+#: version (a store of another version is refused rather than replaced).
+MARKER = "zarrsql_demo"
+LAYOUT_VERSION = 1
+DEFAULT_PATH = "zarrsql-demo.zarr"
+
 QUERIES = [
-    ("The tables of the store", "SELECT table_name, dims, shape, data_vars FROM read_zarr_tables('{store}')"),
-    ("The arrays and their roles", "SELECT name, role, dtype, shape FROM read_zarr_metadata('{store}')"),
+    ("The tables of the store", "SELECT table_name, dims, shape, data_vars FROM read_zarr_tables({store})"),
+    ("The arrays and their roles", "SELECT name, role, dtype, shape FROM read_zarr_metadata({store})"),
     (
         "Mean temperature per latitude band (NaN gaps are NULL, so avg skips them)",
-        "SELECT lat, round(avg(t2m), 2) AS mean_t2m, count(t2m) AS n FROM '{store}' "
+        "SELECT lat, round(avg(t2m), 2) AS mean_t2m, count(t2m) AS n FROM {source} "
         "GROUP BY lat ORDER BY lat DESC LIMIT 5",
     ),
     (
         "One day over a box: WHERE on coordinates reads only the chunks it needs",
-        "SELECT time, lat, lon, t2m FROM read_zarr('{store}') WHERE time >= '2024-01-03' AND time < '2024-01-04' "
+        "SELECT time, lat, lon, t2m FROM read_zarr({store}) WHERE time >= '2024-01-03' AND time < '2024-01-04' "
         "AND lat BETWEEN 40 AND 50 AND lon BETWEEN 10 AND 20 ORDER BY time, lat, lon LIMIT 5",
     ),
     (
         "Daily totals, joined to themselves a day later",
-        "WITH d AS (SELECT date_trunc('day', time) AS day, sum(precip) AS p FROM '{store}' GROUP BY day) "
+        "WITH d AS (SELECT date_trunc('day', time) AS day, sum(precip) AS p FROM {source} GROUP BY day) "
         "SELECT a.day, round(a.p, 1) AS precip, round(b.p, 1) AS next_day "
         "FROM d a JOIN d b ON b.day = a.day + INTERVAL 1 DAY ORDER BY a.day",
     ),
 ]
 
 
-def write_store(path: str) -> str:
-    """Write the demo store at `path` (overwriting it) and return the path."""
+def sql_of(template: str, store: str) -> str:
+    """A query of QUERIES for the store at `store`. `{source}` is the store as a string in
+    FROM, which zarrsql claims only for names ending in `.zarr`; otherwise `read_zarr(...)`."""
+    literal = "'" + store.replace("'", "''") + "'"
+    source = literal if store.rstrip("/").lower().endswith(".zarr") else f"read_zarr({literal})"
+    return template.format(store=literal, source=source)
+
+
+def _write_arrays(path: str) -> None:
+    """Write the demo's arrays as a new store at `path` (a folder that does not exist yet)."""
     import zarr
 
     rng = np.random.default_rng(42)
@@ -53,7 +77,7 @@ def write_store(path: str) -> str:
     precip = np.clip(rng.gamma(0.3, 2.0, shape), 0, None).astype("float32")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        root = zarr.open_group(path, mode="w", zarr_format=3)
+        root = zarr.open_group(path, mode="w-", zarr_format=3, attributes={MARKER: LAYOUT_VERSION})
         time = root.create_array(
             "time",
             shape=hours.shape,
@@ -77,22 +101,80 @@ def write_store(path: str) -> str:
             )
             arr[:] = values
         zarr.consolidate_metadata(path)
+
+
+def prepare(path: str) -> bool:
+    """Check `path` for the demo: True if a store must be written there, False if it already
+    holds the demo's store; refuses anything else (see the module docstring)."""
+    if not os.path.lexists(path):
+        return True
+    if not os.path.isdir(path):
+        raise ParameterError(
+            f"demo --path '{path}' is a file, not a folder; give a new folder name, e.g. --path demo.zarr"
+        )
+    if not os.listdir(path):
+        return True
+    version = demo_version(path)
+    if version == LAYOUT_VERSION:
+        return False
+    if version is not None:
+        raise ParameterError(
+            f"demo --path '{path}' holds an example store of another zarrsql version (layout {version!r}); "
+            "remove it yourself or give a new folder with --path"
+        )
+    raise ParameterError(
+        f"demo --path '{path}' is a folder that is not empty and was not written by the demo; "
+        "the demo does not overwrite it: give a new or empty folder with --path"
+    )
+
+
+def demo_version(path: str) -> object:
+    """The `zarrsql_demo` attribute of the store at `path` (None when it is not a demo store)."""
+    try:
+        with open(os.path.join(path, "zarr.json"), encoding="utf-8") as f:
+            document = json.load(f)
+    except (OSError, ValueError):
+        return None
+    attributes = document.get("attributes") if isinstance(document, dict) else None
+    return attributes.get(MARKER) if isinstance(attributes, dict) else None
+
+
+def write_store(path: str) -> str:
+    """Write the demo store at `path`, which must not exist or be an empty folder, and return it.
+
+    The arrays are written into a temporary folder beside `path`, renamed into place when
+    complete; on any failure only that temporary folder (the demo's own) is removed.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".zarrsql-demo-", dir=parent)
+    try:
+        store = os.path.join(staging, "store.zarr")
+        _write_arrays(store)
+        os.replace(store, path)  # over an empty folder too (POSIX rename)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return path
 
 
 def run(path: str | None = None, *, out: Callable[[str], None] = print) -> None:
-    """Write the store (default: ./zarrsql-demo.zarr) and print each query and its result."""
+    """Write the store (default: ./zarrsql-demo.zarr) unless it is already there, and print
+    each query and its result."""
     import zarrsql
 
-    store = write_store(os.path.abspath(path or "zarrsql-demo.zarr"))
-    out(f"Wrote an example store: {store}\n")
+    store = os.path.realpath(path or DEFAULT_PATH)  # a symbolic link: write where it points
+    if prepare(store):
+        write_store(store)
+        out(f"Wrote an example store: {store}\n")
+    else:
+        out(f"Using the example store written earlier: {store}\n")
     with zarrsql.connect() as con:
+        con.execute("SET enable_progress_bar = false")
         for title, template in QUERIES:
-            sql = template.format(store=store)
+            sql = sql_of(template, store)
             out(f"-- {title}\n{sql}")
             with zarrsql.trace() as t:
-                rel = con.sql(sql)
-                text = str(rel)
+                text = str(con.sql(sql))
             out(text)
             if t.scans:
                 read = f"{t.work_units_read} of {t.work_units_planned}"

@@ -6,22 +6,31 @@ import csv
 import io
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 import zarr
 
+from cli_runner import console_script, run_cli
 
 
-def zarrsql(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zarrsql.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+@pytest.fixture(params=["module", "script"])
+def launcher(request: pytest.FixtureRequest) -> str:
+    """`python -m zarrsql`, and the installed `zarrsql` script when there is one."""
+    if request.param == "script" and console_script() is None:
+        pytest.skip("the zarrsql console script is not installed in this environment")
+    return str(request.param)
 
 
-def test_demo_writes_a_store_and_queries_it(tmp_path: Path) -> None:
-    out = zarrsql("demo", cwd=tmp_path)
+def zarrsql(*args: str, cwd: Path | None = None, launcher: str = "module") -> subprocess.CompletedProcess:
+    return run_cli(*args, cwd=cwd, launcher=launcher)
+
+
+def test_demo_writes_a_store_and_queries_it(tmp_path: Path, launcher: str) -> None:
+    out = zarrsql("demo", cwd=tmp_path, launcher=launcher)
     assert out.returncode == 0, out.stderr
     store = tmp_path / "zarrsql-demo.zarr"
     t2m = zarr.open_array(str(store / "t2m"), mode="r")[...]
@@ -32,9 +41,9 @@ def test_demo_writes_a_store_and_queries_it(tmp_path: Path) -> None:
     assert f"{int(np.isfinite(t2m[:, 0, :]).sum())}" in out.stdout  # count(t2m) of the first latitude
 
 
-def test_tables_metadata_and_query_formats(fixture_path: Callable[[str], str], tmp_path: Path) -> None:
+def test_tables_metadata_and_query_formats(fixture_path: Callable[[str], str], tmp_path: Path, launcher: str) -> None:
     store = fixture_path("era5_like.zarr")
-    tables = zarrsql("tables", store, "--format", "json")
+    tables = zarrsql("tables", store, "--format", "json", launcher=launcher)
     assert tables.returncode == 0, tables.stderr
     names = sorted(json.loads(line)["table_name"] for line in tables.stdout.splitlines())
     assert names == ["time_latitude_longitude", "time_level_latitude_longitude"]
@@ -42,7 +51,9 @@ def test_tables_metadata_and_query_formats(fixture_path: Callable[[str], str], t
     rows = list(csv.DictReader(io.StringIO(meta.stdout)))
     assert {r["name"]: r["role"] for r in rows}["level"] == "coord"
     levels = zarr.open_array(f"{store}/level", mode="r")[...]
-    q = zarrsql("query", store, "SELECT DISTINCT level FROM time_level_latitude_longitude ORDER BY level", "--format", "csv")
+    q = zarrsql(
+        "query", store, "SELECT DISTINCT level FROM time_level_latitude_longitude ORDER BY level", "--format", "csv"
+    )
     assert q.returncode == 0, q.stderr
     assert [int(r["level"]) for r in csv.DictReader(io.StringIO(q.stdout))] == sorted(levels.tolist())
     out = tmp_path / "t.parquet"
@@ -52,8 +63,8 @@ def test_tables_metadata_and_query_formats(fixture_path: Callable[[str], str], t
     assert pq.read_table(out).num_rows == int(np.prod(shape))
 
 
-def test_errors_are_one_line_and_exit_1(tmp_path: Path) -> None:
-    out = zarrsql("tables", str(tmp_path / "missing.zarr"))
+def test_errors_are_one_line_and_exit_1(tmp_path: Path, launcher: str) -> None:
+    out = zarrsql("tables", str(tmp_path / "missing.zarr"), launcher=launcher)
     assert out.returncode == 1
     assert out.stderr.startswith("zarrsql: no Zarr store at")
     assert "Traceback" not in out.stderr

@@ -294,6 +294,14 @@ class Connection:
 
         return run
 
+    def take_scan_error(self) -> ZarrSQLError | None:
+        """The zarrsql error behind a failed read of a relation's stream, once (else None).
+
+        A relation streamed with DuckDB's own methods (`to_arrow_reader`) fails with DuckDB's
+        wrapping of the message; the command line reports the original error with this.
+        """
+        return self._state.take_error()
+
     def __enter__(self) -> Connection:
         return self
 

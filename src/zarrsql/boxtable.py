@@ -1,0 +1,91 @@
+"""A result as a box-drawn text table, the way DuckDB's command line shows one.
+
+Pure text: callers hand over the column names, DuckDB type names and cell texts (None for
+NULL) of the rows to show, plus the true row count. When some rows are left out, the rows
+before `gap` are the first of the result and the rest its last, with a row of dots between
+and a footer such as `2008800 rows (40 shown)`. This module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Longest text of one cell; longer values end in an ellipsis. Bounds the table's width
+#: for long strings and lists; a user who needs every character writes csv or json.
+MAX_CELL = 60
+
+_SHORT_TYPES = {
+    "TINYINT": "int8",
+    "SMALLINT": "int16",
+    "INTEGER": "int32",
+    "BIGINT": "int64",
+    "HUGEINT": "int128",
+    "UTINYINT": "uint8",
+    "USMALLINT": "uint16",
+    "UINTEGER": "uint32",
+    "UBIGINT": "uint64",
+    "UHUGEINT": "uint128",
+}
+_NUMERIC = re.compile(r"^(u?int\d+|float|double|decimal\(.*\))$")
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """The part of a result a table shows: `rows[:gap]` come first, `rows[gap:]` last."""
+
+    columns: Sequence[str]
+    types: Sequence[str]
+    rows: Sequence[Sequence[str | None]]
+    total: int
+    gap: int | None = None
+
+
+def type_label(duckdb_type: str) -> str:
+    """`BIGINT[]` → `int64[]`: DuckDB's type name in the short lower-case form of its CLI."""
+    text = re.sub(r"\b[A-Z]+\b", lambda m: _SHORT_TYPES.get(m.group(0), m.group(0)), duckdb_type)
+    return text.strip('"').lower()  # the NULL type prints as "NULL"
+
+
+def _clip(text: str) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _cell(text: str, width: int, *, right: bool) -> str:
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def render(shown: Shown) -> str:
+    """The table as lines of text ending in a newline (see the module docstring)."""
+    labels = [_clip(type_label(t)) for t in shown.types]
+    names = [_clip(c) for c in shown.columns]
+    body = [["NULL" if v is None else _clip(v) for v in row] for row in shown.rows]
+    widths = [
+        max([len(n), len(t), *(len(r[i]) for r in body)]) for i, (n, t) in enumerate(zip(names, labels, strict=True))
+    ]
+    right = [bool(_NUMERIC.match(t)) for t in labels]
+
+    def line(left: str, mid: str, end: str) -> str:
+        return left + mid.join("─" * (w + 2) for w in widths) + end
+
+    def row(cells: Sequence[str], *, center: bool = False) -> str:
+        parts = [c.center(w) if center else _cell(c, w, right=r) for c, w, r in zip(cells, widths, right, strict=True)]
+        return "│ " + " │ ".join(parts) + " │"
+
+    out = [line("┌", "┬", "┐"), row(names, center=True), row(labels, center=True), line("├", "┼", "┤")]
+    dots = [row(["·"] * len(widths), center=True)] * 3
+    for i, cells in enumerate(body):
+        out += dots if i == shown.gap else []
+        out.append(row(cells))
+    out += dots if shown.gap == len(body) else []
+    out.append(line("└", "┴", "┘"))
+    out.append("  " + footer(shown.total, len(body)))
+    return "\n".join(out) + "\n"
+
+
+def footer(total: int, shown: int) -> str:
+    """`1 row`, `12 rows`, or `2008800 rows (40 shown)` when rows were left out."""
+    text = f"{total} row" + ("" if total == 1 else "s")
+    return text if shown >= total else f"{text} ({shown} shown)"

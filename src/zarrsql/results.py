@@ -1,0 +1,244 @@
+"""How the command line writes a statement's result: a bounded table, or csv, json, parquet.
+
+What callers rely on:
+- a table streams the result as Arrow batches, keeps only the rows it shows (the first and
+  last `max_rows / 2`) and counts the others, so a result of millions of rows costs the
+  memory of a few batches and the footer gives the true count;
+- csv, json (one object per line) and parquet are written by DuckDB's own `COPY` of the
+  query, so lists, structs and times look as DuckDB writes them. Standard output gets them
+  through a temporary file: `COPY ... TO '/dev/stdout'` would truncate a file the shell
+  redirected standard output to, and write over what was printed before;
+- `SHOW TABLES` and `SHOW ALL TABLES` leave out zarrsql's internal `__zarrsql_*` names.
+
+DuckDB and pyarrow are imported inside the functions: the command line's `--help` stays light.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from zarrsql import boxtable
+from zarrsql.errors import ParameterError
+
+FORMATS = ("table", "csv", "json", "parquet")
+#: File extensions `--output` infers a format from (a `.gz` or `.zst` after them compresses).
+EXTENSIONS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".parquet": "parquet",
+    ".txt": "table",
+}
+_COMPRESSED = (".gz", ".zst")
+_COPY_OPTIONS = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json", "parquet": "FORMAT parquet"}
+#: Rows per Arrow batch while a table streams: bounds what is held for the last rows.
+BATCH_ROWS = 100_000
+#: Statement types run for their result; others (CREATE, INSERT, ...) print nothing.
+_RESULT_TYPES = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL", "EXECUTE"})
+_SHOW_TABLES = re.compile(r"^\s*show\s+(all\s+)?tables\b", re.IGNORECASE)
+_INTERNAL_PREFIX = "__zarrsql_"
+_HELD = "__zarrsql_cli_result"
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Where a result goes: `format` (one of FORMATS), `path` (None: standard output) and
+    `max_rows`, the rows a table shows."""
+
+    format: str
+    path: str | None
+    max_rows: int
+
+    def shows_progress(self) -> bool:
+        """DuckDB draws its progress bar on standard output: only over a table on a terminal."""
+        return self.format == "table" and self.path is None and sys.stdout.isatty()
+
+
+def output_of(fmt: str | None, path: str | None, max_rows: int) -> Output:
+    """Check the output options before any work: format known or inferred, file writable."""
+    if fmt is None:
+        fmt = "table" if path is None else format_of(path)
+    if fmt == "parquet" and path is None:
+        raise ParameterError("--format parquet writes a binary file: give --output FILE.parquet")
+    if path is not None:
+        _check_target(path)
+    return Output(fmt, path, max_rows)
+
+
+def format_of(path: str) -> str:
+    """The format an `--output` file name asks for (`x.csv`, `x.json`, `x.csv.gz`, ...)."""
+    stem, ext = os.path.splitext(path.lower())
+    if ext in _COMPRESSED:
+        ext = os.path.splitext(stem)[1]
+    if ext not in EXTENSIONS:
+        names = ", ".join(EXTENSIONS)
+        raise ParameterError(
+            f"cannot tell the output format from the file name '{path}': end it in one of {names}, "
+            f"or give --format {'|'.join(FORMATS)}"
+        )
+    return EXTENSIONS[ext]
+
+
+def _check_target(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ParameterError(
+            f"cannot write --output '{path}': the folder '{folder}' does not exist; create it or choose another path"
+        )
+    if os.path.isdir(path):
+        raise ParameterError(f"cannot write --output '{path}': it is a folder; give a file name")
+
+
+def run_sql(con: Any, sql: str, output: Output) -> None:
+    """Run every statement of `sql` on the zarrsql connection `con`; write the last one's result."""
+    statements = con.duckdb.extract_statements(sql)
+    if not statements:
+        raise ParameterError("the SQL holds no statement (only blanks or comments); pass one, e.g. SHOW TABLES")
+    for statement in statements[:-1]:
+        _run_to_end(con, statement.query)
+    last = statements[-1]
+    kind = last.type.name
+    text = last.query.strip().rstrip(";").rstrip()
+    if _SHOW_TABLES.match(text):
+        text = f"SELECT * FROM ({text}\n) WHERE NOT starts_with(name, '{_INTERNAL_PREFIX}')"
+    if kind == "SELECT" and output.format != "table":
+        copy(con, text, output)
+        return
+    rel = con.sql(text)
+    if rel is None or (kind not in _RESULT_TYPES and rel.columns == ["Count"]):
+        return  # a CREATE or INSERT: DuckDB 2 returns its row count, DuckDB 1.5 nothing
+    if output.format == "table":
+        write_table(con, rel, output, plan=kind == "EXPLAIN")
+        return
+    con.duckdb.register(_HELD, _arrow_table(rel))  # EXPLAIN, PRAGMA, ...: rows already held
+    try:
+        copy(con, f"FROM {_HELD}", output)
+    finally:
+        con.duckdb.unregister(_HELD)
+
+
+def _run_to_end(con: Any, query: str) -> None:
+    """Run a statement whose result is not shown. DuckDB 2 streams `execute`'s result, which
+    must be run to its end (`complete`) before the next statement; 1.5 has run it already."""
+    con.execute(query)
+    complete = getattr(con.duckdb, "complete", None)
+    if complete is not None:
+        with _scan_errors(con):
+            complete()
+
+
+def copy(con: Any, query: str, output: Output) -> None:
+    """Write the rows of `query` with DuckDB's COPY (see the module docstring)."""
+    options = _COPY_OPTIONS[output.format]
+    if output.path is not None:
+        con.execute(f"COPY ({query}\n) TO {_quote(output.path)} ({options})")
+        return
+    with tempfile.TemporaryDirectory(prefix="zarrsql-") as folder:
+        target = os.path.join(folder, f"result.{output.format}")
+        con.execute(f"COPY ({query}\n) TO {_quote(target)} ({options})")
+        sys.stdout.flush()
+        with open(target, "rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+
+
+def write_table(con: Any, rel: Any, output: Output, *, plan: bool = False) -> None:
+    """Stream `rel` and write it as a box table of at most `output.max_rows` rows; an
+    EXPLAIN's `plan` is written as DuckDB draws it (a table cell would flatten its lines)."""
+    if plan:
+        text = "".join(f"{value}\n" for _, value in rel.fetchall())
+    else:
+        text = boxtable.render(collect(con, rel, output.max_rows))
+    if output.path is None:
+        sys.stdout.write(text)
+        return
+    with open(output.path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def collect(con: Any, rel: Any, max_rows: int) -> boxtable.Shown:
+    """The rows a table shows, as DuckDB's text of each value, and the result's row count."""
+    import pyarrow as pa
+
+    head, tail = (max_rows + 1) // 2, max_rows // 2
+    kept = _Kept(max_rows, tail)
+    # DuckDB 2 streams with `to_arrow_reader`, 1.5 with `fetch_record_batch`
+    stream = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+    with _scan_errors(con):
+        reader = stream(BATCH_ROWS)
+        for batch in reader:
+            kept.add(batch)
+    if kept.total <= max_rows:
+        rows, gap = pa.Table.from_batches(kept.first, reader.schema), None
+    else:
+        first = pa.Table.from_batches(kept.first, reader.schema).slice(0, head)
+        last = pa.Table.from_batches(list(kept.last), reader.schema)
+        rows, gap = pa.concat_tables([first, last.slice(last.num_rows - tail)]), head
+    return boxtable.Shown(rel.columns, [str(t) for t in rel.types], _texts(con, rows), kept.total, gap)
+
+
+class _Kept:
+    """The first `first_rows` rows and the last `last_rows` rows of a stream, and its length."""
+
+    def __init__(self, first_rows: int, last_rows: int) -> None:
+        self.first: list[Any] = []
+        self.last: deque[Any] = deque()
+        self.total = 0
+        self._room, self._last_rows, self._held = first_rows, last_rows, 0
+
+    def add(self, batch: Any) -> None:
+        if self._room > 0:
+            self.first.append(batch.slice(0, self._room))
+            self._room -= self.first[-1].num_rows
+        self.total += batch.num_rows
+        if self._last_rows == 0 or batch.num_rows == 0:
+            return
+        self.last.append(batch)
+        self._held += batch.num_rows
+        while self._held - self.last[0].num_rows >= self._last_rows:
+            self._held -= self.last.popleft().num_rows
+
+
+@contextmanager
+def _scan_errors(con: Any) -> Iterator[None]:
+    """Streaming with DuckDB's own reader wraps a zarrsql scan's failure in DuckDB's text:
+    re-raise the zarrsql error itself."""
+    import duckdb
+    import pyarrow as pa
+
+    try:
+        yield
+    except (OSError, pa.ArrowException, duckdb.Error):
+        err = con.take_scan_error()
+        if err is not None:
+            raise err.with_traceback(None) from None
+        raise
+
+
+def _texts(con: Any, table: Any) -> list[tuple[str | None, ...]]:
+    """Each value as DuckDB writes it as text (`CAST(... AS VARCHAR)`), NULL as None."""
+    if table.num_rows == 0 or table.num_columns == 0:
+        return []
+    from zarrsql.engine.sqltext import quote_ident
+
+    rel = con.duckdb.from_arrow(table)
+    return rel.project(", ".join(f"CAST({quote_ident(c)} AS VARCHAR)" for c in rel.columns)).fetchall()
+
+
+def _arrow_table(rel: Any) -> Any:
+    fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+    return fetch()
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
