@@ -65,14 +65,14 @@ def _column(tree: NodeTree, path: str, n: int) -> Variable | None:
         if codes is None or cats is None or codes.shape != (n,):
             return None
         ordered = bool(tree.groups[path].attrs.get("ordered", False))
-        encoding = Categorical(path, codes, cats, ordered)
-        return EncodedVariable(path, (n,), codes.chunks, encoding, parts=(codes.path, cats.path))
+        categorical = Categorical(path, codes, cats, ordered)
+        return EncodedVariable(path, (n,), codes.chunks, categorical, parts=(codes.path, cats.path))
     if enc in _NULLABLE:
         values, mask = _array(tree, f"{path}/values"), _array(tree, f"{path}/mask")
         if values is None or mask is None or values.shape != (n,):
             return None
-        encoding = Nullable(path, values, mask)
-        return EncodedVariable(path, (n,), values.chunks, encoding, parts=(values.path, mask.path))
+        nullable = Nullable(path, values, mask)
+        return EncodedVariable(path, (n,), values.chunks, nullable, parts=(values.path, mask.path))
     return None
 
 

@@ -25,9 +25,10 @@ __all__ = ["Codec", "EncodedVariable", "PlainCodec", "Variable", "unreadable"]
 
 
 class Codec(Protocol):
-    """How one column's values are produced for a work unit."""
+    """How one column's values are produced for a work unit; `logical` is the column type."""
 
-    logical: Logical
+    @property
+    def logical(self) -> Logical: ...
 
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]: ...
 
