@@ -10,12 +10,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from zarrsql.conventions.model import display_path
 from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.tables.analyze import analyze_group
-from zarrsql.tables.build import display_path
 from zarrsql.tables.model import TableInfo
 from zarrsql.tables.select import Selection, array_path_dims, normalize_path, select_table
 

@@ -19,7 +19,8 @@ import numpy as np
 from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.logical import Labels, Logical
-from zarrsql.decode.variables import Codec, codec_for
+from zarrsql.decode.registry import codec_for
+from zarrsql.decode.variables import Codec
 from zarrsql.errors import UnsupportedError
 from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta

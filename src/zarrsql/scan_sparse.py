@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from zarrsql.conventions.records import SparseMatrix
 from zarrsql.decode.columns import column_codec
 from zarrsql.decode.logical import Labels
-from zarrsql.decode.sparse import SparseMatrix, entries, load_indptr
+from zarrsql.decode.sparse import entries, load_indptr
 from zarrsql.plan.predicate import And, Predicate, columns_of, conjuncts, evaluate, leaf_truth
 from zarrsql.scan import Column, TableScan
 
@@ -57,7 +58,7 @@ class SparseTableScan(TableScan):
 
     def _make_codecs(self) -> list[Any]:
         """Each matrix's `data` decoding, and its validated pointers (read once)."""
-        self.matrices: list[SparseMatrix] = [dc.array.attrs["sparse"] for dc in self.table.data]  # type: ignore[union-attr]
+        self.matrices: list[SparseMatrix] = [dc.array.encoding for dc in self.table.data]  # type: ignore[union-attr,misc]
         self.axis = self.matrices[0].axis
         self.pointers = [load_indptr(self.store, m) for m in self.matrices]
         self.values = [column_codec(m.data, self.request.options) for m in self.matrices]

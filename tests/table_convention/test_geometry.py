@@ -194,7 +194,7 @@ def test_a_codec_reads_the_rows_a_work_unit_selects(stores, select) -> None:
     """Every form of `WorkUnit.select` (None, per-dimension indices, a boolean mask) gives the
     selected rows' polygons, in order."""
     from zarrsql.decode.columns import DecodeOptions
-    from zarrsql.decode.variables import codec_for
+    from zarrsql.decode.registry import codec_for
     from zarrsql.metadata.tree import cached_tree
     from zarrsql.plan.units import WorkUnit
     from zarrsql.store import open_store

@@ -21,16 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from zarrsql.decode.columns import DecodeOptions
-from zarrsql.decode.encodings import categorical_codec, nullable_codec
-from zarrsql.decode.sparse import SparseMatrix, dense_codec
-from zarrsql.decode.variables import EncodedVariable, Variable
+from zarrsql.conventions.model import GroupInfo, ProblemKind, TableInfo, chunk_grid, resolve_names
+from zarrsql.conventions.records import Categorical, EncodedVariable, Nullable, SparseMatrix, Variable
 from zarrsql.discovery.roles import Member
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
-from zarrsql.store import Store
-from zarrsql.tables.build import GroupInfo, chunk_grid, resolve_names
-from zarrsql.tables.model import TableInfo
 
 _KINDS = ("anndata", "mudata")
 _NULLABLE = ("nullable-integer", "nullable-boolean", "nullable-string-array")
@@ -70,20 +65,14 @@ def _column(tree: NodeTree, path: str, n: int) -> Variable | None:
         if codes is None or cats is None or codes.shape != (n,):
             return None
         ordered = bool(tree.groups[path].attrs.get("ordered", False))
-
-        def make_cat(store: Store, options: DecodeOptions) -> Any:
-            return categorical_codec(path, codes, cats, ordered=ordered, store=store, options=options)
-
-        return EncodedVariable(path, (n,), codes.chunks, make_cat, parts=(codes.path, cats.path))
+        categorical = Categorical(path, codes, cats, ordered)
+        return EncodedVariable(path, (n,), codes.chunks, categorical, parts=(codes.path, cats.path))
     if enc in _NULLABLE:
         values, mask = _array(tree, f"{path}/values"), _array(tree, f"{path}/mask")
         if values is None or mask is None or values.shape != (n,):
             return None
-
-        def make_nullable(store: Store, options: DecodeOptions) -> Any:
-            return nullable_codec(path, values, mask, options)
-
-        return EncodedVariable(path, (n,), values.chunks, make_nullable, parts=(values.path, mask.path))
+        nullable = Nullable(path, values, mask)
+        return EncodedVariable(path, (n,), values.chunks, nullable, parts=(values.path, mask.path))
     return None
 
 
@@ -116,13 +105,8 @@ def _matrix(tree: NodeTree, path: str, shape: tuple[int, int]) -> ArrayMeta | Sp
 
 
 def _sparse_variable(m: SparseMatrix) -> EncodedVariable:
-    def make_dense(store: Store, options: DecodeOptions) -> Any:
-        return dense_codec(m, store, options)
-
     chunks = (m.shape[0], max(1, min(m.shape[1], 1024))) if m.axis == 0 else (max(1, min(m.shape[0], 1024)), m.shape[1])
-    return EncodedVariable(
-        m.path, m.shape, chunks, make_dense, attrs={"sparse": m}, parts=(m.data.path, m.indices.path, m.indptr.path)
-    )
+    return EncodedVariable(m.path, m.shape, chunks, m, parts=(m.data.path, m.indices.path, m.indptr.path))
 
 
 def _matrix_table(
@@ -132,7 +116,7 @@ def _matrix_table(
         return None
     sparse = [m for m in mats if isinstance(m, SparseMatrix)]
     variables = [_sparse_variable(m) if isinstance(m, SparseMatrix) else m for m in mats]
-    layout, problem = "dense", None
+    layout, problem, kind = "dense", None, None
     if len(sparse) == len(mats):
         formats = {m.format for m in sparse}
         layout = formats.pop() if len(formats) == 1 else "dense"
@@ -140,8 +124,21 @@ def _matrix_table(
             problem = (
                 f"it mixes CSR and CSC sparse matrices; read them one at a time with array_path := '{sparse[0].path}'"
             )
+            kind = ProblemKind.CONVENTION
     grid = chunk_grid(variables, 2)
-    return TableInfo(group, None, dims, shape, grid, tuple(variables), coords, problem, layout=layout, name_hint=name)
+    return TableInfo(
+        group,
+        None,
+        dims,
+        shape,
+        grid,
+        tuple(variables),
+        coords,
+        problem,
+        layout=layout,
+        name_hint=name,
+        problem_kind=kind,
+    )
 
 
 def _named(mats: dict[str, Any]) -> list:

@@ -22,12 +22,11 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from zarrsql.conventions.model import Derived, GroupInfo, ProblemKind, TableInfo, chunk_grid, resolve_names
 from zarrsql.discovery.roles import Member, assign_roles
 from zarrsql.errors import MetadataError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
-from zarrsql.tables.build import GroupInfo, chunk_grid, resolve_names
-from zarrsql.tables.model import Derived, TableInfo
 
 _UNITS = {
     "micrometer": "um",
@@ -191,6 +190,7 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
                 (m.array,),
                 (None,) * len(dims),
                 problem=None if len(set(dims)) == len(dims) else f"its axis names {list(dims)} repeat",
+                problem_kind=None if len(set(dims)) == len(dims) else ProblemKind.REPEATED_DIMENSION,
                 derived=derived,
                 column_names=("value",),
             )
@@ -216,7 +216,9 @@ def _level_problems(tables: list[TableInfo], levels: tuple[str, ...]) -> list[Ta
             path = t.data_vars[0].path
             how = f"level := {levels.index(path)} or " if path in levels else ""
             t = replace(
-                t, problem=f"it is one resolution level of a multiscale image; read it with {how}array_path := '{path}'"
+                t,
+                problem=f"it is one resolution level of a multiscale image; read it with {how}array_path := '{path}'",
+                problem_kind=ProblemKind.LEVEL,
             )
         out.append(t)
     return out

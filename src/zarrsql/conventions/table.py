@@ -33,23 +33,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zarrsql.decode.columns import DecodeOptions, column_codec
-from zarrsql.decode.encodings import categorical_codec, nullable_codec
-from zarrsql.decode.geometry import AXES, point_codec, ragged_codec
-from zarrsql.decode.table_columns import (
-    FixedListCodec,
-    StringSentinelCodec,
-    fixed_list_logical,
-    inline_categorical,
+from zarrsql.conventions.model import GroupInfo, ProblemKind, TableInfo, group_members, resolve_names
+from zarrsql.conventions.records import (
+    GEOMETRY_AXES,
+    Categorical,
+    EncodedVariable,
+    Encoding,
+    FixedListArray,
+    InlineCategorical,
+    Nullable,
+    PointArray,
+    RaggedGeometry,
+    StringSentinel,
+    Variable,
 )
-from zarrsql.decode.variables import EncodedVariable, Variable
 from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ZarrSQLWarning
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import ArrayProblem, NodeTree
-from zarrsql.store import Store
-from zarrsql.tables.build import GroupInfo, group_members, resolve_names
-from zarrsql.tables.model import TableInfo
 
 UUID = "d517ea5f-92bb-4df1-8bbf-db736286a307"
 #: Children of each sub-group encoding, in the order the rules name them.
@@ -146,7 +147,7 @@ def _axes(name: str, encoding: str, attrs: Mapping[str, Any], width: int) -> tup
     ok = (
         isinstance(axes, list)
         and 2 <= len(axes) <= 4
-        and all(a in AXES for a in axes)
+        and all(a in GEOMETRY_AXES for a in axes)
         and len(set(axes)) == len(axes)
         and "x" in axes
         and "y" in axes
@@ -154,7 +155,7 @@ def _axes(name: str, encoding: str, attrs: Mapping[str, Any], width: int) -> tup
     if not ok:
         raise _Invalid(
             f"{encoding} column '{name}': axes must list 2 to 4 distinct names from "
-            f"{list(AXES)}, x and y among them; got {axes!r}"
+            f"{list(GEOMETRY_AXES)}, x and y among them; got {axes!r}"
         )
     if width != len(axes):
         raise _Invalid(
@@ -259,44 +260,27 @@ def _unsupported(arrays: dict[str, ArrayMeta]) -> str | None:
     return None
 
 
-def _encoded(c: _Column, n: int, chunk: int, make: Any, problem: str | None = None) -> EncodedVariable:
+def _encoded(c: _Column, n: int, chunk: int, encoding: Encoding, problem: str | None = None) -> EncodedVariable:
     parts = tuple(a.path for a in c.arrays.values())
-    return EncodedVariable(c.path, (n,), (chunk,), make, dict(c.attrs), problem or _unsupported(c.arrays), parts)
+    return EncodedVariable(c.path, (n,), (chunk,), encoding, dict(c.attrs), problem or _unsupported(c.arrays), parts)
 
 
 def _plain_variable(c: _Column, n: int, chunk: int) -> Variable:
     array = c.arrays[""]
     if c.encoding == "point":
-
-        def make_point(store: Store, options: DecodeOptions) -> Any:
-            return point_codec(array, column_codec(array, options), c.axes, options.geometry)
-
-        return _encoded(c, n, chunk, make_point)
+        return _encoded(c, n, chunk, PointArray(array, c.axes))
     categories = c.attrs.get("categories")
     if categories is not None:
         if not isinstance(categories, list) or not all(isinstance(v, _SCALARS) for v in categories):
             raise _Invalid(f"column '{c.name}': categories must be a list of JSON scalars, got {categories!r}")
         ordered = bool(c.attrs.get("ordered", False))
-
-        def make_categorical(store: Store, options: DecodeOptions) -> Any:
-            return inline_categorical(c.name, array, column_codec(array, options), categories, ordered=ordered)
-
         problem = None if array.ndim == 1 else "inline categories are read on one-value-per-row columns only"
-        return _encoded(c, n, chunk, make_categorical, problem)
+        return _encoded(c, n, chunk, InlineCategorical(c.name, array, tuple(categories), ordered), problem)
     if array.ndim > 1:
-
-        def make_list(store: Store, options: DecodeOptions) -> Any:
-            values = column_codec(array, options)
-            return FixedListCodec(values, fixed_list_logical(values.logical, array.shape[1:]))
-
-        return _encoded(c, n, chunk, make_list)
+        return _encoded(c, n, chunk, FixedListArray(array))
     missing = c.attrs.get("missing_value")
     if isinstance(missing, str) and array.dtype.kind in _STRINGS:
-
-        def make_missing(store: Store, options: DecodeOptions) -> Any:
-            return StringSentinelCodec(column_codec(array, options), missing)
-
-        return _encoded(c, n, chunk, make_missing)
+        return _encoded(c, n, chunk, StringSentinel(array, missing))
     return array
 
 
@@ -306,24 +290,11 @@ def _variable(c: _Column, n: int, chunk: int) -> Variable:
         return _plain_variable(c, n, chunk)
     if c.encoding == "categorical":
         ordered = bool(c.attrs.get("ordered", False))
-
-        def make_cat(store: Store, options: DecodeOptions) -> Any:
-            return categorical_codec(c.path, a["codes"], a["categories"], ordered=ordered, store=store, options=options)
-
-        return _encoded(c, n, chunk, make_cat)
+        return _encoded(c, n, chunk, Categorical(c.path, a["codes"], a["categories"], ordered))
     if c.encoding == "nullable":
-
-        def make_nullable(store: Store, options: DecodeOptions) -> Any:
-            return nullable_codec(c.path, a["values"], a["mask"], options)
-
-        return _encoded(c, n, chunk, make_nullable)
-
-    def make_geometry(store: Store, options: DecodeOptions) -> Any:
-        return ragged_codec(
-            c.name, c.path, a["coords"], a["geom_offsets"], a.get("ring_offsets"), c.axes, options.geometry
-        )
-
-    return _encoded(c, n, chunk, make_geometry)
+        return _encoded(c, n, chunk, Nullable(c.path, a["values"], a["mask"]))
+    geometry = RaggedGeometry(c.name, c.path, a["coords"], a["geom_offsets"], a.get("ring_offsets"), c.axes)
+    return _encoded(c, n, chunk, geometry)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -447,7 +418,19 @@ def _table(tree: NodeTree, path: str, attrs: Mapping[str, Any]) -> TableInfo:
     try:
         return _make(tree, path, attrs, label)
     except _Invalid as err:
-        return TableInfo(path, None, ("row",), (0,), (1,), (), (None,), problem=str(err), hidden=(0,), name_hint=label)
+        return TableInfo(
+            path,
+            None,
+            ("row",),
+            (0,),
+            (1,),
+            (),
+            (None,),
+            problem=str(err),
+            hidden=(0,),
+            name_hint=label,
+            problem_kind=ProblemKind.CONVENTION,
+        )
 
 
 # ----------------------------------------------------------------------------- members

@@ -14,17 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from zarrsql.decode.cells import Cells, select_cells
 from zarrsql.decode.chunks import read_region
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.decode.logical import Enum, Logical
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.plan.selection import select_cells
-from zarrsql.plan.units import WorkUnit
 from zarrsql.store import Store
 
 
-def read_cells(store: Store, array: ArrayMeta, unit: WorkUnit) -> np.ndarray:
+def read_cells(store: Store, array: ArrayMeta, unit: Cells) -> np.ndarray:
     """The unit's selected cells of a row-aligned array (trailing axes read whole)."""
     region = unit.region + tuple((0, n) for n in array.shape[len(unit.region) :])
     return select_cells(read_region(store, array, region), unit)
@@ -48,7 +47,7 @@ class CategoricalCodec:
     category_nulls: np.ndarray | None
     logical: Logical
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         codes = read_cells(store, self.codes, unit).astype(np.int64, copy=False)
         n = len(self.categories)
         bad = (codes < -1) | (codes >= n)
@@ -102,7 +101,7 @@ class NullableCodec:
     def logical(self) -> Logical:
         return self.values.logical
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         values, nulls = self.values.decode(read_cells(store, self.values.array, unit))
         mask = read_cells(store, self.mask, unit).astype(bool)
         nulls = mask if nulls is None else (nulls | mask)

@@ -23,16 +23,17 @@ from typing import Any
 
 import numpy as np
 
+from zarrsql.conventions.records import GEOMETRY_AXES
+from zarrsql.decode.cells import Cells
 from zarrsql.decode.chunks import read_region
 from zarrsql.decode.columns import ColumnCodec
 from zarrsql.decode.encodings import read_cells
 from zarrsql.decode.logical import WKB, LineString, Logical, Point, Polygon
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.plan.units import WorkUnit
 from zarrsql.store import Store
 
-AXES = ("x", "y", "z", "m")
+AXES = GEOMETRY_AXES
 _WKB_TYPES = {"point": 1, "linestring": 2, "polygon": 3}
 
 
@@ -113,7 +114,7 @@ def wkb_polygons(geom: np.ndarray, rings: np.ndarray, coords: np.ndarray, code: 
 
 
 # ----------------------------------------------------------------------------- offsets
-def unit_rows(unit: WorkUnit) -> np.ndarray | None:
+def unit_rows(unit: Cells) -> np.ndarray | None:
     """The unit's selected rows relative to its region start, or None for all of them."""
     sel = unit.select
     if sel is None:
@@ -183,7 +184,7 @@ class PointCodec:
     logical: Logical
     code: int | None
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         values, nulls = self.values.decode(read_cells(store, self.array, unit))
         coords = np.asarray(values, dtype=np.float64)[:, list(self.order)]
         rows = None if nulls is None else nulls.all(axis=1)
@@ -213,7 +214,7 @@ class RaggedCodec:
         _check_offsets(self.where, array.name, values, lo, limit, target)
         return values
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         r0, r1 = unit.region[0]
         n_coords = self.coords.shape[0]
         rings = self.ring_offsets

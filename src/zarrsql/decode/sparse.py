@@ -1,10 +1,11 @@
 """Sparse matrices (CSR / CSC: data, indices, indptr) read by compressed-axis ranges.
 
-`SparseMatrix` holds the three arrays; `load_indptr` reads and validates the pointer array
-once (it has one entry per row plus one). `entries(rows)` returns the stored entries of a
-set of compressed-axis positions — reading only the ranges of `indices`/`data` they point
-to, so a query for 100 cells of a 50,000-cell matrix reads those cells' slices. A sparse
-matrix beside dense arrays is read densely with `DenseFromSparse`.
+`SparseMatrix` (a convention's record, `conventions.records`) holds the three arrays;
+`load_indptr` reads and validates the pointer array once (it has one entry per row plus
+one). `entries(rows)` returns the stored entries of a set of compressed-axis positions —
+reading only the ranges of `indices`/`data` they point to, so a query for 100 cells of a
+50,000-cell matrix reads those cells' slices. A sparse matrix beside dense arrays is read
+densely with `DenseFromSparse`.
 """
 
 from __future__ import annotations
@@ -14,33 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from zarrsql.conventions.records import SparseMatrix
+from zarrsql.decode.cells import Cells, select_cells
 from zarrsql.decode.chunks import read_region
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.plan.selection import select_cells
-from zarrsql.plan.units import WorkUnit
 from zarrsql.store import Store
 
 #: Ranges of `indices`/`data` closer than this many entries (or one chunk) are read as one.
 MERGE_GAP = 4096
-
-
-@dataclass(frozen=True)
-class SparseMatrix:
-    """A CSR or CSC matrix of `shape` stored in three arrays under `path`."""
-
-    path: str
-    format: str  # "csr" or "csc"
-    shape: tuple[int, int]
-    data: ArrayMeta
-    indices: ArrayMeta
-    indptr: ArrayMeta
-
-    @property
-    def axis(self) -> int:
-        """The compressed axis: 0 for CSR (rows), 1 for CSC (columns)."""
-        return 0 if self.format == "csr" else 1
 
 
 def load_indptr(store: Store, m: SparseMatrix) -> np.ndarray:
@@ -121,7 +105,7 @@ class DenseFromSparse:
     def logical(self) -> Any:
         return self.values.logical
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         m = self.matrix
         (r0, r1), (c0, c1) = unit.region
         lo, hi = (r0, r1) if m.axis == 0 else (c0, c1)
@@ -134,4 +118,5 @@ class DenseFromSparse:
 
 
 def dense_codec(matrix: SparseMatrix, store: Store, options: DecodeOptions) -> DenseFromSparse:
+    """Read a sparse matrix densely: its pointers once, its values by the plain rules."""
     return DenseFromSparse(matrix, load_indptr(store, matrix), column_codec(matrix.data, options))

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from zarrsql.decode.cells import Cells
 from zarrsql.decode.columns import ColumnCodec
 from zarrsql.decode.encodings import read_cells
 from zarrsql.decode.logical import Enum, FixedList, Logical
 from zarrsql.decode.sentinel import Sentinel, find_sentinel
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.plan.units import WorkUnit
 from zarrsql.store import Store
 
 
@@ -44,7 +44,7 @@ class FixedListCodec:
     values: ColumnCodec
     logical: FixedList
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         return self.values.decode(read_cells(store, self.values.array, unit))
 
 
@@ -59,7 +59,7 @@ class StringSentinelCodec:
     def logical(self) -> Logical:
         return self.values.logical
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         values, nulls = self.values.decode(read_cells(store, self.values.array, unit))
         hit = np.asarray(values == self.missing, dtype=bool)
         nulls = hit if nulls is None else (nulls | hit)
@@ -104,7 +104,7 @@ class InlineCategoricalCodec:
             codes[nulls] = -1
         return codes
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         raw = read_cells(store, self.array, unit)
         codes = self._codes(raw)
         n = len(self.categories)

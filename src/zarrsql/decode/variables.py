@@ -1,77 +1,36 @@
-"""Variables made of more than one array (conventions' encoded columns), beside plain arrays.
+"""What decoding gives for a column: a `Codec`, and the codec of a plain array.
 
-A table's data variable is either an `ArrayMeta` (decoded by `columns.ColumnCodec`) or an
-`EncodedVariable`: a convention's column (AnnData categorical or nullable, the table
-convention's categorical, nullable and geometry columns) that knows its own shape, chunking
-and how to read a work unit's rows. Both give a codec with `logical` and
-`read(store, unit) -> (values, nulls)`; a codec that can also say which store keys a unit
-will read (`keys(unit)`) lets the reader fetch them ahead of decoding.
+A table's data variable is an `ArrayMeta` or a convention's `EncodedVariable` (a record:
+`zarrsql.conventions.records`); `decode.registry.codec_for` turns either into a codec with
+`logical` and `read(store, unit) -> (values, nulls)`. A codec that can also say which store
+keys a unit will read (`keys(unit)`) lets the reader fetch them ahead of decoding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from zarrsql.conventions.records import EncodedVariable, Variable, unreadable
+from zarrsql.decode.cells import Cells, select_cells
 from zarrsql.decode.chunks import read_region, region_keys
-from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
+from zarrsql.decode.columns import ColumnCodec
 from zarrsql.decode.logical import Logical
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.plan.selection import select_cells
-from zarrsql.plan.units import WorkUnit
 from zarrsql.store import Store
+
+__all__ = ["Codec", "EncodedVariable", "PlainCodec", "Variable", "unreadable"]
 
 
 class Codec(Protocol):
-    """How one column's values are produced for a work unit."""
-
-    logical: Logical
-
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]: ...
-
-
-@dataclass(frozen=True)
-class EncodedVariable:
-    """A convention's column stored in several arrays (see the module docstring).
-
-    `make_codec(store, options)` builds the codec; it may read small parts (categories,
-    offsets) once. `problem`, when set, says why the variable cannot be read.
-    """
-
-    path: str
-    shape: tuple[int, ...]
-    chunks: tuple[int, ...]
-    make_codec: Any
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-    problem: str | None = None
-    parts: tuple[str, ...] = ()
+    """How one column's values are produced for a work unit; `logical` is the column type."""
 
     @property
-    def name(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
+    def logical(self) -> Logical: ...
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-
-Variable = ArrayMeta | EncodedVariable
-
-
-def unreadable(var: Variable) -> str | None:
-    """Why `var` cannot be read, or None."""
-    if isinstance(var, EncodedVariable):
-        return var.problem
-    return None if var.dtype.supported else var.dtype.reason
-
-
-def codec_for(var: Variable, store: Store, options: DecodeOptions) -> Codec:
-    if isinstance(var, EncodedVariable):
-        return var.make_codec(store, options)  # type: ignore[no-any-return]
-    return PlainCodec(column_codec(var, options))
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]: ...
 
 
 @dataclass(frozen=True)
@@ -88,10 +47,10 @@ class PlainCodec:
     def array(self) -> ArrayMeta:
         return self.inner.array
 
-    def keys(self, unit: WorkUnit) -> list[str] | None:
+    def keys(self, unit: Cells) -> list[str] | None:
         """The chunk keys `read` will get for `unit` (None: read through zarr-python)."""
         return region_keys(self.inner.array, unit.region)
 
-    def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
+    def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         raw = read_region(store, self.inner.array, unit.region)
         return self.inner.decode(select_cells(raw, unit))

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from zarrsql.decode.variables import EncodedVariable, unreadable
+from zarrsql.conventions.model import GroupInfo, chunk_grid, display_path, find_coord
+from zarrsql.conventions.records import EncodedVariable, SparseMatrix, unreadable
 from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError, StoreReadError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta, attribute_dims_problem
-from zarrsql.metadata.tree import ArrayProblem, NodeTree, problems_in, unreadable_error
+from zarrsql.metadata.tree import ArrayProblem, NodeTree, ancestors, problems_in, unreadable_error
 from zarrsql.store import check_key
 from zarrsql.tables.analyze import analyze_group
-from zarrsql.tables.build import GroupInfo, ancestors, chunk_grid, display_path, find_coord
 from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
 
 
@@ -162,7 +162,7 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
 def _unblock_case(t: TableInfo) -> TableInfo:
     """dims := may read a table whose only problem is a name clash."""
     if t.name_clash:
-        return replace(t, name=t.default_name, problem=None)
+        return replace(t, name=t.default_name, problem=None, problem_kind=None)
     return t
 
 
@@ -260,8 +260,7 @@ def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
         for t in analyze_group(tree, owner).tables:
             for v in t.data_vars:
                 if v.path == path and isinstance(v, EncodedVariable):
-                    matrix = v.attrs.get("sparse")
-                    layout = matrix.format if matrix is not None else "dense"
+                    layout = v.encoding.format if isinstance(v.encoding, SparseMatrix) else "dense"
                     return ReadTable(
                         t.group_path,
                         path,

@@ -1,0 +1,97 @@
+"""The xarray/CF reading of a group, the convention that claims every group no other claims.
+
+A group's named data variables are grouped by (dimension names, shape); each group of them is
+a table named by joining the dimension names with '_'. Coordinates come from the group or its
+nearest ancestor. A table gets no name (and a `problem`) when its group is misaligned with an
+ancestor, when another table of the group has the same dimension names with another shape,
+when its name equals another's ignoring ASCII case, when a dimension repeats, or when a
+coordinate has the wrong length or an unsupported type. Every variable is a plain array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from zarrsql.conventions.model import (
+    GroupInfo,
+    ProblemKind,
+    TableInfo,
+    chunk_grid,
+    display_path,
+    find_coord,
+    group_members,
+    resolve_names,
+)
+from zarrsql.discovery.roles import Member
+from zarrsql.metadata.arrays import ArrayMeta
+from zarrsql.metadata.tree import NodeTree, ancestors
+
+
+def _dim_sizes(members: list[Member]) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    for m in members:
+        if m.dims is not None and isinstance(m.array, ArrayMeta) and m.role != "unsupported":
+            for d, n in zip(m.dims, m.array.shape, strict=True):
+                sizes.setdefault(d, n)
+    return sizes
+
+
+def _misalignment(tree: NodeTree, path: str, sizes: dict[str, int]) -> str | None:
+    for anc in ancestors(path):
+        for d, n in _dim_sizes(group_members(tree, anc)).items():
+            if d in sizes and sizes[d] != n:
+                return (
+                    f"group '{display_path(path)}' is misaligned: dimension '{d}' has length "
+                    f"{sizes[d]} here and {n} in '{display_path(anc)}'; read single arrays with array_path :="
+                )
+    return None
+
+
+def _coord_problem(coord: ArrayMeta | None, dim: str, n: int) -> str | None:
+    if coord is None:
+        return None
+    if coord.shape[0] != n:
+        return f"coordinate '{coord.path}' has length {coord.shape[0]} but dimension '{dim}' has {n}"
+    return None
+
+
+def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[ArrayMeta]) -> TableInfo:
+    shape = arrays[0].shape
+    coords = tuple(find_coord(tree, path, d) for d in dims)
+    problem, kind = None, None
+    if len(set(dims)) != len(dims):
+        problem = f"dimension names {list(dims)} repeat; read the arrays with array_path :="
+        kind = ProblemKind.REPEATED_DIMENSION
+    for d, n, c in zip(dims, shape, coords, strict=True):
+        if problem is None:
+            problem = _coord_problem(c, d, n)
+            kind = ProblemKind.COORDINATE_LENGTH if problem else None
+    # A coordinate of another length (an ancestor's, in a misaligned group) cannot label this
+    # table's axis: it is reported in the problem, not listed among the table's coordinates.
+    coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, shape, strict=True))
+    grid = chunk_grid(arrays)
+    return TableInfo(path, "_".join(dims), dims, shape, grid, tuple(arrays), coords, problem, problem_kind=kind)
+
+
+def analyze(tree: NodeTree, path: str) -> GroupInfo:
+    """Roles, tables and alignment of one group by the xarray/CF rules."""
+    members = group_members(tree, path)
+    misaligned = _misalignment(tree, path, _dim_sizes(members))
+    buckets: dict[tuple, list[ArrayMeta]] = {}
+    for m in members:
+        if m.role in ("data", "unsupported") and m.dims is not None and isinstance(m.array, ArrayMeta):
+            buckets.setdefault((m.dims, m.array.shape), []).append(m.array)
+    tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
+    if misaligned:
+        # A misaligned group's tables cannot be read, so they bind no coordinate: none is listed.
+        tables = [
+            replace(
+                t,
+                problem=t.problem or misaligned,
+                problem_kind=t.problem_kind or ProblemKind.MISALIGNED,
+                coords=(None,) * len(t.dims),
+            )
+            for t in tables
+        ]
+    tables = resolve_names(tables)
+    return GroupInfo(path, tuple(members), tuple(tables), misaligned)
