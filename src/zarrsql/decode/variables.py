@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from zarrsql.decode.chunks import read_region, region_keys
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.decode.logical import Logical
+from zarrsql.decode.shards import read_selected, selected_keys
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.plan.selection import select_cells
 from zarrsql.plan.units import WorkUnit
@@ -90,8 +90,8 @@ class PlainCodec:
 
     def keys(self, unit: WorkUnit) -> list[str] | None:
         """The chunk keys `read` will get for `unit` (None: read through zarr-python)."""
-        return region_keys(self.inner.array, unit.region)
+        return selected_keys(self.inner.array, unit.region, unit.select)
 
     def read(self, store: Store, unit: WorkUnit) -> tuple[Any, np.ndarray | None]:
-        raw = read_region(store, self.inner.array, unit.region)
+        raw = read_selected(store, self.inner.array, unit.region, unit.select)
         return self.inner.decode(select_cells(raw, unit))
