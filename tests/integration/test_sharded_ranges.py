@@ -56,8 +56,7 @@ def _write(path: Path, shards: dict | None) -> None:
     for name, n in zip(["time", "lat", "lon"], SHAPE, strict=True):
         coord = group.create_array(name, shape=(n,), chunks=(n,), dtype="f8", dimension_names=[name])
         coord[:] = np.arange(n, dtype="f8")
-    with pytest.warns(UserWarning, match="[Cc]onsolidated"):
-        zarr.consolidate_metadata(path)
+    zarr.consolidate_metadata(path)
 
 
 @pytest.fixture(scope="module")

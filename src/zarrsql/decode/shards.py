@@ -159,7 +159,7 @@ def _read_parts(
     inner, grid = chunks.inner_grid(config, array.chunks)
     keys = [array.chunk_key(s.index) for s in parts]
     size = chunks.index_size(config, grid)
-    where = ByteRange(-size, size) if config.get("index_location", "end") == "end" else ByteRange(0, size)
+    where = ByteRange.last(size) if config.get("index_location", "end") == "end" else ByteRange(0, size)
     requests: list[tuple[str, ByteRange]] = []
     pieces: list[_Piece] = []
     for shard, key, raw in zip(parts, keys, store.get_ranges([(k, where) for k in keys]), strict=True):

@@ -117,10 +117,9 @@ async def _cat(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
 
 
 def _range_header(byte_range: ByteRange) -> str:
-    start, end = byte_range.bounds()
-    if start < 0 and end is None:
-        return f"bytes={start}"  # a suffix: the last -start bytes
-    return f"bytes={start}-{'' if end is None else end - 1}"
+    if byte_range.start < 0:
+        return f"bytes={byte_range.start}"  # a suffix: the last `length` bytes
+    return f"bytes={byte_range.start}-{byte_range.start + byte_range.length - 1}"
 
 
 async def _http_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:

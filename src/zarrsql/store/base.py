@@ -65,16 +65,24 @@ class Store(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ByteRange:
-    """`length` bytes of a value from `start`; a negative `start` counts from the value's end,
-    so `ByteRange(-16, 16)` is its last 16 bytes (one request, without knowing the size)."""
+    """`length` bytes of a value from `start`, or its last `length` bytes when made with
+    `ByteRange.last` (then `start` is `-length`): one request either way, without knowing the
+    value's size, which is what a shard index at the end needs."""
 
     start: int
     length: int
 
+    def __post_init__(self) -> None:
+        if self.length < 0 or (self.start < 0 and self.start != -self.length):
+            raise ValueError(f"not a byte range: start {self.start}, length {self.length}")
+
+    @classmethod
+    def last(cls, length: int) -> ByteRange:
+        return cls(-length, length)
+
     def bounds(self) -> tuple[int, int | None]:
         """(start, end) as Python slices and fsspec's `cat_file` take them."""
-        end = self.start + self.length
-        return self.start, None if self.start < 0 and end >= 0 else end
+        return (self.start, None) if self.start < 0 else (self.start, self.start + self.length)
 
 
 @runtime_checkable
