@@ -218,3 +218,50 @@ def test_corrupt_inner_chunk_read_by_range_names_the_shard(root, tmp_path):
     clear_cache()
     with zarrsql.connect() as con, pytest.raises(zarrsql.DecodeError, match=r"temp/c/0/0/1.*inner chunk \[1, 1, 1\]"):
         con.execute(QUERY.format(store=copy, where=BOX)).fetchall()
+
+
+def test_a_server_ignoring_ranges_still_gives_the_right_rows_and_counts_what_it_sent(root, server):
+    server.reset()
+    server.serve_ranges = False
+    rows, t = _traced(server.url("end.zarr"), BOX)
+    assert np.array_equal(np.array([r[3] for r in rows], dtype="f4"), _oracle(root, _box_mask()))
+    _, _, whole = _expected_bytes(root, "end", _box_mask())
+    assert t.bytes_read == 3 * whole  # the index and the two inner chunks: the whole shard each time
+    server.reset()
+
+
+RAGGED = (7, 45, 38)  # not a whole number of shards along any axis
+
+
+@pytest.fixture(scope="module")
+def ragged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
+    path = tmp_path_factory.mktemp("ragged") / "ragged.zarr"
+    data = np.random.default_rng(11).integers(0, 1000, RAGGED).astype("i4")
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    v = group.create_array(
+        "v", shape=RAGGED, chunks=(2, 4, 4), shards=(4, 16, 8), dtype="i4", dimension_names=["t", "y", "x"]
+    )
+    v[:] = data
+    for name, n in zip(["t", "y", "x"], RAGGED, strict=True):
+        group.create_array(name, shape=(n,), chunks=(n,), dtype="i8", dimension_names=[name])[:] = np.arange(n)
+    zarr.consolidate_metadata(path)
+    return path, data
+
+
+@pytest.mark.parametrize(
+    ("where", "cells"),
+    [
+        ("t = 6 AND y BETWEEN 40 AND 44 AND x >= 33", lambda t, y, x: (t == 6) & (y >= 40) & (y <= 44) & (x >= 33)),
+        ("y IN (3, 17, 44) AND x = 37", lambda t, y, x: np.isin(y, [3, 17, 44]) & (x == 37)),
+        ("t >= 4 AND (y = 44 OR x = 0)", lambda t, y, x: (t >= 4) & ((y == 44) | (x == 0))),
+        ("true", lambda t, y, x: np.ones_like(t, dtype=bool)),
+    ],
+)
+def test_edge_shards_read_right_by_range_and_whole(ragged, where, cells):
+    path, data = ragged
+    clear_cache()
+    with zarrsql.connect() as con:
+        rows = con.sql(f"SELECT t, y, x, v FROM read_zarr('{path}') WHERE {where} ORDER BY t, y, x").fetchall()
+    mask = cells(*np.meshgrid(*(np.arange(n) for n in RAGGED), indexing="ij"))
+    assert [r[:3] for r in rows] == [tuple(int(i) for i in c) for c in zip(*np.nonzero(mask), strict=True)]
+    assert [r[3] for r in rows] == data[mask].tolist()

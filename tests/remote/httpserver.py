@@ -6,7 +6,9 @@ Faults are queued per URL path (`inject(path, action, times)`): an HTTP status (
 or `"drop"` (the connection closes before any answer). Every response to a GET or HEAD carries
 an ETag built from the file's mtime, size and `salt`, so tests can make a store "change".
 A GET with a single `Range: bytes=...` (start-end, start-, or the suffix -n) gets that part
-(206, with Content-Range), as object stores answer; `ranges` logs each range served.
+(206, with Content-Range), as object stores answer; `ranges` logs each range served. With
+`serve_ranges` False the server ignores Range headers and sends whole files (200), as HTTP
+allows.
 
     python tests/remote/httpserver.py ROOT [--latency 0.02]   # prints the port, serves forever
 """
@@ -48,6 +50,7 @@ class FaultyServer(ThreadingHTTPServer):
         self.max_in_flight = 0
         self.headers_seen: list[dict[str, str]] = []
         self.ranges: list[tuple[str, int, int]] = []  # (path, first byte, bytes sent) per 206
+        self.serve_ranges = True
         self.open_sockets: set[Any] = set()
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -100,6 +103,7 @@ class FaultyServer(ThreadingHTTPServer):
             self.max_in_flight = 0
             self.headers_seen.clear()
             self.ranges.clear()
+            self.serve_ranges = True
 
     def count(self, method: str | None = None, where: Callable[[str], bool] | None = None) -> int:
         with self.lock:
@@ -174,7 +178,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         st = file.stat()
         size = st.st_size
-        part = _byte_range(self.headers.get("Range"), size) if body else None
+        part = _byte_range(self.headers.get("Range"), size) if body and self.server.serve_ranges else None
         first, count = part if part is not None else (0, size)
         self.send_response(200 if part is None else 206)
         self.send_header("Content-Length", str(count))

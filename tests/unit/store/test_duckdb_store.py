@@ -26,14 +26,14 @@ class TestDuckDBStore(StoreTests):
     capabilities = frozenset()
 
     @pytest.fixture
-    def store(self, tmp_path: Path) -> Iterator[Store]:
+    def store(self, tmp_path: Path) -> Iterator[DuckDBStore]:
         self.con = duckdb.connect()
         store = self.open_with(tmp_path, FILES)
         yield store
-        store.close()  # type: ignore[attr-defined]
+        store.close()
         self.con.close()
 
-    def open_with(self, root: Path, files: dict[str, bytes]) -> Store:
+    def open_with(self, root: Path, files: dict[str, bytes]) -> DuckDBStore:
         return DuckDBStore(self.con, str(write_folder(root / "store", files)), secret="none")
 
     def put(self, store: Store, key: str, data: bytes) -> None:
