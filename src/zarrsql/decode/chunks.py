@@ -16,6 +16,8 @@ wrong values without any error; nothing can detect that short of a checksum code
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -30,7 +32,7 @@ from zarrsql.store import Store, ZarrPythonAccess
 _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 
 
-class CodecFailure(Exception):
+class _Failure(Exception):
     """A codec stage that failed; `detail` names the codec and says why. `decode_chunk` turns
     it into a `DecodeError` naming the chunk, which the stage itself does not know."""
 
@@ -43,10 +45,10 @@ def _stage(codec: str, decode: Any, data: Any) -> Any:
     """`decode(data)`, with any failure of the codec library reported as codec `codec`'s."""
     try:
         return decode(data)
-    except CodecFailure:
+    except _Failure:
         raise
     except Exception as err:  # codec libraries raise their own types; this is their edge
-        raise CodecFailure(f"codec '{codec}' failed: {type(err).__name__}: {err}") from err
+        raise _Failure(f"codec '{codec}' failed: {type(err).__name__}: {err}") from err
 
 
 def _numcodec(config: dict[str, Any]) -> Any:
@@ -139,7 +141,7 @@ def _from_bytes(origin: str, data: Any, dtype: np.dtype, shape: tuple[int, ...])
     """
     got, want = memoryview(data).nbytes, _cells(shape) * dtype.itemsize
     if got != want:
-        raise CodecFailure(f"{origin} {got} bytes, but a chunk of shape {list(shape)} of {dtype} holds {want}")
+        raise _Failure(f"{origin} {got} bytes, but a chunk of shape {list(shape)} of {dtype} holds {want}")
     return np.frombuffer(data, dtype=dtype)
 
 
@@ -152,12 +154,12 @@ def _check_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> None:
     view = memoryview(data).cast("B")
     cells = _cells(shape)
     if len(view) < 4:
-        raise CodecFailure(f"codec '{codec}' failed: the frame of {len(view)} bytes is shorter than its 4-byte header")
+        raise _Failure(f"codec '{codec}' failed: the frame of {len(view)} bytes is shorter than its 4-byte header")
     counted = int.from_bytes(view[:4], "little")
     if counted != cells:
-        raise CodecFailure(f"codec '{codec}' counts {counted} values, but a chunk of shape {list(shape)} holds {cells}")
+        raise _Failure(f"codec '{codec}' counts {counted} values, but a chunk of shape {list(shape)} holds {cells}")
     if len(view) < 4 + 4 * cells:
-        raise CodecFailure(f"codec '{codec}' failed: the frame of {len(view)} bytes is too short for {cells} values")
+        raise _Failure(f"codec '{codec}' failed: the frame of {len(view)} bytes is too short for {cells} values")
 
 
 def _decode_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -166,7 +168,7 @@ def _decode_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> np.ndarray:
     vlen = numcodecs.VLenUTF8() if codec == "vlen-utf8" else numcodecs.VLenBytes()
     arr = np.asarray(_stage(codec, vlen.decode, data), dtype=object).reshape(-1)
     if arr.size != _cells(shape):
-        raise CodecFailure(
+        raise _Failure(
             f"codec '{codec}' gave {arr.size} values, but a chunk of shape {list(shape)} holds {_cells(shape)}"
         )
     return arr
@@ -193,7 +195,7 @@ def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
         arr = np.asarray(data, dtype=object).reshape(-1)
         if arr.size != _cells(array.chunks):
             cells = _cells(array.chunks)
-            raise CodecFailure(
+            raise _Failure(
                 f"codec '{last}' gave {arr.size} values, but a chunk of shape {list(array.chunks)} holds {cells}"
             )
     else:
@@ -245,7 +247,7 @@ def inner_grid(config: dict, shape: tuple[int, ...]) -> tuple[tuple[int, ...], t
     """(inner chunk shape, inner chunks per axis) of a shard of `shape`."""
     inner = tuple(config.get("chunk_shape") or ())
     if len(inner) != len(shape) or any(c <= 0 or s % c for s, c in zip(shape, inner, strict=True)):
-        raise CodecFailure(
+        raise _Failure(
             f"codec '{SHARDING}': inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}"
         )
     return inner, tuple(s // c for s, c in zip(shape, inner, strict=True))
@@ -265,8 +267,8 @@ def decode_index(array: ArrayMeta, config: dict, raw: Any, grid: tuple[int, ...]
     """A shard's index as (offset, length) per inner chunk, shape (*grid, 2)."""
     try:
         return _decode_codecs(array, _index_codecs(config), raw, (*grid, 2), np.dtype("<u8"))
-    except CodecFailure as err:
-        raise CodecFailure(f"in the index of the shard ({SHARDING}), {err.detail}") from err
+    except _Failure as err:
+        raise _Failure(f"in the index of the shard ({SHARDING}), {err.detail}") from err
 
 
 def is_absent(offset: int, length: int) -> bool:
@@ -278,16 +280,16 @@ def decode_inner(array: ArrayMeta, config: dict, raw: Any, pos: tuple[int, ...],
     """Inner chunk `pos` of a shard from its bytes."""
     try:
         return _decode_codecs(array, config.get("codecs") or [], raw, inner)
-    except CodecFailure as err:
-        raise CodecFailure(f"in inner chunk {list(pos)} of the shard ({SHARDING}), {err.detail}") from err
+    except _Failure as err:
+        raise _Failure(f"in inner chunk {list(pos)} of the shard ({SHARDING}), {err.detail}") from err
 
 
-def too_short(got: int, size: int) -> CodecFailure:
-    return CodecFailure(f"codec '{SHARDING}' failed: the shard's {got} bytes are fewer than its {size}-byte index")
+def too_short(got: int, size: int) -> _Failure:
+    return _Failure(f"codec '{SHARDING}' failed: the shard's {got} bytes are fewer than its {size}-byte index")
 
 
-def past_end(end: int, size: int) -> CodecFailure:
-    return CodecFailure(f"codec '{SHARDING}' failed: the shard's index points past its end ({end} > {size})")
+def past_end(end: int, size: int) -> _Failure:
+    return _Failure(f"codec '{SHARDING}' failed: the shard's index points past its end ({end} > {size})")
 
 
 def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -311,13 +313,22 @@ def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ..
     return out
 
 
-def chunk_error(array: ArrayMeta, key: str | None, store_url: str | None, detail: str) -> DecodeError:
+def _chunk_error(array: ArrayMeta, key: str | None, store_url: str | None, detail: str) -> DecodeError:
     chunk = f"chunk '{key}'" if key else "a chunk"
     where = f" in store '{store_url}'" if store_url else ""
     return DecodeError(
         f"{chunk} of array '{array.path}'{where} could not be decoded: {detail}; the chunk is corrupt "
         "or truncated: rewrite it, or exclude the array from the query"
     )
+
+
+@contextmanager
+def naming_chunk(array: ArrayMeta, key: str | None, store_url: str | None) -> Iterator[None]:
+    """A codec's failure inside the block becomes the `DecodeError` naming chunk `key`."""
+    try:
+        yield
+    except _Failure as err:
+        raise _chunk_error(array, key, store_url, err.detail) from err
 
 
 def decode_chunk(
@@ -334,10 +345,10 @@ def decode_chunk(
         arr = (
             _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
         )
-    except CodecFailure as err:
-        raise chunk_error(array, key, store_url, err.detail) from err
+    except _Failure as err:
+        raise _chunk_error(array, key, store_url, err.detail) from err
     except (ValueError, RuntimeError, TypeError) as err:  # the layout around the codecs (a reshape)
-        raise chunk_error(array, key, store_url, str(err)) from err
+        raise _chunk_error(array, key, store_url, str(err)) from err
     if arr.dtype != array.dtype.numpy and array.dtype.kind != "string":
         arr = arr.astype(array.dtype.numpy)
     return arr
@@ -428,8 +439,8 @@ def _fallback_error(
             arr[cells]
         except Exception as one:  # the same edge, chunk by chunk
             detail = f"zarr-python failed with codecs [{codecs}] ({type(one).__name__}: {one})"
-            return chunk_error(array, array.chunk_key(idx), store.url, detail)
-    return chunk_error(array, None, store.url, detail)
+            return _chunk_error(array, array.chunk_key(idx), store.url, detail)
+    return _chunk_error(array, None, store.url, detail)
 
 
 def _zarr_store(store: Store) -> Any:

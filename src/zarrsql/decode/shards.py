@@ -113,10 +113,8 @@ def read_selected(store: Store, array: ArrayMeta, region: Region, select: Select
     config = _sharding_alone(array)
     if config is None or not isinstance(store, RangeReading):
         return chunks.read_region(store, array, region)
-    try:
+    with chunks.naming_chunk(array, None, store.url):
         inner, _ = chunks.inner_grid(config, array.chunks)
-    except chunks.CodecFailure as err:
-        raise chunks.chunk_error(array, None, store.url, err.detail) from err
     shards = _shards(array, region, select, inner)
     out = chunks.fill_chunk(array, tuple(b - a for a, b in region))
     whole = [s for s in shards if s.whole]
@@ -179,14 +177,12 @@ def _read_parts(
                 f"shard '{piece.key}' of array '{array.path}' in store '{store.url}' disappeared while the query "
                 "read it; run the query again"
             )
-        try:
+        with chunks.naming_chunk(array, piece.key, store.url):
             if len(raw) < piece.at + piece.length:
                 start = requests[piece.request][1].start
                 raise chunks.past_end(start + piece.at + piece.length, start + len(raw))
             part = memoryview(raw)[piece.at : piece.at + piece.length]
             block = chunks.decode_inner(array, config, part, piece.pos, inner)
-        except chunks.CodecFailure as err:
-            raise chunks.chunk_error(array, piece.key, store.url, err.detail) from err
         _place(out, region, piece.first, block)
 
 
@@ -195,12 +191,10 @@ def _entries(
 ) -> list[tuple[int, int, tuple[int, ...]]]:
     """(offset, length, position) of each wanted inner chunk that was written, by offset."""
     size = chunks.index_size(config, grid)
-    try:
+    with chunks.naming_chunk(array, *where):
         if len(raw) < size:
             raise chunks.too_short(len(raw), size)
         index = chunks.decode_index(array, config, raw, grid)
-    except chunks.CodecFailure as err:
-        raise chunks.chunk_error(array, where[0], where[1], err.detail) from err
     entries = ((int(index[pos][0]), int(index[pos][1]), pos) for pos in wanted)
     return sorted(e for e in entries if not chunks.is_absent(e[0], e[1]))
 

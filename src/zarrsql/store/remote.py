@@ -309,7 +309,8 @@ class FsspecStore:
         if self.is_async:
 
             async def one(key: str) -> str | None:
-                info = await self._attempts(key, lambda: self.backend.info(self.fs, self._path(key)))
+                path = self._path(key)  # a bad key is the caller's error, never retried
+                info = await self._attempts(key, lambda: self.backend.info(self.fs, path))
                 return None if info is None else _token_of(info)
 
             return list(self._run(lambda: asyncio.gather(*(one(k) for k in keys))))
