@@ -95,13 +95,22 @@ def _shards(array: ArrayMeta, region: Region, select: Select, inner: tuple[int, 
     return out
 
 
+def _whole_shards(array: ArrayMeta, region: Region, select: Select) -> bool:
+    """Whether every cell of every shard `region` touches is wanted (a full scan's units),
+    told without listing inner chunks."""
+    return select is None and all(
+        a % s == 0 and (b % s == 0 or b == n) for (a, b), s, n in zip(region, array.chunks, array.shape, strict=True)
+    )
+
+
 def selected_keys(array: ArrayMeta, region: Region, select: Select) -> list[str] | None:
     """The store keys `read_selected` gets whole, or None when it reads parts of some shard
     (or zarr-python reads the array): what the reader may fetch ahead."""
     config = _sharding_alone(array)
-    if config is None:
+    if config is None or _whole_shards(array, region, select):
         return chunks.region_keys(array, region)
-    inner, _ = chunks.inner_grid(config, array.chunks)
+    with chunks.naming_chunk(array, None, None):
+        inner, _ = chunks.inner_grid(config, array.chunks)
     shards = _shards(array, region, select, inner)
     if not all(s.whole for s in shards):
         return None
@@ -111,7 +120,7 @@ def selected_keys(array: ArrayMeta, region: Region, select: Select) -> list[str]
 def read_selected(store: Store, array: ArrayMeta, region: Region, select: Select) -> np.ndarray:
     """The cells of `region`, exact wherever `select` picks a cell (see the module docstring)."""
     config = _sharding_alone(array)
-    if config is None or not isinstance(store, RangeReading):
+    if config is None or not isinstance(store, RangeReading) or _whole_shards(array, region, select):
         return chunks.read_region(store, array, region)
     with chunks.naming_chunk(array, None, store.url):
         inner, _ = chunks.inner_grid(config, array.chunks)
