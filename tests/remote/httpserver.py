@@ -5,6 +5,10 @@ Faults are queued per URL path (`inject(path, action, times)`): an HTTP status (
 `"truncate"` (Content-Length of the whole file, half the body, then the connection closes),
 or `"drop"` (the connection closes before any answer). Every response to a GET or HEAD carries
 an ETag built from the file's mtime, size and `salt`, so tests can make a store "change".
+A GET with a single `Range: bytes=...` (start-end, start-, or the suffix -n) gets that part
+(206, with Content-Range), as object stores answer; `ranges` logs each range served. With
+`serve_ranges` False the server ignores Range headers and sends whole files (200), as HTTP
+allows.
 
     python tests/remote/httpserver.py ROOT [--latency 0.02]   # prints the port, serves forever
 """
@@ -45,6 +49,8 @@ class FaultyServer(ThreadingHTTPServer):
         self.in_flight = 0
         self.max_in_flight = 0
         self.headers_seen: list[dict[str, str]] = []
+        self.ranges: list[tuple[str, int, int]] = []  # (path, first byte, bytes sent) per 206
+        self.serve_ranges = True
         self.open_sockets: set[Any] = set()
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -96,6 +102,8 @@ class FaultyServer(ThreadingHTTPServer):
             self.latency = 0.0
             self.max_in_flight = 0
             self.headers_seen.clear()
+            self.ranges.clear()
+            self.serve_ranges = True
 
     def count(self, method: str | None = None, where: Callable[[str], bool] | None = None) -> int:
         with self.lock:
@@ -170,8 +178,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         st = file.stat()
         size = st.st_size
-        self.send_response(200)
-        self.send_header("Content-Length", str(size))
+        part = _byte_range(self.headers.get("Range"), size) if body and self.server.serve_ranges else None
+        first, count = part if part is not None else (0, size)
+        self.send_response(200 if part is None else 206)
+        self.send_header("Content-Length", str(count))
+        if part is not None:
+            self.send_header("Content-Range", f"bytes {first}-{first + count - 1}/{size}")
+            with self.server.lock:
+                self.server.ranges.append((path, first, count))
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("ETag", f'"{st.st_mtime_ns:x}-{size:x}{self.server.salt}"')
         self.send_header("Last-Modified", formatdate(st.st_mtime, usegmt=True))
@@ -181,10 +195,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         with open(file, "rb") as f:  # sendfile: the kernel copies, so the server costs little CPU
             if action == "truncate":
-                self.connection.sendfile(f, 0, size // 2)
+                self.connection.sendfile(f, first, count // 2)
                 self._drop()
                 return
-            self.connection.sendfile(f)
+            if count:
+                self.connection.sendfile(f, first, count)
 
     def _status(self, code: int) -> None:
         self.send_response(code)
@@ -195,6 +210,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(first byte, byte count) a `Range` header asks for, clipped to the file; None for no
+    header or one this server does not serve (several ranges: answered whole, as allowed)."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, _, last = header[len("bytes=") :].partition("-")
+    if not first:
+        start = max(0, size - int(last))
+        return start, size - start
+    start = min(int(first), size)
+    stop = size if not last else min(int(last) + 1, size)
+    return start, max(0, stop - start)
 
 
 def start(root: Path, latency: float = 0.0) -> FaultyServer:

@@ -16,6 +16,8 @@ wrong values without any error; nothing can detect that short of a checksum code
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -25,7 +27,7 @@ import numpy as np
 from zarrsql import counters
 from zarrsql.errors import DecodeError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.store import Store
+from zarrsql.store import Store, ZarrPythonAccess
 
 _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 
@@ -96,7 +98,7 @@ def fast_path(array: ArrayMeta) -> bool:
     return array.zarr_format == 2 or _pipeline_ok(array.codecs)
 
 
-def _fill_chunk(array: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
+def fill_chunk(array: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
     dt = array.dtype.numpy
     fill = array.fill_value
     if array.dtype.kind == "string":
@@ -241,38 +243,72 @@ _ABSENT = 2**64 - 1
 SHARDING = "sharding_indexed"
 
 
-def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """A shard: its index (one (offset, length) per inner chunk) and the inner chunks it points to."""
+def inner_grid(config: dict, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(inner chunk shape, inner chunks per axis) of a shard of `shape`."""
     inner = tuple(config.get("chunk_shape") or ())
     if len(inner) != len(shape) or any(c <= 0 or s % c for s, c in zip(shape, inner, strict=True)):
         raise _Failure(
             f"codec '{SHARDING}': inner chunk shape {list(inner)} does not divide the shard shape {list(shape)}"
         )
-    grid = tuple(s // c for s, c in zip(shape, inner, strict=True))
-    index_codecs = config.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}}]
-    size = int(np.prod(grid)) * 16 + 4 * sum(1 for c in index_codecs if c.get("name") == "crc32c")
-    view = memoryview(raw).cast("B")
-    if len(view) < size:
-        raise _Failure(f"codec '{SHARDING}' failed: the shard's {len(view)} bytes are fewer than its {size}-byte index")
-    at_end = config.get("index_location", "end") == "end"
-    index_raw = view[len(view) - size :] if at_end else view[:size]
+    return inner, tuple(s // c for s, c in zip(shape, inner, strict=True))
+
+
+def _index_codecs(config: dict) -> list[dict]:
+    return config.get("index_codecs") or [{"name": "bytes", "configuration": {"endian": "little"}}]
+
+
+def index_size(config: dict, grid: tuple[int, ...]) -> int:
+    """Bytes of a shard's index: (offset, length) as two uint64 per inner chunk, and a
+    checksum when the index codecs have one."""
+    return int(np.prod(grid)) * 16 + 4 * sum(1 for c in _index_codecs(config) if c.get("name") == "crc32c")
+
+
+def decode_index(array: ArrayMeta, config: dict, raw: Any, grid: tuple[int, ...]) -> np.ndarray:
+    """A shard's index as (offset, length) per inner chunk, shape (*grid, 2)."""
     try:
-        index = _decode_codecs(array, index_codecs, index_raw, (*grid, 2), np.dtype("<u8"))
+        return _decode_codecs(array, _index_codecs(config), raw, (*grid, 2), np.dtype("<u8"))
     except _Failure as err:
         raise _Failure(f"in the index of the shard ({SHARDING}), {err.detail}") from err
-    out = _fill_chunk(array, shape)
+
+
+def is_absent(offset: int, length: int) -> bool:
+    """Whether an index entry marks an inner chunk that was never written (fill)."""
+    return offset == _ABSENT and length == _ABSENT
+
+
+def decode_inner(array: ArrayMeta, config: dict, raw: Any, pos: tuple[int, ...], inner: tuple[int, ...]) -> np.ndarray:
+    """Inner chunk `pos` of a shard from its bytes."""
+    try:
+        return _decode_codecs(array, config.get("codecs") or [], raw, inner)
+    except _Failure as err:
+        raise _Failure(f"in inner chunk {list(pos)} of the shard ({SHARDING}), {err.detail}") from err
+
+
+def too_short(got: int, size: int) -> _Failure:
+    return _Failure(f"codec '{SHARDING}' failed: the shard's {got} bytes are fewer than its {size}-byte index")
+
+
+def past_end(end: int, size: int) -> _Failure:
+    return _Failure(f"codec '{SHARDING}' failed: the shard's index points past its end ({end} > {size})")
+
+
+def _decode_shard(array: ArrayMeta, config: dict, raw: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A shard: its index (one (offset, length) per inner chunk) and the inner chunks it points to."""
+    inner, grid = inner_grid(config, shape)
+    size = index_size(config, grid)
+    view = memoryview(raw).cast("B")
+    if len(view) < size:
+        raise too_short(len(view), size)
+    at_end = config.get("index_location", "end") == "end"
+    index = decode_index(array, config, view[len(view) - size :] if at_end else view[:size], grid)
+    out = fill_chunk(array, shape)
     for pos in np.ndindex(*grid):
         offset, length = (int(v) for v in index[pos])
-        if offset == _ABSENT and length == _ABSENT:
+        if is_absent(offset, length):
             continue
         if offset + length > len(view):
-            raise _Failure(
-                f"codec '{SHARDING}' failed: the shard's index points past its end ({offset + length} > {len(view)})"
-            )
-        try:
-            chunk = _decode_codecs(array, config.get("codecs") or [], view[offset : offset + length], inner)
-        except _Failure as err:
-            raise _Failure(f"in inner chunk {list(pos)} of the shard ({SHARDING}), {err.detail}") from err
+            raise past_end(offset + length, len(view))
+        chunk = decode_inner(array, config, view[offset : offset + length], pos, inner)
         out[tuple(slice(p * c, (p + 1) * c) for p, c in zip(pos, inner, strict=True))] = chunk
     return out
 
@@ -286,6 +322,15 @@ def _chunk_error(array: ArrayMeta, key: str | None, store_url: str | None, detai
     )
 
 
+@contextmanager
+def naming_chunk(array: ArrayMeta, key: str | None, store_url: str | None) -> Iterator[None]:
+    """A codec's failure inside the block becomes the `DecodeError` naming chunk `key`."""
+    try:
+        yield
+    except _Failure as err:
+        raise _chunk_error(array, key, store_url, err.detail) from err
+
+
 def decode_chunk(
     array: ArrayMeta, raw: bytes | None, key: str | None = None, store_url: str | None = None
 ) -> np.ndarray:
@@ -295,7 +340,7 @@ def decode_chunk(
     """
     counters.count(chunks_decoded=1)
     if raw is None:
-        return _fill_chunk(array, array.chunks)
+        return fill_chunk(array, array.chunks)
     try:
         arr = (
             _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
@@ -318,7 +363,7 @@ def _chunk_ranges(start: int, stop: int, size: int) -> range:
     return range(start // size, (stop - 1) // size + 1) if stop > start else range(0)
 
 
-def _region_chunks(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list[tuple[int, ...]]:
+def region_chunks(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list[tuple[int, ...]]:
     per_axis = [_chunk_ranges(a, b, c) for (a, b), c in zip(region, array.chunks, strict=True)]
     return list(itertools.product(*per_axis))
 
@@ -327,7 +372,7 @@ def region_keys(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list[s
     """The store keys `read_region` will get for `region`; None when zarr-python reads it."""
     if not fast_path(array):
         return None
-    return [array.chunk_key(idx) for idx in _region_chunks(array, region)]
+    return [array.chunk_key(idx) for idx in region_chunks(array, region)]
 
 
 def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -335,7 +380,7 @@ def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], .
     if not fast_path(array):
         return _read_with_zarr(store, array, region)
     shape = tuple(b - a for a, b in region)
-    indices = _region_chunks(array, region)
+    indices = region_chunks(array, region)
     if len(indices) == 1:
         idx = indices[0]
         chunk = read_chunk(store, array, idx)
@@ -388,7 +433,7 @@ def _fallback_error(
     (zarr-python's own error names no chunk), found by reading the region's chunks one by one."""
     codecs = ", ".join(str(c.get("name")) for c in array.codecs if isinstance(c, dict))
     detail = f"zarr-python failed with codecs [{codecs}] ({type(err).__name__}: {err})"
-    for idx in _region_chunks(array, region):
+    for idx in region_chunks(array, region):
         cells = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, array.chunks, array.shape, strict=True))
         try:
             arr[cells]
@@ -399,16 +444,8 @@ def _fallback_error(
 
 
 def _zarr_store(store: Store) -> Any:
-    import zarr.storage
-
-    from zarrsql.store.local import LocalStore
-
-    if isinstance(store, LocalStore):
-        return zarr.storage.LocalStore(store.root, read_only=True)
-    from zarrsql.store.remote import FsspecStore
-
-    if isinstance(store, FsspecStore):
-        return zarr.storage.FsspecStore(store.async_fs(), path=store.root, read_only=True)
+    if isinstance(store, ZarrPythonAccess):
+        return store.zarr_python_store()
     raise UnsupportedError(
         f"array codecs of store {store.url} need zarr-python, which cannot read through this store "
         "(DuckDB secrets); pass credentials in storage_options := MAP {...} to read it with fsspec"

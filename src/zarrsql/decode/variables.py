@@ -15,9 +15,9 @@ import numpy as np
 
 from zarrsql.conventions.records import EncodedVariable, Variable, unreadable
 from zarrsql.decode.cells import Cells, select_cells
-from zarrsql.decode.chunks import read_region, region_keys
 from zarrsql.decode.columns import ColumnCodec
 from zarrsql.decode.logical import Logical
+from zarrsql.decode.shards import read_selected, selected_keys
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.store import Store
 
@@ -49,8 +49,8 @@ class PlainCodec:
 
     def keys(self, unit: Cells) -> list[str] | None:
         """The chunk keys `read` will get for `unit` (None: read through zarr-python)."""
-        return region_keys(self.inner.array, unit.region)
+        return selected_keys(self.inner.array, unit.region, unit.select)
 
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
-        raw = read_region(store, self.inner.array, unit.region)
+        raw = read_selected(store, self.inner.array, unit.region, unit.select)
         return self.inner.decode(select_cells(raw, unit))

@@ -33,6 +33,7 @@ from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.plan.units import ScanPlan, WorkUnit
 from zarrsql.scan import Column, TableScan
+from zarrsql.store import Prefetching
 
 #: Worker threads: one per core (decoding is CPU bound), capped to keep memory predictable.
 THREADS = max(1, min(os.cpu_count() or 1, 8))
@@ -51,7 +52,7 @@ def _pool_size(scan: TableScan, fetch_ahead: bool) -> tuple[int, int]:
 
 def _prefetcher(scan: TableScan) -> Any:
     """The store's `prefetch` when it is remote and has one, else None."""
-    return getattr(scan.store, "prefetch", None) if getattr(scan.store, "remote", False) else None
+    return scan.store.prefetch if scan.store.remote and isinstance(scan.store, Prefetching) else None
 
 
 def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
@@ -191,7 +192,7 @@ def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iter
             yield pending.popleft().result.result()
     finally:
         for queued in pending:
-            if queued.drop() and queued.keys:  # never decoded: nobody will take its chunks
-                scan.store.forget(queued.keys)  # type: ignore[attr-defined]
+            if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
+                scan.store.forget(queued.keys)
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown(wait=False, cancel_futures=True)

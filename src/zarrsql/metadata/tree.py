@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, ZarrSQLError
 from zarrsql.metadata.arrays import ArrayMeta, GroupMeta, parse_v2_array, parse_v2_group, parse_v3_array, parse_v3_group
 from zarrsql.metadata.documents import field_choice, field_object, load_document, wrong_type
-from zarrsql.store import Store, check_key
+from zarrsql.store import ChangeWatching, Refusing, Store, check_key
 
 #: The documents of a v2 node: names in a listing that are not child nodes.
 _V2_DOCUMENTS = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -229,12 +229,11 @@ def _listing(tree: NodeTree, groups: list[str]) -> list[tuple[str, str]]:
 def _enterable(tree: NodeTree, children: list[str]) -> list[str]:
     """The children the store will read; one it refuses (a local link out of the store, a
     loop) is kept as an `ArrayProblem` naming it, so the rest of the store still reads."""
-    refusal = getattr(tree.store, "refusal", None)
-    if refusal is None:
+    if not isinstance(tree.store, Refusing):
         return children
     kept = []
     for path in children:
-        reason = refusal(path)
+        reason = tree.store.refusal(path)
         if reason is None:
             kept.append(path)
         else:
@@ -560,13 +559,13 @@ def _still_valid(tree: NodeTree, store: Store) -> bool:
 
 def _watch(tree: NodeTree, store: Store) -> None:
     """Tell a remote store which document to check when a chunk turns out missing."""
-    if hasattr(store, "watch") and tree.validators:
+    if isinstance(store, ChangeWatching) and tree.validators:
         key = next(iter(tree.validators))
         for candidate in ("zarr.json", ".zmetadata", ".zgroup"):
             if candidate in tree.validators:
                 key = candidate
                 break
-        store.watch = (key, tree.validators[key])
+        store.watch(key, tree.validators[key])
 
 
 def clear_cache() -> None:

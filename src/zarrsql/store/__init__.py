@@ -2,9 +2,34 @@
 
 `open_store(location, storage_options)` is the only way in. Keys are '/'-joined paths below
 the store root; a key with an empty, '.' or '..' segment is refused, so nothing outside the
-store is ever read. docs/remote.md describes remote stores for users.
+store is ever read. What a store can do beyond reading keys is a protocol of its own
+(store/base.py). docs/remote.md describes remote stores for users.
 """
 
-from zarrsql.store.base import Store, check_key, is_url, open_store, using_opener
+from zarrsql.store.base import (
+    ByteRange,
+    ChangeWatching,
+    Prefetching,
+    RangeReading,
+    Refusing,
+    Store,
+    ZarrPythonAccess,
+    check_key,
+    is_url,
+    open_store,
+    using_opener,
+)
 
-__all__ = ["Store", "check_key", "is_url", "open_store", "using_opener"]
+__all__ = [
+    "ByteRange",
+    "ChangeWatching",
+    "Prefetching",
+    "RangeReading",
+    "Refusing",
+    "Store",
+    "ZarrPythonAccess",
+    "check_key",
+    "is_url",
+    "open_store",
+    "using_opener",
+]

@@ -1,4 +1,13 @@
-"""The `Store` protocol, key validation and the choice between local and remote stores.
+"""The `Store` protocol, the optional capabilities a store may have, key validation and the
+choice between local and remote stores.
+
+Every store reads keys (`Store`). What only some stores can do is a protocol of its own,
+checked with `isinstance` where it is used, so callers never test for a concrete store:
+`RangeReading` (a part of a key's value: sharded arrays read only the inner chunks a query
+touches), `Prefetching` (fetches started ahead of the reader), `ChangeWatching` (a missing
+chunk is checked against the metadata the query planned with), `Refusing` (keys a store will
+not read, such as a local link out of the store) and `ZarrPythonAccess` (a zarr-python store
+over the same keys, for codecs zarrsql does not decode itself).
 
 `open_store` picks the store for a location: a local folder (`file://` or a path), an fsspec
 URL, or — when the engine installed one for the current call with `using_opener` — a store
@@ -8,11 +17,13 @@ opener is a context variable, so the core never learns which engine runs it.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from zarrsql.errors import ParameterError, StoreNotFoundError
 
@@ -31,8 +42,7 @@ class Store(Protocol):
     folder, tens for object storage); `remote` says whether each read is a network request;
     `cache_key` identifies the store (URL and options) for the metadata cache, and
     `metadata_ttl` is how long (seconds) a cached tree is trusted without revalidating.
-    A store may also have `refusal(key)`: why it will not read below `key` (a local link out
-    of the store), None if it will; the metadata walk lists such an entry instead of failing.
+    The optional capabilities are the protocols below.
     """
 
     url: str
@@ -51,6 +61,71 @@ class Store(Protocol):
     def token(self, key: str) -> str | None: ...
 
     def token_many(self, keys: Sequence[str]) -> list[str | None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """`length` bytes of a value from `start`, or its last `length` bytes when made with
+    `ByteRange.last` (then `start` is `-length`): one request either way, without knowing the
+    value's size, which is what a shard index at the end needs."""
+
+    start: int
+    length: int
+
+    def __post_init__(self) -> None:
+        if self.length < 0 or (self.start < 0 and self.start != -self.length):
+            raise ValueError(f"not a byte range: start {self.start}, length {self.length}")
+
+    @classmethod
+    def last(cls, length: int) -> ByteRange:
+        return cls(-length, length)
+
+    def bounds(self) -> tuple[int, int | None]:
+        """(start, end) as Python slices and fsspec's `cat_file` take them."""
+        return (self.start, None) if self.start < 0 else (self.start, self.start + self.length)
+
+
+@runtime_checkable
+class RangeReading(Protocol):
+    """A store that reads parts of values: `get_ranges` is `get_many` for (key, range) pairs,
+    each answer the range's bytes (shorter where the value ends first), None where the key
+    does not exist. Only the bytes asked for travel, and only they count in `trace()`."""
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange]]) -> list[bytes | None]: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """A store that fetches keys ahead of `get_many`: `prefetch` starts them and returns a
+    future per key (done when its bytes are in); `forget` drops those nobody will take."""
+
+    def prefetch(self, keys: Sequence[str]) -> list[concurrent.futures.Future[bytes | None]]: ...
+
+    def forget(self, keys: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class ChangeWatching(Protocol):
+    """A store told which metadata document (and its token) a query planned with, so that a
+    chunk found missing while that document changed is an error instead of fill."""
+
+    def watch(self, key: str, token: str | None) -> None: ...
+
+
+@runtime_checkable
+class Refusing(Protocol):
+    """A store that refuses some keys: `refusal(key)` says why it will not read below `key`
+    (None if it will); the metadata walk lists such an entry instead of failing."""
+
+    def refusal(self, key: str) -> str | None: ...
+
+
+@runtime_checkable
+class ZarrPythonAccess(Protocol):
+    """A store zarr-python can read too: `zarr_python_store()` is a read-only zarr-python
+    store over the same keys."""
+
+    def zarr_python_store(self) -> Any: ...
 
 
 #: Given (location, storage_options), a store of the engine's own, or None for the default.

@@ -1,7 +1,8 @@
 """A store in a local folder: keys are files below the root.
 
 Reads are cheap and the disk is shared, so `concurrency` is the number of cores (the reader's
-decoding threads) and `get_many` reads in order; the metadata cache revalidates by file mtime
+decoding threads) and `get_many` reads in order; `get_ranges` seeks and reads only the bytes
+asked for; the metadata cache revalidates by file mtime
 and size on every query (`metadata_ttl` 0), which costs a `stat` per document.
 
 Symbolic links are followed while they stay inside the store. A link that leads out of it, or
@@ -15,10 +16,11 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from zarrsql import counters
 from zarrsql.errors import StoreReadError
-from zarrsql.store.base import check_key
+from zarrsql.store.base import ByteRange, check_key
 
 #: Reads worth having in flight on a local disk: one per core, capped like the reader's pool.
 LOCAL_CONCURRENCY = max(1, min(os.cpu_count() or 1, 8))
@@ -77,13 +79,22 @@ class LocalStore:
         return StoreReadError(f"refusing to read '{key}': {reason}")
 
     def get(self, key: str) -> bytes | None:
+        return self._read(key, None)
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [self.get(k) for k in keys]
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange]]) -> list[bytes | None]:
+        return [self._read(k, r) for k, r in requests]
+
+    def _read(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         path = self._path(key)
         real = os.path.realpath(path)  # checked before reading: nothing outside is ever read
         if not self._inside(real):
             raise self._refused(key)
         try:
             with open(real, "rb") as f:
-                data = f.read()
+                data = f.read() if byte_range is None else _read_range(f, byte_range)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             counters.count(requests=1)
             return None
@@ -94,8 +105,10 @@ class LocalStore:
         counters.count(requests=1, bytes_read=len(data))
         return data
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        return [self.get(k) for k in keys]
+    def zarr_python_store(self) -> Any:
+        import zarr.storage
+
+        return zarr.storage.LocalStore(self.root, read_only=True)
 
     def token_many(self, keys: Sequence[str]) -> list[str | None]:
         return [self.token(k) for k in keys]
@@ -120,3 +133,12 @@ class LocalStore:
         except OSError:
             return None
         return f"{st.st_mtime_ns}:{st.st_size}"
+
+
+def _read_range(f: Any, byte_range: ByteRange) -> bytes:
+    start, end = byte_range.bounds()
+    size = os.fstat(f.fileno()).st_size
+    first = max(0, size + start) if start < 0 else start
+    last = size if end is None else min(size, size + end if end < 0 else end)
+    f.seek(first)
+    return bytes(f.read(max(0, last - first)))

@@ -165,7 +165,7 @@ _AZURE_CREDENTIAL_ENV = (
 )
 
 
-def _azure_defaults(theirs: dict[str, Any]) -> None:
+def azure_defaults(theirs: dict[str, Any]) -> None:
     """Anonymous access unless credentials are named in `theirs` or the environment.
 
     Without credentials adlfs falls back to DefaultAzureCredential, which tries the Azure CLI,
@@ -187,7 +187,7 @@ def _gcloud_config_dir() -> str:
     return os.path.join(os.path.expanduser("~"), ".config", "gcloud")
 
 
-def _gcs_defaults(theirs: dict[str, Any]) -> None:
+def gcs_defaults(theirs: dict[str, Any]) -> None:
     """gcsfs keywords zarrsql sets unless the user did: anonymous access without credentials,
     and no listings cache (see the module docstring for why each)."""
     theirs.setdefault("use_listings_cache", False)
@@ -216,8 +216,25 @@ def _trusting(cafile: str) -> ssl.SSLContext:
         ) from err
 
 
+def s3_defaults(theirs: dict[str, Any]) -> None:
+    """Anonymous access without credentials, and botocore's retries off (else a 5xx would be
+    retried `retries` x 5 times)."""
+    if not s3_has_credentials(theirs):
+        theirs["anon"] = True
+    theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
+
+
+def http_defaults(theirs: dict[str, Any]) -> None:
+    """`ssl` given as a CA file's path becomes an SSL context trusting it."""
+    if isinstance(theirs.get("ssl"), str):
+        theirs["ssl"] = _trusting(theirs["ssl"])
+
+
 def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
-    """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`."""
+    """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`, with the
+    defaults its backend sets."""
+    from zarrsql.store.backends import backend_for  # the backends' table names the defaults here
+
     ours: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
     for key, raw in storage_options.items():
@@ -225,15 +242,5 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
             ours[key] = _number(key, _value(raw))
         else:
             theirs[str(key)] = _value(raw)
-    if protocol in ("s3", "s3a"):
-        if not s3_has_credentials(theirs):
-            theirs["anon"] = True
-        # zarrsql's retries replace botocore's (else a 5xx would be retried retries x 5 times)
-        theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
-    if protocol in ("http", "https") and isinstance(theirs.get("ssl"), str):
-        theirs["ssl"] = _trusting(theirs["ssl"])
-    if protocol in ("az", "abfs", "abfss"):
-        _azure_defaults(theirs)
-    if protocol in ("gs", "gcs"):
-        _gcs_defaults(theirs)
+    backend_for(protocol).set_defaults(theirs)
     return NetworkOptions(**ours), theirs

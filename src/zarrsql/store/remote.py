@@ -11,6 +11,8 @@ which is what hides the round-trip latency of object storage. `prefetch` starts 
 without waiting for them: the reader names the chunks of the next work units while only a
 core's worth of threads decode, so requests stay in flight without tens of decoding threads
 fighting the event loop for the GIL; a later `get_many` of those keys takes the answers.
+`get_ranges` reads parts of values (HTTP Range requests, ranged object GETs), one request
+per range. What differs between filesystems is their row in store/backends.py.
 Plain HTTP cannot list keys, so `can_list` is False there and a store without consolidated metadata reads one array at a
 time (metadata/tree.py). A chunk that is missing while the store's metadata document has
 changed since the tree was read means the store changed under the query: an error, not fill.
@@ -22,18 +24,17 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import os
 import ssl
 import threading
 import time
-import types
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
-from zarrsql.store.base import check_key
+from zarrsql.store.backends import backend_for
+from zarrsql.store.base import ByteRange, check_key
 from zarrsql.store.failures import Failure, classify, describe, tls_error
 from zarrsql.store.options import split_options
 
@@ -45,74 +46,12 @@ MAX_BACKOFF = 2.0
 #: Seconds a validator seen on a GET stands in for a HEAD (once): about a round trip's worth
 #: of staleness, which a HEAD has too. It saves the HEAD that follows reading a document.
 FETCHED_TOKEN_AGE = 2.0
-#: Bytes aiohttp buffers per response before it pauses reading the socket.
-READ_BUFFER = 1 << 21
 #: Validators kept from GETs (oldest dropped): chunk reads must not grow it without bound.
 MAX_FETCHED_TOKENS = 1024
-
-_EXTRAS = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "az": "azure",
-    "abfs": "azure",
-    "abfss": "azure",
-    "http": "http",
-    "https": "http",
-}
 
 
 def _protocol(url: str) -> str:
     return url.split("://", 1)[0].lower()
-
-
-def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """gcsfs's filesystem for `url` and the path below it, each request made once.
-
-    Since gcsfs 2026.3 its default class first asks Google's storage control API, over gRPC,
-    whether a bucket is zonal or hierarchical, and asks again before every read while the
-    answer is unknown (a failed lookup is not cached). Two cases never get an answer, so there
-    the plain JSON-API class is used, which is all that reading a store needs: a server that is
-    not Google's (an emulator, a proxy: `endpoint_url`, STORAGE_EMULATOR_HOST), which has no
-    such API and whose failed call is retried for 60 s; and anonymous access, which may read a
-    public bucket's objects but not its layout, so that every chunk would cost a hidden extra
-    round trip. With credentials the lookup succeeds once per bucket and the default class
-    (which also reads zonal buckets) is kept.
-    """
-    import gcsfs
-    from gcsfs.core import GCSFileSystem
-
-    plain = _gcs_elsewhere(options) or options.get("token") == "anon"
-    cls = GCSFileSystem if plain else gcsfs.GCSFileSystem
-    fs = cls(**{**cls._get_kwargs_from_urls(url), **options})
-    _one_gcs_attempt(fs)
-    return fs, cls._strip_protocol(url)
-
-
-def _gcs_elsewhere(options: dict[str, Any]) -> bool:
-    """Whether gs:// requests go to a host other than Google's (gcsfs's own precedence)."""
-    from urllib.parse import urlsplit
-
-    endpoint = str(options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST") or "")
-    if endpoint in ("", "default"):
-        return False
-    host = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}").hostname or ""
-    return not (host == "googleapis.com" or host.endswith(".googleapis.com"))
-
-
-def _one_gcs_attempt(fs: Any) -> None:
-    """Make every gcsfs request a single attempt, so that zarrsql's `retries` are the only ones.
-
-    gcsfs retries 5xx, 408, 429 and connection errors inside each request, 6 attempts with
-    sleeps from 1 s doubling to 16 s: longer than zarrsql's `timeout` for the whole request,
-    and unseen by `zarrsql.trace()`. The count is fixed by a decorator when gcsfs's class is
-    defined (setting `fs.retries`, as for s3fs, changes nothing), so the undecorated method is
-    bound to this instance instead.
-    """
-    request = getattr(type(fs)._request, "__wrapped__", None)
-    if request is not None:
-        fs._request = types.MethodType(request, fs)
 
 
 class FsspecStore:
@@ -121,36 +60,28 @@ class FsspecStore:
     remote = True
 
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        import fsspec
-
         self.url = url.rstrip("/")
         self.protocol = _protocol(self.url)
+        self.backend = backend_for(self.protocol)
         self.network, self.fs_options = split_options(self.protocol, storage_options)
         try:
-            if self.protocol in ("gs", "gcs"):
-                self.fs, self.root = _open_gcs(self.url, self.fs_options)
-            else:
-                self.fs, self.root = fsspec.core.url_to_fs(self.url, **self.fs_options)
+            self.fs, self.root = self.backend.open(self.url, self.fs_options)
         except ImportError as err:
-            extra = _EXTRAS.get(self.protocol, "remote")
             raise StoreNotFoundError(
                 f"cannot open '{url}': the filesystem for {self.protocol}:// is not installed ({err}); "
-                f"install it with: pip install 'zarrsql[{extra}]'"
+                f"install it with: pip install 'zarrsql[{self.backend.extra}]'"
             ) from err
         except (ValueError, TypeError) as err:
             raise ParameterError(f"cannot open '{url}' with these storage_options: {err}") from err
         self.root = self.root.rstrip("/")
-        if self.protocol in ("s3", "s3a"):
-            self.fs.retries = 1  # s3fs's own retry loop: zarrsql's `retries` is the only one
-        elif self.protocol in ("az", "abfs", "abfss"):
-            _azure_single_attempt(self.fs)
-        self.can_list = self.protocol not in ("http", "https")
+        self.backend.one_attempt(self.fs)
+        self.can_list = self.backend.can_list
         self.concurrency = self.network.concurrency
         self.metadata_ttl = self.network.metadata_ttl
         self.is_async = bool(getattr(self.fs, "async_impl", False))
         digest = hashlib.sha1(json.dumps(self.fs_options, sort_keys=True, default=repr).encode()).hexdigest()[:16]
         self.cache_key = f"{self.url}#{digest}"
-        self.watch: tuple[str, str | None] | None = None  # (metadata key, its token) set by the tree
+        self._watched: tuple[str, str | None] | None = None  # (metadata key, its token), see `watch`
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._last_change_check = 0.0
@@ -159,14 +90,18 @@ class FsspecStore:
         #: Started fetches: key -> [future of its bytes, prefetches still wanting it, taken yet].
         self._ahead: dict[str, list[Any]] = {}
 
-    def async_fs(self) -> Any:
-        """This store's filesystem as an instance made for async use (what zarr-python needs)."""
+    def zarr_python_store(self) -> Any:
+        """A zarr-python store on this store's filesystem, as an instance made for async use."""
+        import zarr.storage
+
+        return zarr.storage.FsspecStore(self._async_fs(), path=self.root, read_only=True)
+
+    def _async_fs(self) -> Any:
         if self.fs.async_impl:
             if self.fs.asynchronous:
                 return self.fs
             fs = type(self.fs)(asynchronous=True, **self.fs_options)
-            if self.protocol in ("az", "abfs", "abfss"):
-                _azure_single_attempt(fs)
+            self.backend.one_attempt(fs)
             return fs
         from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
@@ -220,7 +155,7 @@ class FsspecStore:
     def _error(self, key: str, err: BaseException, kind: Failure, attempts: int) -> StoreReadError:
         where, cause = self.where(key), describe(err, self.network.timeout)
         if kind is Failure.DENIED:
-            return StoreReadError(f"access denied reading '{where}' ({cause}); {self._credentials_hint()}")
+            return StoreReadError(f"access denied reading '{where}' ({cause}); {self.backend.credentials_hint}")
         if kind is Failure.TLS:
             return StoreReadError(f"cannot read '{where}': {self._tls_message(err)}")
         if kind is Failure.TRANSIENT:
@@ -237,11 +172,11 @@ class FsspecStore:
             what = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
             return (
                 f"the server's TLS certificate is not trusted ({what}); not retried, since every attempt "
-                f"would fail the same way. {self._trust_hint()}"
+                f"would fail the same way. {self.backend.trust_hint}"
             )
         plain = (
             "If the server speaks plain HTTP on this port, use http:// instead of https://; else check"
-            if self.protocol == "https"
+            if self.backend.plain_http_hint
             else "Check"
         )
         return (
@@ -249,40 +184,7 @@ class FsspecStore:
             f"way. {plain} the URL's scheme and port and the server's TLS set-up"
         )
 
-    def _trust_hint(self) -> str:
-        if self.protocol in ("http", "https"):
-            return (
-                "If you trust this server, give its CA certificate: storage_options := MAP {'ssl': "
-                "'/path/to/ca.pem'} (or set SSL_CERT_FILE before Python starts); 'ssl': 'false' skips "
-                "the check altogether, for a server and network you trust"
-            )
-        if self.protocol in ("s3", "s3a"):
-            return (
-                "If you trust this endpoint, give its CA certificate: storage_options := MAP "
-                "{'client_kwargs': '{\"verify\": \"/path/to/ca.pem\"}'} (or set AWS_CA_BUNDLE)"
-            )
-        return "If you trust this server, add its CA certificate to the trusted ones (SSL_CERT_FILE)"
-
-    def _credentials_hint(self) -> str:
-        if self.protocol in ("s3", "s3a"):
-            return (
-                "give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
-                "environment variables, or a DuckDB secret (CREATE SECRET (TYPE s3, ...))"
-            )
-        if self.protocol in ("http", "https"):
-            return (
-                "check the URL; a server that needs authentication takes "
-                "storage_options := MAP {'headers': '{\"Authorization\": ...}'}"
-            )
-        if self.protocol in ("az", "abfs", "abfss"):
-            return (
-                "give credentials: storage_options := MAP {'connection_string': ...}, {'account_name': ..., "
-                "'account_key': ...} or {'account_name': ..., 'sas_token': ...}, or the AZURE_STORAGE_* "
-                "environment variables; 'anon': 'false' signs in as the Azure CLI or the machine's identity does"
-            )
-        return "check the URL and the credentials in storage_options"
-
-    # -- the Store protocol ---------------------------------------------------------------------
+    # -- the Store protocol and its capabilities ------------------------------------------------
     def get(self, key: str) -> bytes | None:
         return self.get_many([key])[0]
 
@@ -291,29 +193,51 @@ class FsspecStore:
         `prefetch` started are taken from it."""
         ahead = self._take_ahead(keys)
         rest = [k for k in keys if k not in ahead]
-        fetched = dict(zip(rest, self._fetch(rest), strict=True)) if rest else {}
+        fetched = dict(zip(rest, self._fetch([(k, None) for k in rest]), strict=True)) if rest else {}
         data = [fetched[k] if k in fetched else ahead[k].result() for k in keys]
-        if any(b is None for b in data):
-            self._check_unchanged([k for k, b in zip(keys, data, strict=True) if b is None][0])
+        self._check_found(keys, data)
         return data
 
-    def _fetch(self, keys: Sequence[str]) -> list[bytes | None]:
-        paths = [self._path(k) for k in keys]
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange]]) -> list[bytes | None]:
+        """The bytes of each (key, range), fetched concurrently, one request each."""
+        data = self._fetch(requests) if requests else []
+        self._check_found([k for k, _ in requests], data)
+        return data
+
+    def _check_found(self, keys: Sequence[str], data: Sequence[bytes | None]) -> None:
+        missing = [k for k, b in zip(keys, data, strict=True) if b is None]
+        if missing:
+            self._check_unchanged(missing[0])
+
+    def _fetch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        for key, _ in requests:
+            check_key(key)
         if self.is_async:
-            out = self._run(lambda: asyncio.gather(*(self._get_one(k, p) for k, p in zip(keys, paths, strict=True))))
-        else:
-            out = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.cat_file(p)), keys, paths)
-            out = [None if b is None else bytes(b) for b in out]
-            counters.count(bytes_read=sum(len(b) for b in out if b is not None))
-        return list(out)
+            return list(self._run(lambda: asyncio.gather(*(self._get_one(k, r) for k, r in requests))))
+        out = self._sync_map(lambda k, r: self._sync_attempts(k, lambda: self._sync_get(k, r)), requests)
+        counters.count(bytes_read=sum(len(b) for b in out if b is not None))
+        return out
 
-    async def _get_one(self, key: str, path: str) -> bytes | None:
-        raw = await self._attempts(key, lambda: self._aget(key, path))
-        if raw is None:
+    def _sync_get(self, key: str, byte_range: ByteRange | None) -> bytes:
+        start, end = (None, None) if byte_range is None else byte_range.bounds()
+        return bytes(self.fs.cat_file(self._path(key), start=start, end=end))
+
+    async def _get_one(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        path = self._path(key)
+        got = await self._attempts(key, lambda: self.backend.get(self.fs, path, byte_range))
+        if got is None:
             return None
-        data = bytes(raw)
-        counters.count(bytes_read=len(data))
-        return data
+        counters.count(bytes_read=got.transferred)
+        if got.info is not None and byte_range is None:  # saves the HEAD that would follow
+            with self._lock:
+                self._fetched[key] = (_token_of(got.info), time.monotonic())
+                if len(self._fetched) > MAX_FETCHED_TOKENS:
+                    self._fetched.pop(next(iter(self._fetched)))
+        return got.data
+
+    def watch(self, key: str, token: str | None) -> None:
+        """Check `key` against `token` when a chunk turns out missing (the module docstring)."""
+        self._watched = (key, token)
 
     def prefetch(self, keys: Sequence[str]) -> list[concurrent.futures.Future[bytes | None]]:
         """Start fetching `keys` now; `get_many` takes the answers (see `forget`). The futures
@@ -325,7 +249,7 @@ class FsspecStore:
             for key in keys:
                 entry = self._ahead.get(key)
                 if entry is None:
-                    future = asyncio.run_coroutine_threadsafe(self._get_one(key, self._path(key)), self.fs.loop)
+                    future = asyncio.run_coroutine_threadsafe(self._get_one(key, None), self.fs.loop)
                     entry = self._ahead[key] = [future, 0, False]
                 entry[1] += 1
                 started.append(entry[0])
@@ -382,15 +306,16 @@ class FsspecStore:
         return [known[k] if k in known else answers[k] for k in keys]
 
     def _token_requests(self, keys: Sequence[str]) -> list[str | None]:
-        paths = [self._path(k) for k in keys]
         if self.is_async:
 
-            async def one(key: str, path: str) -> str | None:
-                info = await self._attempts(key, lambda: self._ainfo(path))
+            async def one(key: str) -> str | None:
+                path = self._path(key)  # a bad key is the caller's error, never retried
+                info = await self._attempts(key, lambda: self.backend.info(self.fs, path))
                 return None if info is None else _token_of(info)
 
-            return list(self._run(lambda: asyncio.gather(*(one(k, p) for k, p in zip(keys, paths, strict=True)))))
-        infos = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.info(p)), keys, paths)
+            return list(self._run(lambda: asyncio.gather(*(one(k) for k in keys))))
+        paths = [(k, self._path(k)) for k in keys]
+        infos = self._sync_map(lambda k, p: self._sync_attempts(k, lambda: self.fs.info(p)), paths)
         return [None if i is None else _token_of(i) for i in infos]
 
     def list_dir(self, prefix: str) -> list[str]:
@@ -401,7 +326,7 @@ class FsspecStore:
             )
         path = self._path(prefix.rstrip("/"))
         if self.is_async:
-            entries = self._run(lambda: self._attempts(prefix, lambda: self._als(path)))
+            entries = self._run(lambda: self._attempts(prefix, lambda: self.backend.ls(self.fs, path)))
         else:
             entries = self._sync_attempts(prefix, lambda: self.fs.ls(path, detail=False))
         if entries is None:
@@ -413,64 +338,7 @@ class FsspecStore:
         }
         return sorted(n for n in names if n and "/" not in n)
 
-    # -- filesystem specifics -------------------------------------------------------------------
-    async def _aget(self, key: str, path: str) -> bytes:
-        """GET a key; over HTTP the response's validator is kept for the next `token` of it."""
-        if self.protocol not in ("http", "https"):
-            return await self.fs._cat_file(path)
-        from aiohttp import ClientResponseError
-
-        session = await self.fs.set_session()
-        # a chunk is read in pieces of up to 2 MiB, not aiohttp's 64 KiB: fewer pauses of the
-        # socket and fewer wake-ups of the event loop per chunk (about 10% off a bulk scan)
-        async with session.get(self.fs.encode_url(path), **{"read_bufsize": READ_BUFFER, **self.fs.kwargs}) as r:
-            if r.status >= 400:
-                raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
-            data = await r.read()  # a body shorter than its Content-Length raises here
-            token = _token_of(
-                {
-                    "ETag": r.headers.get("ETag"),
-                    "Last-Modified": r.headers.get("Last-Modified"),
-                    "size": r.headers.get("Content-Length"),
-                }
-            )
-        with self._lock:
-            self._fetched[key] = (token, time.monotonic())
-            if len(self._fetched) > MAX_FETCHED_TOKENS:
-                self._fetched.pop(next(iter(self._fetched)))
-        return data
-
-    async def _ainfo(self, path: str) -> dict[str, Any]:
-        if self.protocol in ("http", "https"):
-            return await self._http_head(path)
-        if self.protocol in ("gs", "gcs"):
-            # one GET of the object's metadata: gcsfs's `_info` also lists the path as a folder
-            # (in parallel, and again for a missing key), requests trace() would not see
-            return await self.fs._get_object(path)
-        if self.protocol in ("s3", "s3a", "az", "abfs", "abfss"):
-            return await self.fs._info(path, refresh=True)
-        return await self.fs._info(path)
-
-    async def _als(self, path: str) -> list[str]:
-        if self.protocol in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"):
-            return await self.fs._ls(path, detail=False, refresh=True)
-        return await self.fs._ls(path, detail=False)
-
-    async def _http_head(self, path: str) -> dict[str, Any]:
-        """One HEAD request; fsspec's own `_info` turns every failure into 'not found'."""
-        from aiohttp import ClientResponseError
-
-        session = await self.fs.set_session()
-        kwargs = dict(self.fs.kwargs)
-        async with session.head(self.fs.encode_url(path), allow_redirects=True, **kwargs) as r:
-            if r.status >= 400:
-                raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
-            return {
-                "ETag": r.headers.get("ETag"),
-                "Last-Modified": r.headers.get("Last-Modified"),
-                "size": r.headers.get("Content-Length"),
-            }
-
+    # -- running requests without an event loop ------------------------------------------------
     def _sync_attempts(self, key: str, call: Callable[[], Any]) -> Any:
         """The retry rules for a synchronous filesystem (no per-request timeout is possible)."""
         attempt = 0
@@ -485,17 +353,18 @@ class FsspecStore:
                     return None
             time.sleep(wait)
 
-    def _sync_map(self, fn: Callable[[str, str], Any], keys: Sequence[str], paths: Sequence[str]) -> list[Any]:
-        if len(keys) == 1:
-            return [fn(keys[0], paths[0])]
+    def _sync_map(self, fn: Callable[[str, Any], Any], pairs: Sequence[tuple[str, Any]]) -> list[Any]:
+        """`fn(key, what)` for each (key, what) of `pairs`, `concurrency` at a time."""
+        if len(pairs) == 1:
+            return [fn(*pairs[0])]
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="zarrsql-io")
-        return list(self._pool.map(fn, keys, paths))
+        return list(self._pool.map(lambda p: fn(*p), pairs))
 
     def _check_unchanged(self, missing_key: str) -> None:
         """A missing chunk is fill only if the store's metadata is still what the tree read."""
-        watch = self.watch
+        watch = self._watched
         if watch is None:
             return
         now = time.monotonic()
@@ -522,17 +391,3 @@ def _token_of(info: dict[str, Any]) -> str:
     if not parts:
         return f"unvalidated:{time.monotonic_ns()}"
     return "|".join(parts)
-
-
-def _azure_single_attempt(fs: Any) -> None:
-    """Switch off the Azure storage SDK's retry policy for an adlfs filesystem.
-
-    The SDK retries a 5xx or a dropped connection 3 times, about 15 s apart, inside what
-    zarrsql counts as one attempt: the attempt hits `timeout` and the error reports a timeout
-    instead of the server's status. adlfs passes no client options through, so the policy
-    object, which every container and blob client of the filesystem shares, is changed in place.
-    """
-    config = getattr(getattr(fs, "service_client", None), "_config", None)
-    policy = getattr(config, "retry_policy", None)
-    if policy is not None and hasattr(policy, "total_retries"):
-        policy.total_retries = 0

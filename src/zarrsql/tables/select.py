@@ -15,7 +15,7 @@ from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError, StoreReadError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta, attribute_dims_problem
 from zarrsql.metadata.tree import ArrayProblem, NodeTree, ancestors, problems_in, unreadable_error
-from zarrsql.store import check_key
+from zarrsql.store import Refusing, check_key
 from zarrsql.tables.analyze import analyze_group
 from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
 
@@ -211,9 +211,9 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
         encoded = _encoded_read(tree, path)
         if encoded is not None:
             return encoded
-        refusal = getattr(tree.store, "refusal", None)  # a link out of the store, unlisted
-        if refusal is not None and refusal(path):
-            raise StoreReadError(f"array '{path}' cannot be read: {refusal(path)}")
+        reason = tree.store.refusal(path) if isinstance(tree.store, Refusing) else None  # a link out, unlisted
+        if reason:
+            raise StoreReadError(f"array '{path}' cannot be read: {reason}")
         kind = "a group of store" if path in tree.groups else "not in store"
         raise SelectionError(f"array_path '{path}' is {kind} '{tree.store.url}'; list arrays with read_zarr_metadata")
     if isinstance(node, ArrayProblem) and node.refused:

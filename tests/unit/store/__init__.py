@@ -1,0 +1,1 @@
+"""The store conformance suite (conformance.py) run on every store zarrsql has."""
