@@ -20,7 +20,7 @@ from tests.remote import gcs_server
 from tests.remote.conftest import BUCKET, ERA5_TABLE, S3_STORES, STORE_CASES, close_sessions
 from zarrsql.errors import StoreReadError
 from zarrsql.store import open_store
-from zarrsql.store.options import split_options
+from zarrsql.store.backends import split_options
 
 ERA5 = "fixtures/era5_like.zarr"
 CHUNK = f"{ERA5}/2m_temperature/c/1/0/0"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from zarrsql.errors import ParameterError
+from zarrsql.store.backends import split_options
 from zarrsql.store.failures import Failure, classify
-from zarrsql.store.options import NetworkOptions, split_options
+from zarrsql.store.options import NetworkOptions
 
 
 def test_text_values_come_back_as_python_values(monkeypatch):

@@ -27,11 +27,9 @@ SHARED = {"errors", "counters"}
 #: Remove an entry when its cycle is broken.
 KNOWN_CYCLES = {frozenset({"expand", "scan", "scan_sparse"})}
 
-#: Module cycles inside one package or layer, likewise known (zarrsql issue 18): store/base.py
-#: opens local and remote stores that import its protocol helpers; scan.py imports
+#: Module cycles inside one package or layer, likewise known (zarrsql issue 18): scan.py imports
 #: scan_sparse.py lazily to build a sparse scan.
 KNOWN_MODULE_CYCLES = {
-    frozenset({"zarrsql.store.base", "zarrsql.store.local", "zarrsql.store.remote"}),
     frozenset({"zarrsql.scan", "zarrsql.scan_sparse"}),
 }
 

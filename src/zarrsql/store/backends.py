@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import os
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from zarrsql.store.base import ByteRange
-from zarrsql.store.options import azure_defaults, gcs_defaults, http_defaults, s3_defaults
+from zarrsql.store.options import (
+    NetworkOptions,
+    azure_defaults,
+    gcs_defaults,
+    http_defaults,
+    s3_defaults,
+    split_settings,
+)
 
 #: Bytes aiohttp buffers per response before it pauses reading the socket.
 READ_BUFFER = 1 << 21
@@ -276,3 +283,11 @@ BACKENDS: dict[str, Backend] = {
 
 def backend_for(scheme: str) -> Backend:
     return BACKENDS.get(scheme.lower(), GENERIC)
+
+
+def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
+    """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`, with the
+    defaults its backend sets."""
+    ours, theirs = split_settings(storage_options)
+    backend_for(protocol).set_defaults(theirs)
+    return ours, theirs

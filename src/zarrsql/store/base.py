@@ -1,5 +1,4 @@
-"""The `Store` protocol, the optional capabilities a store may have, key validation and the
-choice between local and remote stores.
+"""The `Store` protocol, the optional capabilities a store may have, and key validation.
 
 Every store reads keys (`Store`). What only some stores can do is a protocol of its own,
 checked with `isinstance` where it is used, so callers never test for a concrete store:
@@ -9,23 +8,17 @@ chunk is checked against the metadata the query planned with), `Refusing` (keys 
 not read, such as a local link out of the store) and `ZarrPythonAccess` (a zarr-python store
 over the same keys, for codecs zarrsql does not decode itself).
 
-`open_store` picks the store for a location: a local folder (`file://` or a path), an fsspec
-URL, or — when the engine installed one for the current call with `using_opener` — a store
-of the engine's own (DuckDB reads `s3://` keys with the user's DuckDB secrets that way). The
-opener is a context variable, so the core never learns which engine runs it.
+Which store a location opens is decided in store/opening.py.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from zarrsql.errors import ParameterError, StoreNotFoundError
+from zarrsql.errors import ParameterError
 
 URL_SCHEMES = ("http://", "https://", "s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "abfss://", "memory://")
 
@@ -128,21 +121,6 @@ class ZarrPythonAccess(Protocol):
     def zarr_python_store(self) -> Any: ...
 
 
-#: Given (location, storage_options), a store of the engine's own, or None for the default.
-Opener = Callable[[str, Mapping[str, Any]], "Store | None"]
-_opener: contextvars.ContextVar[Opener | None] = contextvars.ContextVar("zarrsql_store_opener", default=None)
-
-
-@contextmanager
-def using_opener(opener: Opener | None) -> Iterator[None]:
-    """Within the block, `open_store` asks `opener` first (see the module docstring)."""
-    token = _opener.set(opener)
-    try:
-        yield
-    finally:
-        _opener.reset(token)
-
-
 def check_key(key: str) -> str:
     """Return `key` if it stays inside the store, else raise `ParameterError`."""
     if key == "":
@@ -158,32 +136,3 @@ def check_key(key: str) -> str:
 
 def is_url(location: str) -> bool:
     return location.lower().startswith(URL_SCHEMES)
-
-
-def open_store(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
-    """Open the store at a local path, a `file://` URL or a remote URL."""
-    if not isinstance(location, str) or not location:
-        raise ParameterError("the store must be a non-empty path or URL string")
-    if location.lower().startswith("file://"):
-        location = location[len("file://") :]
-    if is_url(location):
-        opener = _opener.get()
-        store = opener(location, dict(storage_options or {})) if opener is not None else None
-        if store is not None:
-            return store
-        from zarrsql.store.remote import FsspecStore
-
-        return FsspecStore(location, dict(storage_options or {}))
-    from zarrsql.store.local import LocalStore
-
-    path = os.path.abspath(os.path.expanduser(location))
-    if os.path.exists(path) and not os.path.isdir(path):
-        from zarrsql.store.files import file_error
-
-        raise file_error(location, path)
-    if not os.path.isdir(path):
-        raise StoreNotFoundError(
-            f"no Zarr store at '{location}': the path does not exist; "
-            "check the path (relative paths are resolved from the current directory)"
-        )
-    return LocalStore(path)

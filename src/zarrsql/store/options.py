@@ -230,11 +230,9 @@ def http_defaults(theirs: dict[str, Any]) -> None:
         theirs["ssl"] = _trusting(theirs["ssl"])
 
 
-def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
-    """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`, with the
-    defaults its backend sets."""
-    from zarrsql.store.backends import backend_for  # the backends' table names the defaults here
-
+def split_settings(storage_options: Mapping[str, Any]) -> tuple[NetworkOptions, dict[str, Any]]:
+    """zarrsql's own settings, and the rest: the keywords for the fsspec filesystem (to which
+    `backends.split_options` adds the defaults of the URL's backend)."""
     ours: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
     for key, raw in storage_options.items():
@@ -242,5 +240,4 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
             ours[key] = _number(key, _value(raw))
         else:
             theirs[str(key)] = _value(raw)
-    backend_for(protocol).set_defaults(theirs)
     return NetworkOptions(**ours), theirs

@@ -33,10 +33,9 @@ from typing import Any
 
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
-from zarrsql.store.backends import backend_for
+from zarrsql.store.backends import backend_for, split_options
 from zarrsql.store.base import ByteRange, check_key
 from zarrsql.store.failures import Failure, classify, describe, tls_error
-from zarrsql.store.options import split_options
 
 #: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
 #: extra HEAD requests on stores that legitimately leave many chunks unwritten.
