@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import mounts, params
+from zarrsql.engine import answers, mounts, params
 from zarrsql.engine.functions import METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
 from zarrsql.engine.secrets import SecretOpener
 from zarrsql.engine.source import HAS_SOURCES, make_source
@@ -386,15 +386,19 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+        query = answers.rewrite(self, query, bool(args or kwargs))
         return self._run(lambda: self._con.sql(query, *args, **kwargs), query)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+        query = answers.rewrite(self, query, bool(args or kwargs))
         return self._run(lambda: self._con.query(query, *args, **kwargs), query)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+        query = answers.rewrite(self, query, bool(args or kwargs))
         return self._run(lambda: self._con.from_query(query, *args, **kwargs), query)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
+        query = answers.rewrite(self, query, bool(args or kwargs))
         self._run(lambda: self._con.execute(query, *args, **kwargs), query)
         return self
 
