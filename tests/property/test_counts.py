@@ -52,7 +52,10 @@ def _write(path: Path, rng: random.Random) -> tuple[str, list[str], list[str], l
             root.create_array(name, shape=(n,), chunks=(rng.randint(1, n),), dtype=dtype, dimension_names=[name])
             root[name][:] = values
     group = zarr.open_group(path, mode="r")
-    axes = [np.asarray(group[n][:]) if n in group else np.arange(s, dtype="int64") for n, s in zip(names, shape, strict=True)]
+    axes = [
+        np.asarray(group[n][:]) if n in group else np.arange(s, dtype="int64")
+        for n, s in zip(names, shape, strict=True)
+    ]
     return str(path), names, kinds, axes
 
 
@@ -141,10 +144,34 @@ def test_answers_through_views_and_strings_equal_scans(tmp_path):
             with zarrsql.trace() as t:
                 assert con.sql(f"SELECT count(*) FROM {source} WHERE {where}").fetchall() == [expected]
             assert t.scans == 0, source
+        zarrsql.mount(con, path, "m")
+        (table,) = [r[0] for r in con.sql("SELECT view_name FROM zarr_mounts('m')").fetchall()]
+        with zarrsql.trace() as t:
+            assert con.sql(
+                f'SELECT count(*) FROM m."{table}" AS q WHERE {where.replace(names[0], "q." + names[0], 1)}'
+            ).fetchall() == [expected]
+        assert t.scans == 0
         with zarrsql.trace() as t:
             scanned = con.sql(f"SELECT count(*) FROM (SELECT * FROM read_zarr('{path}')) WHERE {where}").fetchall()
         assert scanned == [expected]
         assert t.scans == 1
+
+
+def test_bounds_join_the_answered_count(tmp_path):
+    """`bounds :=` restricts the rows of the scan; the answered count restricts them too."""
+    path = str(tmp_path / "b.zarr")
+    root = zarr.open_group(path, mode="w", zarr_format=3)
+    root.create_array("v", shape=(6, 5), chunks=(4, 2), dtype="float32", dimension_names=["a", "b"])
+    a = np.array([0.0, 1.0, np.nan, 2.0, 3.0, 1.5])
+    root.create_array("a", data=a, dimension_names=["a"])
+    oracle = duckdb.connect()
+    oracle.register("cells", _cells(["a", "b"], [a, np.arange(5)]))
+    sql = "SELECT count(*) FROM {t} WHERE (b < 3 OR a > 1.2)"
+    expected = oracle.sql(sql.format(t="cells") + " AND a BETWEEN 1 AND 2.5").fetchall()
+    with zarrsql.connect() as con, zarrsql.trace() as t:
+        got = con.sql(sql.format(t=f"read_zarr('{path}', bounds := [['a', '1', '2.5']])")).fetchall()
+    assert got == expected
+    assert t.scans == 0
 
 
 def test_shapes_that_are_not_answered_run_as_before(tmp_path):
@@ -156,7 +183,7 @@ def test_shapes_that_are_not_answered_run_as_before(tmp_path):
     d = names[0]
     statements = [
         f"SELECT count(*) FROM {{t}} WHERE v = 0 AND {d} IS NOT NULL",
-        f"SELECT count(v) FROM {{t}}",
+        "SELECT count(v) FROM {t}",
         f"SELECT count(DISTINCT {d}) FROM {{t}}",
         f"SELECT count(*) FROM {{t}} GROUP BY {d} ORDER BY 1",
         "SELECT count(*) FROM {t} LIMIT 1",

@@ -305,6 +305,8 @@ def _answer(conn: Connection, query: str) -> str:
     _plain_select(node)
     counts = _counts(node)
     table = node["from_table"]
+    if table.get("type") not in ("TABLE_FUNCTION", "BASE_TABLE"):
+        raise _Decline("not one table")  # before binding: a join or subquery costs nothing here
     names, scan = _bind(conn, query)  # first: binding creates the view of a 'x.zarr' string
     _check_from(con, table)
     if len(names) != len(counts):
