@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from zarrsql.engine import params
-from zarrsql.engine.sqltext import quote_ident
+from zarrsql.engine.sqltext import claimable, quote_ident
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts
@@ -172,6 +172,10 @@ class _Decline(Exception):
     """The statement is not a count this module answers; it runs unchanged."""
 
 
+class _NoView(_Decline):
+    """No view has the name the statement reads (yet: a `'x.zarr'` string's is made on use)."""
+
+
 @dataclass(frozen=True)
 class _Count:
     """One item of the select list: count(*) (`column` None) or count(<dimension column>)."""
@@ -282,6 +286,16 @@ def _check_from(con: duckdb.DuckDBPyConnection, table: dict[str, Any], depth: in
     _check_from(con, inner["from_table"], depth + 1)
 
 
+def _precheck(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> None:
+    """`_check_from` before binding, which lets a `'x.zarr'` string's view be missing yet."""
+    try:
+        _check_from(con, table)
+    except _NoView:
+        literal = table.get("type") == "BASE_TABLE" and not table.get("schema_name") and not table.get("catalog_name")
+        if not (literal and claimable(str(table.get("table_name")))):
+            raise
+
+
 def _view_sql(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> str:
     """The SQL of the one view `table` can name; decline a table or an ambiguous name."""
     name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
@@ -294,6 +308,8 @@ def _view_sql(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> str:
     if tables.fetchall()[0][0]:
         raise _Decline("a table of that name")
     views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {match.format(n='view_name')}", args).fetchall()
+    if not views:
+        raise _NoView("no view of that name")
     if len(views) != 1 or not views[0][0]:
         raise _Decline("no single view of that name")
     return str(views[0][0])
@@ -305,10 +321,9 @@ def _answer(conn: Connection, query: str) -> str:
     _plain_select(node)
     counts = _counts(node)
     table = node["from_table"]
-    if table.get("type") not in ("TABLE_FUNCTION", "BASE_TABLE"):
-        raise _Decline("not one table")  # before binding: a join or subquery costs nothing here
-    names, scan = _bind(conn, query)  # first: binding creates the view of a 'x.zarr' string
-    _check_from(con, table)
+    _precheck(con, table)  # binding may perform actions (zarr_unmount): only bind a read
+    names, scan = _bind(conn, query)
+    _check_from(con, table)  # again: binding created the view of a 'x.zarr' string
     if len(names) != len(counts):
         raise _Decline("select list and result differ")
     by_name = _columns(scan)
