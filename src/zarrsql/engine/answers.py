@@ -227,7 +227,8 @@ def _counts(node: dict[str, Any]) -> list[_Count]:
             raise _Decline("count with DISTINCT, FILTER or ORDER BY")
         if item.get("export_state"):
             raise _Decline("exported aggregate state")
-        name, args = item["function_name"].lower(), item.get("arguments") or []
+        # arguments: DuckDB 2.x names them `arguments`, 1.5 `children`
+        name, args = item["function_name"].lower(), item.get("arguments", item.get("children")) or []
         if name == "count_star" and not args:
             items.append(_Count(None))
         elif name == "count" and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
