@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,7 +163,9 @@ class TableScan:
             self.derived.append((d.axis, dv))
             self.derived_logical.append(logical)
             self.columns.append(Column(d.name, Labels(dv.values) if logical == "string" else logical, derived=j))
+        # Shared by the reader's decoding threads: every access holds `_patterns_lock`.
         self._patterns: dict[Any, tuple[Any, Any]] = {}
+        self._patterns_lock = threading.Lock()
         self.codecs = self._make_codecs()
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
@@ -185,7 +188,8 @@ class TableScan:
         """Changes whenever the store's metadata or this table's columns change."""
         doc = {
             "store": self.store.url,
-            "validators": sorted((k, v or "") for k, v in self.tree.validators.items()),
+            # a snapshot: another thread opening a table of this store may add validators
+            "validators": sorted((k, v or "") for k, v in list(self.tree.validators.items())),
             "request": repr(self.request),
             "columns": [(c.name, c.logical) for c in self.columns],
             "shape": self.table.shape,
@@ -226,19 +230,25 @@ class TableScan:
     def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
         """A coordinate column of a unit. Units of one shape at one place along an axis give
         the same column (latitude and longitude repeat for every time block), so the last
-        few are kept and handed out again instead of being rebuilt."""
+        few are kept and handed out again instead of being rebuilt.
+
+        The reader's threads call this at once: the cache is only touched under its lock
+        (the columns themselves are built outside it, and never written after)."""
         axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
         key = (col.name, unit.region) if unit.select is None else None
-        hit = self._patterns.get(key) if key is not None else None
-        if hit is not None:
-            return hit
+        if key is not None:
+            with self._patterns_lock:
+                hit = self._patterns.get(key)
+            if hit is not None:
+                return hit
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
         source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
         made = (expand_dim(source, unit, axis), nulls)
         if key is not None:
-            self._patterns[key] = made
-            while len(self._patterns) > PATTERNS_KEPT:
-                self._patterns.pop(next(iter(self._patterns)))
+            with self._patterns_lock:
+                self._patterns[key] = made
+                while len(self._patterns) > PATTERNS_KEPT:
+                    del self._patterns[next(iter(self._patterns))]
         return made
 
     def filterable(self) -> dict[str, str]:

@@ -48,7 +48,8 @@ def test_where_on_raw_time_numbers(tmp_path: Path) -> None:
                    chunks=(8,), attributes={"units": "hours since 2000-01-01"})[:] = hours
     g.create_array("v", shape=hours.shape, dtype="float32", dimension_names=["time"], chunks=(8,))[:] = 1
     with zarrsql.connect() as con, zarrsql.trace() as t:
-        n = con.sql(f"SELECT count(*) FROM read_zarr('{path}', decode_times := false) WHERE time >= 120 AND time < 150").fetchall()
+        # count(v), not count(*): a count of rows alone is answered without a scan
+        n = con.sql(f"SELECT count(v) FROM read_zarr('{path}', decode_times := false) WHERE time >= 120 AND time < 150").fetchall()
     assert n == [(int(((hours >= 120) & (hours < 150)).sum()),)]
     if zarrsql.engine.source.HAS_SOURCES:
         assert t.work_units_read == len({int(i) // 8 for i in np.flatnonzero((hours >= 120) & (hours < 150))})

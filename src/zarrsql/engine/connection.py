@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import hints, mounts, params
+from zarrsql.engine import answers, hints, mounts, params
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import (
     FUNCTIONS,
@@ -495,19 +495,19 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
-        query = self._statement(query)
+        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
-        query = self._statement(query)
+        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.query, query, *args, **kwargs)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
-        query = self._statement(query)
+        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
-        query = self._statement(query)
+        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         self._run(query, self._con.execute, query, *args, **kwargs)
         return self
 

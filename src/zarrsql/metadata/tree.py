@@ -544,7 +544,8 @@ _cache: dict[str, NodeTree] = {}
 
 def _settle(tree: NodeTree) -> None:
     """Replace pending validators (remote documents) with their tokens, in one `token_many`."""
-    pending = [k for k, v in tree.validators.items() if v == _PENDING]
+    # snapshots here and below: a scan opening another table of this store may add validators
+    pending = [k for k, v in list(tree.validators.items()) if v == _PENDING]
     if pending:
         tree.validators.update(zip(pending, tree.store.token_many(pending), strict=True))
     tree.checked_at = time.monotonic()
@@ -560,7 +561,7 @@ def _still_valid(tree: NodeTree, store: Store) -> bool:
 def _watch(tree: NodeTree, store: Store) -> None:
     """Tell a remote store which document to check when a chunk turns out missing."""
     if isinstance(store, ChangeWatching) and tree.validators:
-        key = next(iter(tree.validators))
+        key = list(tree.validators)[0]
         for candidate in ("zarr.json", ".zmetadata", ".zgroup"):
             if candidate in tree.validators:
                 key = candidate

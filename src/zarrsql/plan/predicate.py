@@ -47,6 +47,15 @@ class IsNull:
 
 
 @dataclass(frozen=True, slots=True)
+class Atom:
+    """A leaf whose truth the caller supplies (an engine evaluated it over the coordinate
+    values of `column`'s axis); `key` tells the caller which one it is."""
+
+    column: str
+    key: int
+
+
+@dataclass(frozen=True, slots=True)
 class And:
     children: tuple[Predicate, ...]
 
@@ -61,13 +70,13 @@ class Not:
     child: Predicate
 
 
-Leaf = Cmp | InSet | IsNull
-Predicate = Cmp | InSet | IsNull | And | Or | Not
+Leaf = Cmp | InSet | IsNull | Atom
+Predicate = Cmp | InSet | IsNull | Atom | And | Or | Not
 Truth = tuple[np.ndarray, np.ndarray]
 
 
 def columns_of(p: Predicate) -> set[str]:
-    if isinstance(p, (Cmp, InSet, IsNull)):
+    if isinstance(p, (Cmp, InSet, IsNull, Atom)):
         return {p.column}
     if isinstance(p, Not):
         return columns_of(p.child)
@@ -111,7 +120,7 @@ def member(values: np.ndarray, candidates: tuple[Any, ...]) -> np.ndarray:
 
 def evaluate(p: Predicate, leaf: Callable[[Leaf], Truth]) -> Truth:
     """Three-valued evaluation of `p`, with `leaf` giving each leaf's (true, null)."""
-    if isinstance(p, (Cmp, InSet, IsNull)):
+    if isinstance(p, (Cmp, InSet, IsNull, Atom)):
         return leaf(p)
     if isinstance(p, Not):
         t, n = evaluate(p.child, leaf)
@@ -127,8 +136,18 @@ def evaluate(p: Predicate, leaf: Callable[[Leaf], Truth]) -> Truth:
     return t, n
 
 
+def leaves_of(p: Predicate) -> list[Leaf]:
+    """The distinct leaves of `p`, in first-seen order."""
+    if isinstance(p, (Cmp, InSet, IsNull, Atom)):
+        return [p]
+    children = (p.child,) if isinstance(p, Not) else p.children
+    return list(dict.fromkeys(q for c in children for q in leaves_of(c)))
+
+
 def leaf_truth(p: Leaf, values: np.ndarray, nulls: np.ndarray | None) -> Truth:
     """(true, null) of one leaf over a coordinate's decoded values and null mask."""
+    if isinstance(p, Atom):
+        raise TypeError("an Atom's truth comes from the caller, not from coordinate values")
     null = nulls if nulls is not None else np.zeros(values.shape, dtype=bool)
     if isinstance(p, IsNull):
         return (~null if p.negated else null.copy()), np.zeros_like(null)

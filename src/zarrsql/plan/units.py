@@ -12,12 +12,14 @@ Both are exact: a planned unit produces exactly the rows where the predicate is 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from zarrsql.plan.classes import MAX_COMBINATIONS, AxisClasses, axes_for, contract, truth_table
 from zarrsql.plan.predicate import And, Leaf, Predicate, columns_of, conjuncts, evaluate, leaf_truth
 
 
@@ -64,6 +66,11 @@ class ScanPlan:
     `columns` maps every column a predicate may name to (axis, its values along that axis):
     the dimensions themselves and any derived coordinate of an axis. `only`, when set, keeps
     just the units with those grid indices (pruning decided outside, e.g. by Arrow).
+
+    Nothing here is proportional to the number of work units except listing them: the units
+    kept and the rows kept are counted with arithmetic over the chunk grid (`units_kept`,
+    `rows`), and `units()` walks only the kept units, so a scan that stops early (a LIMIT)
+    costs what it reads, however large the grid.
     """
 
     shape: tuple[int, ...]
@@ -80,26 +87,154 @@ class ScanPlan:
             yield from (u for u in replace(self, only=None).units() if u.index in self.only)
             return
         if self.predicate is not None and self.kept is None:
-            yield from _masked_units(self)
+            masked = self._masked
+            yield from _masked_units(self) if masked is None else masked.units(self)
             return
-        per_dim = [
-            _chunks_kept(n, g, None if self.kept is None else self.kept[k])
-            for k, (n, g) in enumerate(zip(self.shape, self.grid, strict=True))
-        ]
-        for index in itertools.product(*per_dim):
+        for index in itertools.product(*[c.tolist() for c in self._chunk_lists()]):
             region = _region(index, self.shape, self.grid)
             yield WorkUnit(index, region, _separable_select(self.kept, region))
 
+    def units_kept(self) -> int:
+        """How many units `units()` lists, without listing them (except under `only`)."""
+        if self.only is not None:
+            return sum(1 for _ in self.units())
+        if self.predicate is not None and self.kept is None:
+            masked = self._masked
+            return sum(1 for _ in _masked_units(self)) if masked is None else masked.units_kept()
+        return int(np.prod([len(c) for c in self._chunk_lists()], dtype=object))
+
     def rows(self) -> int:
+        """Rows the plan produces, counted by arithmetic (see `plan/classes.py`)."""
+        if self.only is not None:
+            return sum(u.num_rows() for u in self.units())
         if self.predicate is None:
-            return int(np.prod(self.shape, dtype=np.int64))
+            return int(np.prod(self.shape, dtype=object))
         if self.kept is not None:
             return int(
-                np.prod(
-                    [n if k is None else len(k) for n, k in zip(self.shape, self.kept, strict=True)], dtype=np.int64
-                )
+                np.prod([n if k is None else len(k) for n, k in zip(self.shape, self.kept, strict=True)], dtype=object)
             )
-        return sum(u.num_rows() for u in self.units())
+        masked = self._masked
+        if masked is None:
+            return sum(u.num_rows() for u in _masked_units(self))
+        return contract(masked.table, [a.sizes for a in masked.axes])
+
+    def _chunk_lists(self) -> list[np.ndarray]:
+        return [
+            _chunks_kept(n, g, None if self.kept is None else self.kept[k])
+            for k, (n, g) in enumerate(zip(self.shape, self.grid, strict=True))
+        ]
+
+    @functools.cached_property
+    def _masked(self) -> _MaskedPlan | None:
+        """The truth classes of a predicate that is not separable (None: too many classes)."""
+        assert self.predicate is not None
+        cols = self.columns
+        axes = axes_for(
+            self.predicate,
+            len(self.shape),
+            lambda leaf: cols[leaf.column][0],
+            lambda leaf: leaf_truth(leaf, cols[leaf.column][1].values, cols[leaf.column][1].nulls),
+            self.shape,
+        )
+        table = truth_table(self.predicate, axes)
+        if table is None:
+            return None
+        return _MaskedPlan.build(axes, table, self.shape, self.grid)
+
+
+@dataclass(frozen=True)
+class _MaskedPlan:
+    """A masked predicate over the chunk grid: chunks grouped by the set of truth classes
+    they hold (`chunk_class[k][i]`), and per combination of chunk classes whether a unit
+    keeps none of its cells (0), some (1) or all (2) — `decision`."""
+
+    axes: list[AxisClasses]
+    table: np.ndarray
+    chunk_class: list[np.ndarray]
+    chunk_counts: list[np.ndarray]
+    decision: np.ndarray
+
+    @staticmethod
+    def build(
+        axes: list[AxisClasses], table: np.ndarray, shape: tuple[int, ...], grid: tuple[int, ...]
+    ) -> _MaskedPlan | None:
+        chunk_class, members = [], []
+        for a, n, g in zip(axes, shape, grid, strict=True):
+            ids, member = _chunk_classes(a, n, g)
+            chunk_class.append(ids)
+            members.append(member)
+        if int(np.prod([len(m) for m in members], dtype=np.float64)) > MAX_COMBINATIONS:
+            return None
+        true_count = contract_each(table.astype(np.int64), members)
+        present = contract_each(np.ones(table.shape, dtype=np.int64), members)
+        decision = np.where(true_count == 0, 0, np.where(true_count == present, 2, 1)).astype(np.int8)
+        counts = [
+            np.bincount(ids, minlength=len(m)).astype(np.int64) for ids, m in zip(chunk_class, members, strict=True)
+        ]
+        return _MaskedPlan(axes, table, chunk_class, counts, decision)
+
+    def units_kept(self) -> int:
+        return contract((self.decision > 0), self.chunk_counts)
+
+    def units(self, plan: ScanPlan) -> Iterator[WorkUnit]:
+        memo: dict[tuple[int, ...], np.ndarray] = {}
+        yield from self._walk(plan, (), (), memo)
+
+    def _walk(
+        self, plan: ScanPlan, index: tuple[int, ...], classes: tuple[int, ...], memo: dict[tuple[int, ...], np.ndarray]
+    ) -> Iterator[WorkUnit]:
+        k = len(index)
+        if k == len(plan.shape):
+            region = _region(index, plan.shape, plan.grid)
+            if self.decision[classes] == 2:
+                yield WorkUnit(index, region, None)
+                return
+            picks = np.ix_(*[a.inverse[lo:hi] for a, (lo, hi) in zip(self.axes, region, strict=True)])  # type: ignore[index]
+            yield WorkUnit(index, region, np.ascontiguousarray(self.table[picks]))
+            return
+        chunks = memo.get(classes)
+        if chunks is None:
+            sub = self.decision[classes].reshape(self.decision.shape[k], -1)
+            allowed = np.flatnonzero((sub > 0).any(axis=1))
+            chunks = memo[classes] = np.flatnonzero(np.isin(self.chunk_class[k], allowed))
+        ids = self.chunk_class[k]
+        for i in chunks.tolist():
+            yield from self._walk(plan, (*index, i), (*classes, int(ids[i])), memo)
+
+
+def contract_each(table: np.ndarray, members: Sequence[np.ndarray]) -> np.ndarray:
+    """`table` (over truth classes) summed into chunk classes: `members[k]` is (chunk
+    classes, truth classes) of axis k, 1 where a chunk class holds a truth class."""
+    acc = table
+    for k, m in enumerate(members):
+        acc = np.moveaxis(np.tensordot(acc, m.astype(np.int64).T, axes=([k], [0])), -1, k)
+    return acc
+
+
+def _chunk_classes(a: AxisClasses, n: int, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks of one axis grouped by the set of truth classes they hold: each chunk's
+    group, and a (groups, truth classes) membership matrix."""
+    n_chunks = _n_chunks(n, g)
+    n_classes = len(a.sizes)
+    if n_classes == 1 or a.inverse is None:
+        return np.zeros(n_chunks, dtype=np.int64), np.ones((1, n_classes), dtype=bool)
+    starts = np.arange(0, n, g)
+    if n_classes <= 62:  # a chunk's set of classes as one bit mask, for every chunk at once
+        masks = np.bitwise_or.reduceat(np.left_shift(np.int64(1), a.inverse.astype(np.int64)), starts)
+        keys, signature = np.unique(masks, return_inverse=True)
+        sets = [tuple(c for c in range(n_classes) if (int(m) >> c) & 1) for m in keys.tolist()]
+        groups = {key: gid for gid, key in enumerate(sets)}
+        signature = signature.reshape(-1).astype(np.int64)
+    else:
+        signature = np.zeros(n_chunks, dtype=np.int64)
+        groups = {}
+        for i, lo in enumerate(starts.tolist()):
+            key = tuple(np.unique(a.inverse[lo : lo + g]).tolist())
+            signature[i] = groups.setdefault(key, len(groups))
+    member = np.zeros((len(groups), n_classes), dtype=bool)
+    for key, gid in groups.items():
+        member[gid, list(key)] = True
+    return signature, member
 
 
 def _region(index: tuple[int, ...], shape: tuple[int, ...], grid: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
@@ -110,10 +245,10 @@ def _n_chunks(n: int, g: int) -> int:
     return -(-n // g) if n else 0
 
 
-def _chunks_kept(n: int, g: int, kept: np.ndarray | None) -> list[int]:
+def _chunks_kept(n: int, g: int, kept: np.ndarray | None) -> np.ndarray:
     if kept is None:
-        return list(range(_n_chunks(n, g)))
-    return sorted(set((kept // g).tolist()))
+        return np.arange(_n_chunks(n, g))
+    return np.unique(kept // g)
 
 
 def _separable_select(
@@ -151,6 +286,7 @@ def _separable(
 
 
 def _masked_units(plan: ScanPlan) -> Iterator[WorkUnit]:
+    """Every unit tested on its own: the path for predicates with too many truth classes."""
     ndim = len(plan.dims)
     assert plan.predicate is not None
     for index in itertools.product(*[range(_n_chunks(n, g)) for n, g in zip(plan.shape, plan.grid, strict=True)]):

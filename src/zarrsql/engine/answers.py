@@ -1,0 +1,550 @@
+"""Counts answered from the scan plan: `SELECT count(*) FROM <one zarrsql table> [WHERE ...]`.
+
+A dense table has one row per cell, so DuckDB counting a 10^12-cell array would have to
+receive 10^12 rows. When a statement only counts rows of one zarrsql table, optionally
+filtered on its dimension columns, the count is a product over the chunk grid instead:
+
+1. The statement's tree (`json_serialize_sql`) must be exactly `SELECT count(*) | count(dim)
+   [, ...] FROM read_zarr(...) | a view that is `SELECT * FROM read_zarr(...)` (a `'x.zarr'`
+   string, a mount) [AS alias] [WHERE cond]`: no grouping, modifiers, CTEs or parameters.
+2. `DESCRIBE` of the statement binds it as DuckDB would (and registers the scan); the scan
+   the binding asked for names the table, and the result's column names and types.
+3. The WHERE is split at AND, OR and NOT into *atoms*, each reading the columns of one axis
+   only. DuckDB evaluates every atom over that axis' coordinate column (the Arrow column the
+   scan itself would produce, so types, casts, NULLs and NaN behave identically) and groups
+   the positions by their atoms' values: a few classes per axis with their sizes.
+4. The predicate, with SQL's three values, is evaluated once per combination of classes and
+   the count is the sum of class-size products where it is true (`plan/classes.py`).
+
+The statement then runs as a constant `SELECT`. Any other shape, or anything unexpected
+on the way, leaves the statement as it was: it runs as before, with the same result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from zarrsql.engine import params
+from zarrsql.engine.sqltext import claimable, quote_ident
+from zarrsql.expand.arrow import to_arrow
+from zarrsql.plan.classes import AxisClasses, count_true, from_counts
+from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, leaf_truth
+from zarrsql.scan import Column, TableScan, open_table
+from zarrsql.store import using_opener
+
+if TYPE_CHECKING:
+    from zarrsql.engine.connection import Connection
+
+log = logging.getLogger(__name__)
+#: Views followed from the statement to `read_zarr` (a view over a view over a mount...).
+MAX_VIEW_DEPTH = 4
+_QUICK = re.compile(r"\bcount\s*\(", re.IGNORECASE)
+_VIEW_HEAD = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+"
+    r'(?:(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\.){0,2}(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\s+AS\s+',
+    re.IGNORECASE | re.DOTALL,
+)
+#: Scalar functions an atom may call: deterministic built-ins (operators are functions too).
+_FUNCTIONS = frozenset(
+    {
+        "+",
+        "-",
+        "*",
+        "/",
+        "//",
+        "%",
+        "**",
+        "^",
+        "~~",
+        "!~~",
+        "~~*",
+        "!~~*",
+        "~~~",
+        "!~~~",
+        "^@",
+        "||",
+        "like",
+        "ilike",
+        "not_like",
+        "not_ilike",
+        "glob",
+        "lower",
+        "upper",
+        "lcase",
+        "ucase",
+        "abs",
+        "round",
+        "floor",
+        "ceil",
+        "ceiling",
+        "trunc",
+        "sign",
+        "sqrt",
+        "cbrt",
+        "ln",
+        "log",
+        "log10",
+        "log2",
+        "exp",
+        "pow",
+        "power",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "year",
+        "month",
+        "day",
+        "hour",
+        "minute",
+        "second",
+        "millisecond",
+        "microsecond",
+        "dayofweek",
+        "dayofyear",
+        "dayofmonth",
+        "week",
+        "weekofyear",
+        "quarter",
+        "yearweek",
+        "isodow",
+        "isoyear",
+        "epoch",
+        "epoch_ms",
+        "epoch_us",
+        "epoch_ns",
+        "date_part",
+        "datepart",
+        "extract",
+        "date_trunc",
+        "datetrunc",
+        "strftime",
+        "length",
+        "strlen",
+        "substr",
+        "substring",
+        "prefix",
+        "suffix",
+        "starts_with",
+        "ends_with",
+        "contains",
+        "regexp_matches",
+        "regexp_full_match",
+        "greatest",
+        "least",
+        "concat",
+        "make_date",
+        "make_timestamp",
+        "date_diff",
+        "datediff",
+        "date_sub",
+        "datesub",
+        "date_add",
+        "to_days",
+        "to_hours",
+        "to_minutes",
+        "to_seconds",
+        "to_microseconds",
+        "to_milliseconds",
+        "trim",
+        "ltrim",
+        "rtrim",
+        "replace",
+        "left",
+        "right",
+    }
+)
+_OPERATORS = frozenset(
+    {"OPERATOR_NOT", "OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL", "COMPARE_IN", "COMPARE_NOT_IN", "OPERATOR_COALESCE"}
+)
+_LEAF_CLASSES = frozenset({"TYPE", "CONSTANT", "CAST", "COMPARISON", "CONJUNCTION", "BETWEEN", "CASE", "COLLATE"})
+
+
+class _Decline(Exception):
+    """The statement is not a count this module answers; it runs unchanged."""
+
+
+class _NoView(_Decline):
+    """No view has the name the statement reads (yet: a `'x.zarr'` string's is made on use)."""
+
+
+@dataclass(frozen=True)
+class _Count:
+    """One item of the select list: count(*) (`column` None) or count(<dimension column>)."""
+
+    column: str | None
+
+
+def rewrite(conn: Connection, query: str, has_args: bool) -> str:
+    """The statement to run for `query`: a constant SELECT when it is a count of one zarrsql
+    table this module answers (see the module docstring), else `query` itself.
+
+    Called by the connection before a top-level statement runs. A zarrsql error while
+    binding (a bad store, a bad parameter) is left for the statement itself to raise."""
+    if has_args or not isinstance(query, str) or not _QUICK.search(query) or conn._state.depth:
+        return query
+    try:
+        return _answer(conn, query)
+    except _Decline as why:
+        log.debug("count not answered: %s", why)
+    except Exception as err:  # the edge: whatever went wrong, the statement runs as written
+        log.debug("count not answered: %r", err)
+    return query
+
+
+def _tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
+    """The single SELECT node of `sql`, or decline."""
+    doc = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    if doc.get("error") or len(doc.get("statements") or []) != 1:
+        raise _Decline("not one statement DuckDB serializes")
+    statement = doc["statements"][0]
+    if statement.get("named_param_map"):
+        raise _Decline("parameters")
+    return statement["node"]  # type: ignore[no-any-return]
+
+
+def _plain_select(node: dict[str, Any]) -> None:
+    """Decline a SELECT with anything beyond a select list, one FROM and a WHERE."""
+    if node.get("type") != "SELECT_NODE" or node.get("modifiers") or (node.get("cte_map") or {}).get("map"):
+        raise _Decline("not a plain SELECT")
+    if node.get("group_expressions") or node.get("group_sets") or node.get("having") or node.get("qualify"):
+        raise _Decline("grouping")
+    if node.get("sample") or node.get("aggregate_handling") not in (None, "STANDARD_HANDLING"):
+        raise _Decline("sample or GROUP BY ALL")
+
+
+def _counts(node: dict[str, Any]) -> list[_Count]:
+    items = []
+    for item in node["select_list"]:
+        if item.get("class") != "FUNCTION" or item.get("schema") or item.get("catalog"):
+            raise _Decline("not a count")
+        if item.get("distinct") or item.get("filter") or (item.get("order_bys") or {}).get("orders"):
+            raise _Decline("count with DISTINCT, FILTER or ORDER BY")
+        if item.get("export_state"):
+            raise _Decline("exported aggregate state")
+        # arguments: DuckDB 2.x names them `arguments`, 1.5 `children`
+        name, args = item["function_name"].lower(), item.get("arguments", item.get("children")) or []
+        if name == "count_star" and not args:
+            items.append(_Count(None))
+        elif name == "count" and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
+            items.append(_Count(_ref(_argument(args[0]))))
+        else:
+            raise _Decline("not count(*) or count(column)")
+    if not items:
+        raise _Decline("empty select list")
+    return items
+
+
+def _argument(arg: dict[str, Any]) -> dict[str, Any]:
+    """A function argument's expression (DuckDB 2.x wraps it with its name; 1.5 does not)."""
+    if "expression" in arg:
+        if arg.get("name"):
+            raise _Decline("named argument")
+        return arg["expression"]  # type: ignore[no-any-return]
+    return arg
+
+
+def _ref(node: dict[str, Any]) -> str:
+    """A COLUMN_REF as `qualifier.name` (lowercase qualifier) or `name`."""
+    parts = node["column_names"]
+    if len(parts) == 1:
+        return str(parts[0])
+    if len(parts) == 2:
+        return f"{parts[0].lower()}\0{parts[1]}"
+    raise _Decline("column reference with a schema")
+
+
+def _check_from(con: duckdb.DuckDBPyConnection, table: dict[str, Any], depth: int = 0) -> None:
+    """Decline unless `table` is read_zarr(...) or a view that is exactly SELECT * of one."""
+    if table.get("sample") or table.get("column_name_alias"):
+        raise _Decline("sample or column aliases")
+    kind = table.get("type")
+    if kind == "TABLE_FUNCTION":
+        fn = table["function"]
+        if fn.get("function_name", "").lower() != "read_zarr" or fn.get("schema") or fn.get("catalog"):
+            raise _Decline("a table function other than read_zarr")
+        if table.get("with_ordinality") not in (None, "WITHOUT_ORDINALITY"):
+            raise _Decline("WITH ORDINALITY")
+        return
+    if kind != "BASE_TABLE" or table.get("at_clause") or depth >= MAX_VIEW_DEPTH:
+        raise _Decline("not a table function or a view")
+    body = _VIEW_HEAD.sub("", _view_sql(con, table), count=1).rstrip().rstrip(";")
+    inner = _tree(con, body)
+    _plain_select(inner)
+    star = inner["select_list"]
+    if len(star) != 1 or star[0].get("class") != "STAR" or inner.get("where_clause") is not None:
+        raise _Decline("a view that is not SELECT * of one table")
+    s = star[0]
+    if s.get("relation_name") or s.get("columns") or s.get("expr") or s.get("alias"):
+        raise _Decline("a view with a qualified or computed star")
+    if any(s.get(k) for k in ("exclude_list", "replace_list", "qualified_exclude_list", "rename_list")):
+        raise _Decline("a view that changes its columns")
+    _check_from(con, inner["from_table"], depth + 1)
+
+
+def _precheck(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> None:
+    """`_check_from` before binding, which lets a `'x.zarr'` string's view be missing yet."""
+    try:
+        _check_from(con, table)
+    except _NoView:
+        literal = table.get("type") == "BASE_TABLE" and not table.get("schema_name") and not table.get("catalog_name")
+        if not (literal and claimable(str(table.get("table_name")))):
+            raise
+
+
+def _view_sql(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> str:
+    """The SQL of the one view `table` can name; decline a table or an ambiguous name."""
+    name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
+    match = (
+        "lower({n}) = lower(?) AND (? = '' OR lower(schema_name) = lower(?) OR lower(database_name) = lower(?))"
+        " AND (? = '' OR lower(database_name) = lower(?))"
+    )
+    args = [name, schema, schema, schema, catalog, catalog]
+    tables = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {match.format(n='table_name')}", args)
+    if tables.fetchall()[0][0]:
+        raise _Decline("a table of that name")
+    views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {match.format(n='view_name')}", args).fetchall()
+    if not views:
+        raise _NoView("no view of that name")
+    if len(views) != 1 or not views[0][0]:
+        raise _Decline("no single view of that name")
+    return str(views[0][0])
+
+
+def _answer(conn: Connection, query: str) -> str:
+    con = conn._con
+    node = _tree(con, query)
+    _plain_select(node)
+    counts = _counts(node)
+    table = node["from_table"]
+    _precheck(con, table)  # binding may perform actions (zarr_unmount): only bind a read
+    names, scan = _bind(conn, query)
+    _check_from(con, table)  # again: binding created the view of a 'x.zarr' string
+    if len(names) != len(counts):
+        raise _Decline("select list and result differ")
+    by_name = _columns(scan)
+    alias = (table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
+    atoms: list[dict[str, Any]] = []
+    where = node.get("where_clause")
+    predicate = None if where is None else _split(where, by_name, alias, atoms)
+    values = []
+    for item in counts:
+        extra = None if item.column is None else _not_null(item.column, by_name, alias, atoms)
+        parts = [p for p in (predicate, extra) if p is not None]
+        values.append(_count(conn, scan, atoms, parts))
+    if any(v is None or v >= 2**63 for v in values):
+        raise _Decline("too many classes, or beyond BIGINT")
+    return "SELECT " + ", ".join(f"CAST({v} AS BIGINT) AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
+
+
+def _bind(conn: Connection, query: str) -> tuple[list[str], TableScan]:
+    """Bind the statement (registering its scan if needed): its result's column names, and
+    the table of the one scan the binding asked for."""
+    state = conn._state
+    probe = "DESCRIBE " + query
+    described = conn._run(probe, conn._con.execute, probe).fetchall()
+    if any(str(row[1]).upper() != "BIGINT" for row in described):
+        raise _Decline("a result column that is not BIGINT")
+    asked = {a: key for a, (gen, key) in list(state.scan_keys.items()) if gen == state.generation}
+    if len(set(asked.values())) != 1:
+        raise _Decline("not exactly one zarrsql scan")
+    with using_opener(state.opener):
+        scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
+    if type(scan) is not TableScan or scan.table.layout != "dense":
+        raise _Decline("rows are not the cells of the table")
+    if scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
+        raise _Decline("rows are not the cells of the table")
+    return [str(row[0]) for row in described], scan
+
+
+def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:
+    """Dimension and derived coordinate columns by lowercase name, with their axis; a data
+    column maps to axis -1 (a WHERE on it is not answered)."""
+    out: dict[str, tuple[Column, int]] = {}
+    for col in scan.columns:
+        axis = col.dim if col.dim is not None else scan.derived[col.derived][0] if col.derived is not None else -1
+        if col.name.lower() in out:
+            raise _Decline("column names equal ignoring case")
+        out[col.name.lower()] = (col, axis)
+    return out
+
+
+def _resolve(ref: str, by_name: dict[str, tuple[Column, int]], alias: str) -> tuple[Column, int]:
+    qualifier, _, name = ref.rpartition("\0")
+    if qualifier and qualifier != alias:
+        raise _Decline("a column of another relation")
+    hit = by_name.get(name.lower())
+    if hit is None or hit[1] < 0:
+        raise _Decline("not a dimension column")
+    return hit
+
+
+def _axes_of(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) -> set[int]:
+    """The axes an expression reads; declines anything an atom may not contain."""
+    if isinstance(node, list):
+        return set().union(*(_axes_of(n, by_name, alias) for n in node))
+    if not isinstance(node, dict):
+        return set()
+    cls = node.get("class")
+    if cls == "CONSTANT":
+        return set()
+    if cls == "COLUMN_REF":
+        return {_resolve(_ref(node), by_name, alias)[1]}
+    if cls == "FUNCTION":
+        if node.get("function_name", "").lower() not in _FUNCTIONS or node.get("schema") or node.get("catalog"):
+            raise _Decline("a function that may not be deterministic")
+        if node.get("distinct") or node.get("filter") or (node.get("order_bys") or {}).get("orders"):
+            raise _Decline("an aggregate-like call")
+    elif cls == "OPERATOR":
+        if node.get("type") not in _OPERATORS:
+            raise _Decline("an operator not known to be deterministic")
+    elif cls is not None and cls not in _LEAF_CLASSES:  # None: a part of a node (a type, an argument)
+        raise _Decline(f"{cls} in WHERE")
+    out: set[int] = set()
+    for key, value in node.items():
+        if key not in ("class", "type", "alias", "query_location", "query_location_length"):
+            out |= _axes_of(value, by_name, alias)
+    return out
+
+
+def _split(node: dict[str, Any], by_name: dict[str, tuple[Column, int]], alias: str, atoms: list) -> Predicate:
+    """The boolean structure over atoms (see the module docstring); `atoms` collects
+    (axis, expression) of each atom in key order."""
+    axes = _axes_of(node, by_name, alias)
+    if len(axes) <= 1:
+        atoms.append({"axis": min(axes) if axes else 0, "node": _unqualified(node, by_name, alias)})
+        return Atom(f"\0axis{min(axes) if axes else 0}", len(atoms) - 1)
+    kind = node.get("type")
+    if kind in ("CONJUNCTION_AND", "CONJUNCTION_OR"):
+        parts = tuple(_split(c, by_name, alias, atoms) for c in node["children"])
+        return And(parts) if kind == "CONJUNCTION_AND" else Or(parts)
+    if kind == "OPERATOR_NOT" and len(node["children"]) == 1:
+        return Not(_split(node["children"][0], by_name, alias, atoms))
+    raise _Decline("an expression that reads two dimensions at once")
+
+
+def _unqualified(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) -> Any:
+    """A copy of `node` whose column references name the scan's columns alone."""
+    if isinstance(node, list):
+        return [_unqualified(n, by_name, alias) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("class") == "COLUMN_REF":
+        col, _ = _resolve(_ref(node), by_name, alias)
+        return {**node, "column_names": [col.name]}
+    return {k: _unqualified(v, by_name, alias) for k, v in node.items()}
+
+
+def _not_null(ref: str, by_name: dict[str, tuple[Column, int]], alias: str, atoms: list) -> Predicate:
+    col, axis = _resolve(ref, by_name, alias)
+    atoms.append({"axis": axis, "sql": f"{quote_ident(col.name)} IS NOT NULL"})
+    return Atom(f"\0axis{axis}", len(atoms) - 1)
+
+
+def _count(conn: Connection, scan: TableScan, atoms: list[dict[str, Any]], parts: Sequence[Predicate]) -> int | None:
+    """Cells where every part (and the table's `bounds :=`) holds, by truth classes."""
+    base = scan.base_predicate
+    extra: list[tuple[int, Leaf]] = []
+    if base is not None:
+        parts = [*parts, _as_atoms(base, scan, extra, len(atoms))]
+    if not parts:
+        return int(np.prod(scan.table.shape, dtype=object))
+    predicate = parts[0] if len(parts) == 1 else And(tuple(parts))
+    used = _atom_keys(predicate)
+    axes = [_axis_classes(conn, scan, k, atoms, extra, used) for k in range(len(scan.table.shape))]
+    return count_true(predicate, axes)
+
+
+def _as_atoms(p: Predicate, scan: TableScan, extra: list[tuple[int, Leaf]], offset: int) -> Predicate:
+    """`bounds :=`'s predicate with each leaf an Atom (evaluated with numpy, not DuckDB)."""
+    if isinstance(p, (Cmp, InSet, IsNull)):
+        axis = next(k for k, d in enumerate(scan.dims) if d.name == p.column)
+        extra.append((axis, p))
+        return Atom(f"\0axis{axis}", offset + len(extra) - 1)
+    if isinstance(p, Not):
+        return Not(_as_atoms(p.child, scan, extra, offset))
+    if isinstance(p, (And, Or)):
+        return type(p)(tuple(_as_atoms(c, scan, extra, offset) for c in p.children))
+    raise _Decline("an unexpected bounds predicate")
+
+
+def _atom_keys(p: Predicate) -> set[int]:
+    if isinstance(p, Atom):
+        return {p.key}
+    if isinstance(p, Not):
+        return _atom_keys(p.child)
+    if isinstance(p, (And, Or)):
+        return set().union(*(_atom_keys(c) for c in p.children))
+    raise _Decline("a leaf that is not an atom")
+
+
+def _axis_classes(
+    conn: Connection,
+    scan: TableScan,
+    axis: int,
+    atoms: list[dict[str, Any]],
+    extra: list[tuple[int, Leaf]],
+    used: set[int],
+) -> AxisClasses:
+    """The classes of one axis: DuckDB groups its positions by the values of its atoms."""
+    n = scan.table.shape[axis]
+    mine = [(key, a) for key, a in enumerate(atoms) if a["axis"] == axis and key in used]
+    theirs = [(len(atoms) + j, leaf) for j, (k, leaf) in enumerate(extra) if k == axis and len(atoms) + j in used]
+    leaves = [Atom(f"\0axis{axis}", key) for key, _ in mine + theirs]  # type: ignore[misc]
+    if not leaves:
+        return from_counts([], [()], [n])
+    columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
+    for key, leaf in theirs:
+        d = scan.dims[axis]
+        t, nl = leaf_truth(leaf, d.values, d.nulls)
+        columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
+    name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
+    selects = [_atom_sql(conn, a) for _, a in mine] + [quote_ident(f"__zarrsql_leaf_{key}") for key, _ in theirs]
+    outs = [f"CAST(({s}) AS BOOLEAN) AS a{j}" for j, s in enumerate(selects)]
+    sql = f"SELECT {', '.join(outs)}, count(*) AS n FROM {quote_ident(name)} GROUP BY ALL"
+    conn._con.register(name, pa.table(columns))
+    try:
+        rows = conn._con.execute(sql).fetchall()
+    finally:
+        conn._con.unregister(name)
+    return from_counts(leaves, [r[:-1] for r in rows], [r[-1] for r in rows])
+
+
+def _axis_of(scan: TableScan, col: Column) -> int:
+    if col.dim is not None:
+        return col.dim
+    return scan.derived[col.derived][0] if col.derived is not None else -1
+
+
+def _coordinate_array(scan: TableScan, col: Column) -> pa.Array:
+    """A coordinate column along its axis, as the scan hands it to DuckDB."""
+    from zarrsql.decode.logical import Labels
+    from zarrsql.engine.source import HAS_SOURCES
+
+    dv = scan.dims[col.dim] if col.dim is not None else scan.derived[col.derived][1]  # type: ignore[index]
+    values = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
+    array = to_arrow(values, dv.nulls, col.logical)
+    if not HAS_SOURCES and pa.types.is_dictionary(array.type) and pa.types.is_string(array.type.value_type):
+        array = array.cast(array.type.value_type)  # the 1.5 dataset shell hands plain strings
+    return array
+
+
+def _atom_sql(conn: Connection, atom: dict[str, Any]) -> str:
+    """An atom's SQL text, rendered by DuckDB from its tree."""
+    if "sql" in atom:
+        return str(atom["sql"])
+    doc = json.loads(conn._con.execute("SELECT json_serialize_sql('SELECT 1')").fetchall()[0][0])
+    doc["statements"][0]["node"]["select_list"] = [{**atom["node"], "alias": ""}]
+    text = str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
+    if not text.upper().startswith("SELECT "):
+        raise _Decline("DuckDB rendered the atom unexpectedly")
+    return text[len("SELECT ") :]
