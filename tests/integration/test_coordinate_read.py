@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import xarray as xr
 
@@ -37,3 +38,14 @@ def test_a_time_coordinate_read_alone_decodes_like_xarray(tmp_path: Path) -> Non
     assert rel.columns == ["time"]
     got = np.array([v for (v,) in rel.fetchall()], dtype="datetime64[ns]")
     np.testing.assert_array_equal(got, oracle["time"].values)
+
+
+def test_show_tables_after_from_a_store_string_lists_what_plain_duckdb_lists(tmp_path: Path) -> None:
+    path, _ = _store(tmp_path)
+    con = zarrsql.connect()
+    con.sql("CREATE TABLE mine AS SELECT 1 AS a")
+    assert con.sql(f"SELECT count(*) FROM '{path}'").fetchall() == [(6,)]
+    plain = duckdb.connect()
+    plain.sql("CREATE TABLE mine AS SELECT 1 AS a")
+    assert con.sql("SHOW TABLES").fetchall() == plain.sql("SHOW TABLES").fetchall()
+    assert [r[2] for r in con.sql("SHOW ALL TABLES").fetchall()] == ["mine"]
