@@ -325,8 +325,7 @@ class Connection:
         finally:
             state.depth -= 1
 
-    @staticmethod
-    def _statement(query: Any) -> Any:
+    def _statement(self, query: Any) -> Any:
         """The statement as DuckDB should run it: `name = value` arguments of zarrsql's
         functions as `name := value`, `SHOW TABLES` without zarrsql's internal names, and
         `COPY ... TO 'x.zarr'` refused (DuckDB would write a CSV file by that name)."""
@@ -341,7 +340,9 @@ class Connection:
             )
         if show_tables(query):
             body = query.strip().rstrip(";")
-            return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)})"
+            hidden = "".join(f" AND name != {quote_text(t)}" for t in sorted(self._state.literal_views))
+            # The temporary views `FROM 'x.zarr'` creates are internal too (plain DuckDB lists none).
+            return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)}){hidden}"
         return named_equals(query, FUNCTIONS)
 
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:

@@ -248,6 +248,9 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     if node.ndim == 0:
         raise UnsupportedError(f"{where} is a 0-dimensional scalar; it has no rows to read (see read_zarr_metadata)")
     grid = tuple(max(1, min(c, n)) if n else max(c, 1) for c, n in zip(node.chunks, node.shape, strict=True))
+    if node.ndim == 1 and coords[0] is not None and coords[0].path == path:
+        # A coordinate read alone is its dimension column: one column, not `lat` and `lat_1`.
+        return ReadTable(group, path, dims, node.shape, grid, coords, (), derived)
     column = DataColumn(node, _value_column(member.column if member is not None and member.column else path, dims))
     return ReadTable(group, path, dims, node.shape, grid, coords, (column,), derived)
 
