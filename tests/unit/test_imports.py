@@ -108,3 +108,19 @@ def test_mount_stays_the_function_after_importing_its_module() -> None:
 def test_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         zarrsql.no_such_name  # noqa: B018
+
+
+CORE = ("zarrsql.scan", "zarrsql.plan", "zarrsql.conventions", "zarrsql.decode", "zarrsql.metadata.tree")
+
+
+def test_the_core_imports_with_duckdb_and_pyarrow_blocked() -> None:
+    """The Zarr core stands without the engine: with duckdb and pyarrow made unimportable
+    (a `None` in sys.modules makes `import` raise), every core module still loads."""
+    code = (
+        "import importlib, json, sys\n"
+        "sys.modules['duckdb'] = None\n"
+        "sys.modules['pyarrow'] = None\n"
+        f"for name in {CORE!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('zarrsql.engine'))))"
+    )
+    assert _fresh(code) == []
