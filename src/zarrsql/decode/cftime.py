@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, overload
 
 import numpy as np
 
@@ -58,6 +58,8 @@ MAX_MICROS = 2**63 - 2  # 294247-01-10 04:00:54.775806, DuckDB's largest TIMESTA
 _DAY_US = 86_400_000_000
 _DAYS_LIMIT = 2**50  # day counts beyond this are far outside the TIMESTAMP range (~1.1e8 days)
 _Ints: TypeAlias = "int | np.ndarray"  # the calendar helpers take Python ints or int64 arrays
+# (year, month, day, hour, minute, second, microsecond) of a reference date
+_Fields: TypeAlias = "tuple[int, int, int, int, int, int, int]"
 
 _MIN_DAY, _MIN_TOD = divmod(MIN_MICROS, _DAY_US)
 _MAX_DAY, _MAX_TOD = divmod(MAX_MICROS, _DAY_US)
@@ -93,7 +95,7 @@ class TimeUnits:
 
     unit: str
     ref_micros: int
-    ref_fields: tuple[int, int, int, int, int, int, int]
+    ref_fields: _Fields
     tz_offset_minutes: int
     calendar: str
     units_text: str
@@ -152,6 +154,10 @@ _UNSIGNED_OFFSET_RE = re.compile(r"(\d{1,2}):(\d{2})")
 # --------------------------------------------------------------------------- calendars
 
 
+@overload
+def _civil_days(year: int, month: int, day: int) -> int: ...
+@overload
+def _civil_days(year: np.ndarray, month: _Ints, day: _Ints) -> np.ndarray: ...
 def _civil_days(year: _Ints, month: _Ints, day: _Ints) -> _Ints:
     """Days from 1970-01-01 to a proleptic-Gregorian date (ints or int64 arrays).
 
@@ -165,10 +171,18 @@ def _civil_days(year: _Ints, month: _Ints, day: _Ints) -> _Ints:
     return era * 146_097 + day_of_era - 719_468
 
 
+@overload
+def _gregorian_leap(year: int) -> bool: ...
+@overload
+def _gregorian_leap(year: np.ndarray) -> np.ndarray: ...
 def _gregorian_leap(year: _Ints) -> bool | np.ndarray:
     return (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
 
 
+@overload
+def _julian_days(year: int, month: int, day: int) -> int: ...
+@overload
+def _julian_days(year: np.ndarray, month: _Ints, day: _Ints) -> np.ndarray: ...
 def _julian_days(year: _Ints, month: _Ints, day: _Ints) -> _Ints:
     """Days from Julian-calendar 0000-01-01 (astronomical years) to a Julian date."""
     leap = (year % 4 == 0) * 1
@@ -299,7 +313,7 @@ def _parse_offset(zone: str, has_time: bool) -> int | None:
     return sign * (hours * 60 + minutes)
 
 
-def _parse_reference(text: str) -> tuple[tuple[int, ...], int] | None:
+def _parse_reference(text: str) -> tuple[_Fields, int] | None:
     """((year, month, day, hour, minute, second, microsecond), tz minutes) of a date text."""
     match = _REFERENCE_RE.fullmatch(text)
     if match is None:
@@ -309,10 +323,10 @@ def _parse_reference(text: str) -> tuple[tuple[int, ...], int] | None:
     if offset is None:
         return None
     fraction = (match.group("fraction") or "")[:6].ljust(6, "0")
-    fields = tuple(int(match.group(name) or 0) for name in ("year", "month", "day", "hour", "minute", "second")) + (
-        int(fraction),
+    year, month, day, hour, minute, second = (
+        int(match.group(name) or 0) for name in ("year", "month", "day", "hour", "minute", "second")
     )
-    return fields, offset
+    return (year, month, day, hour, minute, second, int(fraction)), offset
 
 
 def _valid_date(fields: tuple[int, ...], calendar: str) -> bool:
@@ -338,6 +352,7 @@ def _reference_micros(fields: tuple[int, ...], offset: int, calendar: str) -> in
     its month rolling over.
     """
     year = _astronomical_year(fields[0], calendar)
+    assert year is not None, "called after _valid_date, which rejects a year 0 the calendar lacks"
     _, month, day, hour, minute, second, micro = fields
     if calendar == "standard" and (year, month, day) < (1582, 10, 15):
         days = int(_julian_days(year, month, day)) + _JULIAN_TO_CIVIL
@@ -504,6 +519,7 @@ def _reference_split(tu: TimeUnits) -> tuple[int, int]:
     if tu.calendar in _REAL_CALENDARS:
         return divmod(tu.ref_micros, _DAY_US)
     year = _astronomical_year(tu.ref_fields[0], tu.calendar)
+    assert year is not None, "parse_time_units rejects a year 0 the calendar lacks"
     _, month, day, hour, minute, second, micro = tu.ref_fields
     clock = ((hour * 60 + minute - tu.tz_offset_minutes) * 60 + second) * 1_000_000 + micro
     carry, clock = divmod(clock, _DAY_US)

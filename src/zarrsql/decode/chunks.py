@@ -219,13 +219,15 @@ def _decode_codecs(
     order = None
     for c in codecs:
         if c.get("name") == "transpose":
-            order = tuple((c.get("configuration") or {}).get("order"))
+            settings: Any = c.get("configuration") or {}  # JSON, checked by check_v3_codecs
+            order = tuple(settings.get("order"))
     stored_shape = tuple(shape[i] for i in order) if order else shape
     a2b = next(c for c in codecs if c.get("name") in ("bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed"))
     if a2b["name"] == "sharding_indexed":
         arr = _decode_shard(array, a2b.get("configuration") or {}, data, stored_shape)
     elif a2b["name"] == "bytes":
         base = dtype if dtype is not None else array.dtype.numpy
+        assert base is not None, "an array with the 'bytes' codec has a fixed-size numpy dtype"
         endian = (a2b.get("configuration") or {}).get("endian", "little")
         dt = base if base.itemsize == 1 or base.kind == "S" else base.newbyteorder("<" if endian == "little" else ">")
         origin = f"codec '{last}' gave" if last else "codec 'bytes' got"
@@ -413,15 +415,16 @@ def _read_with_zarr(store: Store, array: ArrayMeta, region: tuple[tuple[int, int
             f"{type(err).__name__}: {err}"
         ) from err
     try:
-        out = arr[tuple(slice(a, b) for a, b in region)]
+        got = arr[tuple(slice(a, b) for a, b in region)]
     except Exception as err:  # zarr raises many types; this is the edge of the fallback
         raise _fallback_error(store, array, arr, region, err) from err
     n = 1
     for (a, b), c in zip(region, array.chunks, strict=True):
         n *= len(_chunk_ranges(a, b, c))
     counters.count(chunks_decoded=n)
-    out = np.asarray(out)
+    out = np.asarray(got)
     if array.dtype.kind != "string" and out.dtype != array.dtype.numpy:
+        assert array.dtype.numpy is not None, "unsupported dtypes are never read"
         out = out.astype(array.dtype.numpy)
     return out
 

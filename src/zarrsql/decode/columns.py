@@ -47,9 +47,11 @@ def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             return None
     types = {np.dtype(type(v)) for v in (scale, offset) if v is not None}
-    out = np.dtype(np.float64)
+    native = array.dtype.numpy
+    assert native is not None, "an int or uint DType always has its numpy dtype"
+    out: np.dtype = np.dtype(np.float64)
     if scale is not None and offset is not None and len(types) == 1 and types <= {np.dtype(np.float32)}:
-        out = np.dtype(np.float32) if array.dtype.numpy.itemsize <= 2 else out
+        out = np.dtype(np.float32) if native.itemsize <= 2 else out
     elif offset is None and np.dtype(type(scale)) == np.float32:
         out = np.dtype(np.float32)
     return scale, offset, out
@@ -175,7 +177,9 @@ def column_codec(
     elif array.dtype.kind in ("string", "fixed_bytes", "fixed_unicode"):
         logical = "string"
     else:
-        logical = _logical_of(view if view is not None else array.dtype.numpy)
+        native = view if view is not None else array.dtype.numpy
+        assert native is not None, "unsupported dtypes never get a codec: the catalog leaves them out"
+        logical = _logical_of(native)
     return ColumnCodec(array, logical, sentinel, packing, time or duration, options.nan_as_null, view)
 
 

@@ -187,7 +187,7 @@ class PointCodec:
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         values, nulls = self.values.decode(read_cells(store, self.array, unit))
         coords = np.asarray(values, dtype=np.float64)[:, list(self.order)]
-        rows = None if nulls is None else nulls.all(axis=1)
+        rows = None if nulls is None else np.asarray(nulls.all(axis=1))  # asarray: for the type only
         rows = rows if rows is not None and rows.any() else None
         if self.code is not None:
             out = wkb_points(coords, self.code)

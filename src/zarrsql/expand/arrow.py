@@ -108,7 +108,9 @@ def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Ar
         values = np.ascontiguousarray(values)
         per_value = nulls is not None and nulls.ndim > 1  # NULL values inside the lists
         inner = (-1, *values.shape[2:])
-        flat = to_arrow(values.reshape(inner), nulls.reshape(inner) if per_value else None, logical.inner)
+        flat = to_arrow(
+            values.reshape(inner), nulls.reshape(inner) if per_value and nulls is not None else None, logical.inner
+        )
         return pa.FixedSizeListArray.from_arrays(flat, logical.size, mask=mask)
     if isinstance(logical, lg.Point):
         points = _points(values, logical.axes)

@@ -25,9 +25,9 @@ def dim_indices(unit: WorkUnit, k: int) -> np.ndarray | slice:
     """The absolute indices (or a slice) of dimension `k` that the unit selects."""
     a, b = unit.region[k]
     sel = unit.select
-    if sel is None or isinstance(sel, np.ndarray) or sel[k] is None:
+    if sel is None or isinstance(sel, np.ndarray) or (picked := sel[k]) is None:
         return slice(a, b)
-    return sel[k] + a
+    return picked + a
 
 
 def expand_dim(values: np.ndarray, unit: WorkUnit, k: int) -> np.ndarray:

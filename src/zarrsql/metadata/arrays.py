@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -37,12 +37,12 @@ class ArrayMeta:
     """
 
     path: str
-    zarr_format: int
+    zarr_format: Literal[2, 3]
     shape: tuple[int, ...]
     chunks: tuple[int, ...]
     dtype: DType
     fill_value: Any
-    order: str
+    order: Literal["C", "F"]
     codecs: Any
     dimension_names: tuple[str | None, ...] | None
     attrs: Mapping[str, Any] = field(default_factory=dict)
