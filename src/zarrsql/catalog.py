@@ -79,7 +79,7 @@ def _metadata_row(m: Member) -> dict[str, Any]:
 def list_metadata(tree: NodeTree, group_path: str | None = None, array_path: str | None = None) -> list[dict[str, Any]]:
     """One row per array (in or below `group_path`, or just `array_path`)."""
     group, array = _scope(tree, group_path, array_path)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for g in sorted(tree.groups):
         if not _in_scope(g, group):
             continue
@@ -117,7 +117,7 @@ def list_tables(tree: NodeTree, group_path: str | None = None, array_path: str |
             hidden=rt.hidden,
         )
         return [_table_row(info)]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for g in sorted(tree.groups):
         if _in_scope(g, group):
             rows.extend(_table_row(t) for t in analyze_group(tree, g).tables)

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,11 @@ def _write_arrays(path: str) -> None:
             attributes={"units": "hours since 2024-01-01 00:00:00", "calendar": "proleptic_gregorian"},
         )
         time[:] = hours
-        for name, values, attrs in [("lat", lat, {"units": "degrees_north"}), ("lon", lon, {"units": "degrees_east"})]:
+        axes: list[tuple[str, np.ndarray, dict[str, Any]]] = [
+            ("lat", lat, {"units": "degrees_north"}),
+            ("lon", lon, {"units": "degrees_east"}),
+        ]
+        for name, values, attrs in axes:
             arr = root.create_array(name, shape=values.shape, dtype="float32", dimension_names=[name], attributes=attrs)
             arr[:] = values
         for name, values, units in [("t2m", t2m, "K"), ("precip", precip, "mm")]:

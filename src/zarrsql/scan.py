@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -103,8 +103,7 @@ def _load_coord(
         values, nulls = codec.decode(raw)
         hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
         tree.derived[key] = hit
-    dv, logical = hit  # type: ignore[misc]
-    return dv, logical
+    return cast("tuple[DimValues, str]", hit)  # what this function stored under `key`
 
 
 def _derived_values(d: Derived, n: int) -> tuple[DimValues, str]:

@@ -72,6 +72,7 @@ class SparseTableScan(TableScan):
         parts = [p for p in (self.base_predicate, predicate) if p is not None]
         combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
         counts = sum(np.diff(p) for p in self.pointers)
+        assert isinstance(counts, np.ndarray), "a sparse table has at least one matrix"
         bounds = _blocks(counts)
         kept, residual = self._split(combined)
         blocks = [np.arange(a, b) for a, b in bounds]

@@ -120,7 +120,8 @@ def _entries(attrs: Mapping[str, Any]) -> list[tuple[str, str]]:
     columns = attrs.get("table:columns")
     if not isinstance(columns, list) or not columns:
         raise _Invalid(f'table:columns must be a non-empty list of {{"name", "node"}} objects; got {columns!r}')
-    out, seen = [], {}
+    out: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
     for i, c in enumerate(columns):
         name, node = (c.get("name"), c.get("node")) if isinstance(c, dict) else (None, None)
         if not (isinstance(name, str) and name and isinstance(node, str) and node):
@@ -143,7 +144,7 @@ def _entries(attrs: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _axes(name: str, encoding: str, attrs: Mapping[str, Any], width: int) -> tuple[str, ...]:
-    axes = attrs.get("axes")
+    axes: Any = attrs.get("axes")  # JSON; `ok` below checks it is a list of axis names
     ok = (
         isinstance(axes, list)
         and 2 <= len(axes) <= 4
@@ -171,7 +172,7 @@ def _plain(name: str, array: ArrayMeta, encoding: str) -> _Column:
             f"column '{name}' (array '/{array.path}') is 0-dimensional; the table convention "
             "requires axis 0 of every column to be the row axis"
         )
-    axes = ()
+    axes: tuple[str, ...] = ()
     if encoding == "point":
         if array.ndim != 2:
             raise _Invalid(
@@ -384,7 +385,7 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
     cols = [c for c in described if isinstance(c, _Column)]
     if not cols:
         raise _Invalid("none of its columns has an encoding-type zarrsql can read")
-    index = attrs.get("table:index")
+    index: str | None = attrs.get("table:index")  # _check_refs: None or a column's name
     n, _ = _rows(cols, index)
     chunk = _row_chunk(cols)
     coord = _index_coord(next((c for c in cols if c.name == index), None))
@@ -393,7 +394,7 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
     return TableInfo(
         path,
         None,
-        (index,) if coord is not None else (_row_dim(cols),),
+        (index,) if coord is not None and index is not None else (_row_dim(cols),),  # coord: index names it
         (n,),
         grid,
         tuple(_variable(c, n, chunk) for c in data),

@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -54,6 +54,9 @@ from zarrsql.errors import SelectionError, StoreNotFoundError, UnsupportedError,
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
 from zarrsql.store import is_url, open_store, using_opener
+
+if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of that name
+    from duckdb import DuckDBPyRelation
 
 T = TypeVar("T")
 #: The prefix of every name zarrsql registers on a connection (scans, listings, actions).
@@ -99,7 +102,8 @@ class _State:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.registered: set[str] = set()
-        self.pending: dict[str, Callable[[], object]] = {}
+        # a result table, or (scan source, SELECT over it or None)
+        self.pending: dict[str, Callable[[], pa.Table | tuple[object, str | None]]] = {}
         self.literal_views: set[str] = set()
         self.error: ZarrSQLError | None = None
         self.generation = 0
@@ -242,7 +246,9 @@ def _local_folder(text: str) -> bool:
 
 
 def _zarr_url_in_from(text: str | None) -> bool:
-    return bool(text) and any(is_url(t) and claimable(t) for t in string_constants(text, table_position=True))
+    if not text:
+        return False
+    return any(is_url(t) and claimable(t) for t in string_constants(text, table_position=True))
 
 
 class Connection:
@@ -476,34 +482,35 @@ class Connection:
     def _perform(self, kind: str, args: dict[str, Any]) -> pa.Table:
         """Run an action of the SQL surface (outside any query) and return its rows."""
         try:
+            database: Any = args.get("database")  # an SQL argument; mounts checks it is a name
             if kind == "mount":
                 with using_opener(self._state.opener):
                     return mounts.mount(
                         self,
                         params.store_of(args),
-                        args.get("database"),
+                        database,
                         view_names=args.get("view_names"),
                         existing=bool(args.get("existing")),
                         replace=bool(args.get("replace")),
                         storage_options=dict(params.storage_options_of(args)),
                     )
             if kind == "unmount":
-                return mounts.unmount(self, args.get("database"))
-            return mounts.mounts(self, args.get("database"))
+                return mounts.unmount(self, database)
+            return mounts.mounts(self, database)
         except ZarrSQLError as err:
             self._state.record(err)
             raise
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
-    def sql(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+    def sql(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.sql, query, *args, **kwargs)
 
-    def query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+    def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.query, query, *args, **kwargs)
 
-    def from_query(self, query: str, *args: Any, **kwargs: Any) -> duckdb.DuckDBPyRelation:
+    def from_query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.from_query, query, *args, **kwargs)
 
@@ -517,10 +524,10 @@ class Connection:
         self._run(query, self._con.executemany, query, *args, **kwargs)
         return self
 
-    def table(self, name: str) -> duckdb.DuckDBPyRelation:
+    def table(self, name: str) -> DuckDBPyRelation:
         return self._run(None, self._con.table, name)
 
-    def view(self, name: str) -> duckdb.DuckDBPyRelation:
+    def view(self, name: str) -> DuckDBPyRelation:
         return self._run(None, self._con.view, name)
 
     def cursor(self) -> Connection:

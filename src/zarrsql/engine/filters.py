@@ -46,6 +46,7 @@ def _literal(node: Any, logical: str) -> Any:
     if not isinstance(node, nodes.Lit) or node.type != SQL_TYPES.get(logical) or not nodes.exact_value(node):
         raise Untranslatable("constant of another type")
     if logical == "timestamp_us":
+        assert isinstance(node.value, _dt.datetime), "exact_value admits only a naive datetime as a TIMESTAMP"
         return _micros(node.value)
     return node.value
 

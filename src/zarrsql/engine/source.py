@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -25,13 +25,17 @@ from zarrsql.scan import Column, TableScan
 
 log = logging.getLogger(__name__)
 
-try:
+HAS_SOURCES: bool
+if TYPE_CHECKING:  # checked against DuckDB 2.x's protocol; 1.5 takes the fallback below
     from duckdb._sources import ArrowScanSource as _Base
+else:
+    try:
+        from duckdb._sources import ArrowScanSource as _Base
 
-    HAS_SOURCES = True
-except ImportError:  # DuckDB 1.5: no scan-source protocol
-    _Base = object
-    HAS_SOURCES = False
+        HAS_SOURCES = True
+    except ImportError:  # DuckDB 1.5: no scan-source protocol
+        _Base = object
+        HAS_SOURCES = False
 
 
 def _stream(
