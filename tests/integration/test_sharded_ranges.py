@@ -21,6 +21,7 @@ import zarr
 
 import zarrsql
 from tests.remote import httpserver
+from tests.remote.conftest import stop_http
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.metadata.tree import clear_cache
 
@@ -81,12 +82,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(root: Path) -> Iterator[httpserver.FaultyServer]:
     served = httpserver.start(root)
     yield served
-    from fsspec.implementations.http import HTTPFileSystem
-
-    from tests.remote.conftest import close_sessions
-
-    close_sessions([HTTPFileSystem])
-    served.stop()
+    stop_http(served)
 
 
 @dataclass(frozen=True)

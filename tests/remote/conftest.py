@@ -68,14 +68,19 @@ def close_sessions(classes: Iterable[type]) -> None:
     gc.collect()
 
 
-@pytest.fixture(scope="session")
-def _http(served_root: Path) -> Iterator[httpserver.FaultyServer]:
-    server = httpserver.start(served_root)
-    yield server
+def stop_http(server: httpserver.FaultyServer) -> None:
+    """Close fsspec's HTTP sessions (they would outlive the server and warn), then stop it."""
     from fsspec.implementations.http import HTTPFileSystem
 
     close_sessions([HTTPFileSystem])
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def _http(served_root: Path) -> Iterator[httpserver.FaultyServer]:
+    server = httpserver.start(served_root)
+    yield server
+    stop_http(server)
 
 
 @pytest.fixture

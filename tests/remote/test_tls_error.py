@@ -22,7 +22,7 @@ import xarray as xr
 import zarrsql
 from tests.remote import httpserver
 from tests.remote.azure_server import make_tls_files
-from tests.remote.conftest import close_sessions
+from tests.remote.conftest import stop_http
 from zarrsql.errors import ParameterError, StoreReadError
 from zarrsql.metadata.tree import clear_cache
 
@@ -41,10 +41,7 @@ def tls(served_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, name="tls-http", daemon=True).start()
     yield server, ca
-    from fsspec.implementations.http import HTTPFileSystem
-
-    close_sessions([HTTPFileSystem])
-    server.stop()
+    stop_http(server)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from tests.remote import httpserver
-from tests.remote.conftest import close_sessions, moto_client, start_moto
+from tests.remote.conftest import moto_client, start_moto, stop_http
 
 from zarrsql.store import ChangeWatching, Prefetching, RangeReading, Store, ZarrPythonAccess, open_store
 from zarrsql.store.remote import FsspecStore
@@ -55,8 +55,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpserver.Faul
     from fsspec.implementations.http import HTTPFileSystem
 
     _close_zarr_python_sessions(HTTPFileSystem)
-    close_sessions([HTTPFileSystem])
-    server.stop()
+    stop_http(server)
 
 
 def _close_zarr_python_sessions(cls: type) -> None:
