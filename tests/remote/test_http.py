@@ -277,7 +277,7 @@ def test_fetched_ahead_chunks_are_each_requested_once(con, http, served_root):
 def test_a_scan_closed_early_leaves_no_fetch_behind(http):
     """A LIMIT met early: only the units queued so far are fetched, and nothing fetched ahead
     stays in the store once the scan is closed (queued units' fetches are dropped)."""
-    from zarrsql.expand.reader import read_batches
+    from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
 
     scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))
@@ -285,7 +285,7 @@ def test_a_scan_closed_early_leaves_no_fetch_behind(http):
     units = list(plan.units())
     assert len(units) > 10
     http.reset()
-    queued = 1 + 8  # the first unit alone, then a window of 8 on a remote store (expand/reader.py)
+    queued = 1 + 8  # the first unit alone, then a window of 8 on a remote store (scan/reader.py)
     slow = {f"/fixtures/big_edge.zarr/{k}" for u in units[2:queued] for k in scan.unit_keys(u, scan.columns)}
     # units 3-9 are still waiting on the server when the scan closes: two decoding threads
     # block on units 3 and 4, the rest are queued and are cancelled with their fetches
@@ -308,7 +308,7 @@ def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http):
     hold both decoding threads)."""
     import threading
 
-    from zarrsql.expand.reader import read_batches
+    from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
 
     scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))

@@ -1,4 +1,4 @@
-"""The parallel reader (expand/reader.py) on a local store: order, and memory let go of."""
+"""The parallel reader (scan/reader.py) on a local store: order, and memory let go of."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zarrsql.expand import reader
-from zarrsql.expand.reader import read_batches
+from zarrsql.scan import reader
+from zarrsql.scan.reader import read_batches
 from zarrsql.scan import ReadRequest, open_table
 
 

@@ -24,9 +24,9 @@ import pyarrow.fs as pafs
 
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
-from zarrsql.expand.reader import engine_batches
 from zarrsql.plan.units import ScanPlan
 from zarrsql.scan import TableScan
+from zarrsql.scan.reader import engine_batches
 
 
 class ZarrDataset(pads.Dataset):

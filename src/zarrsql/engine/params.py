@@ -1,8 +1,6 @@
-"""SQL function arguments (as JSON from `to_json`) checked into core requests.
-
-A parameter of the wrong shape is refused with its name and the expected form; a string is
-never accepted where a list of names is meant.
-"""
+"""What the DuckDB adapter adds to the core's request parsing (`zarrsql.scan.request`):
+SQL arguments arrive as JSON from `to_json`, and a `bounds :=` list DuckDB failed to build
+gets an error that says why."""
 
 from __future__ import annotations
 
@@ -10,107 +8,18 @@ import json
 import re
 from typing import Any
 
-from zarrsql.decode.columns import DecodeOptions
 from zarrsql.errors import ParameterError
-from zarrsql.scan import ReadRequest, storage_options_tuple
-from zarrsql.tables.select import Selection
+from zarrsql.scan.request import read_request, selection_of, storage_options_of, store_of
 
-
-def _text(args: dict[str, Any], *names: str) -> str | None:
-    given = [(n, args.get(n)) for n in names if args.get(n) is not None]
-    if len(given) > 1:
-        raise ParameterError(f"pass only one of {' or '.join(names)}")
-    if not given:
-        return None
-    name, value = given[0]
-    if not isinstance(value, str):
-        raise ParameterError(f"{name} := must be a string, got {json.dumps(value)}")
-    return value
-
-
-def _names(args: dict[str, Any], name: str) -> tuple[str, ...] | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ParameterError(
-            f"{name} := must be a list of non-empty names, e.g. ['time', 'lat'], got {json.dumps(value)}"
-        )
-    return tuple(value)
-
-
-def _flag(args: dict[str, Any], name: str, default: bool) -> bool:
-    value = args.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ParameterError(f"{name} := must be true or false, got {json.dumps(value)}")
-    return value
-
-
-GEOMETRY_FORMATS = ("native", "wkb")
-
-
-def _geometry(args: dict[str, Any]) -> str:
-    value = _text(args, "geometry")
-    if value is None:
-        return "native"
-    if value.lower() not in GEOMETRY_FORMATS:
-        raise ParameterError(f"geometry := must be 'native' or 'wkb', got {json.dumps(value)}")
-    return value.lower()
-
-
-def storage_options_of(args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    value = args.get("storage_options")
-    if value is None:
-        return ()
-    if not isinstance(value, dict):
-        raise ParameterError("storage_options := must be a MAP of VARCHAR to VARCHAR, e.g. MAP {'anon': 'true'}")
-    return storage_options_tuple(value)
-
-
-def store_of(args: dict[str, Any]) -> str:
-    store = args.get("store")
-    if not isinstance(store, str) or not store:
-        raise ParameterError("the first argument must be the store's path or URL as a string")
-    return store
-
-
-def _level(args: dict[str, Any]) -> int | None:
-    value = args.get("level")
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ParameterError(f"level := must be an integer (0 = full resolution), got {json.dumps(value)}")
-    return value
-
-
-def selection_of(args: dict[str, Any]) -> Selection:
-    return Selection(
-        table_name=_text(args, "table_name", "table"),
-        dims=_names(args, "dims"),
-        group_path=_text(args, "group_path", "group"),
-        array_path=_text(args, "array_path", "array"),
-        level=_level(args),
-    )
-
-
-def read_request(args: dict[str, Any]) -> ReadRequest:
-    """A `ReadRequest` from `read_zarr`'s arguments."""
-    sel = selection_of(args)
-    if sel.dims is not None and sel.table_name is not None:
-        raise ParameterError("pass table_name := or dims :=, not both")
-    return ReadRequest(
-        store=store_of(args),
-        selection=sel,
-        bounds=args.get("bounds"),
-        options=DecodeOptions(
-            decode_times=_flag(args, "decode_times", True),
-            nan_as_null=_flag(args, "nan_as_null", True),
-            geometry=_geometry(args),
-        ),
-        storage_options=storage_options_of(args),
-    )
+__all__ = [
+    "bounds_list_error",
+    "bounds_text",
+    "parse_args",
+    "read_request",
+    "selection_of",
+    "storage_options_of",
+    "store_of",
+]
 
 
 _BOUNDS_ARG = re.compile(r"\bbounds\s*:=", re.IGNORECASE)

@@ -19,9 +19,9 @@ import pyarrow as pa
 from zarrsql.engine.filters import Untranslatable, translate
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
-from zarrsql.expand.reader import engine_batches
 from zarrsql.plan.predicate import And, Predicate
 from zarrsql.scan import Column, TableScan
+from zarrsql.scan.reader import engine_batches
 
 log = logging.getLogger(__name__)
 

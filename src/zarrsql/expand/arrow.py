@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from zarrsql.decode import logical as lg
-from zarrsql.scan import Column
+from zarrsql.expand.columns import Column
 
 _TYPES = {
     "bool": pa.bool_(),

@@ -1,8 +1,8 @@
-"""The core's front door: open one table of a store, describe its columns, plan and read it.
+"""A dense table opened for scanning: its columns, decoded coordinates and data codecs.
 
-`open_table(request)` validates the request, reads the (cached) node tree, selects the
-table, loads and decodes its coordinates (cached with the tree) and fixes each column's
-decoding. `TableScan.plan(predicate)` prunes the chunk grid; `expand.reader` turns the plan
+`zarrsql.scan.open_table(request)` reads the (cached) node tree, selects the table, and
+builds a `TableScan` here, which loads and decodes its coordinates (cached with the tree)
+and fixes each column's decoding. `TableScan.plan(predicate)` prunes the chunk grid; `scan.reader` turns the plan
 into Arrow batches. Nothing here imports DuckDB or pyarrow.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -23,48 +22,23 @@ from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.registry import codec_for
 from zarrsql.decode.variables import Codec
 from zarrsql.errors import UnsupportedError
+from zarrsql.expand.columns import Column
 from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, cached_tree
 from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import And, Predicate
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
-from zarrsql.store import Store, open_store
+from zarrsql.scan.request import ReadRequest, open_store_for
+from zarrsql.store import Store
 from zarrsql.tables.model import Derived, ReadTable
-from zarrsql.tables.select import Selection, select_table
+from zarrsql.tables.select import select_table
 
 #: Coordinate columns of recent units kept for reuse (see `TableScan._coordinate`).
 PATTERNS_KEPT = 8
 #: The longest dimension a scan opens: its coordinate values (positions, when positional) are
 #: held in memory at 8 bytes each, so an absurd declared shape is refused, not allocated.
 MAX_DIMENSION_LENGTH = 2**32
-
-
-@dataclass(frozen=True, slots=True)
-class ReadRequest:
-    """Everything a `read_zarr` call says, validated (see `engine/params.py`)."""
-
-    store: str
-    selection: Selection = field(default_factory=Selection)
-    bounds: Any = None
-    options: DecodeOptions = field(default_factory=DecodeOptions)
-    storage_options: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """An output column: a dimension (`dim` is its axis), a data variable (`data` indexes
-    `TableScan.codecs`) or a derived coordinate (`derived` indexes `TableScan.derived`)."""
-
-    name: str
-    logical: Logical
-    dim: int | None = None
-    data: int | None = None
-    derived: int | None = None
-
-
-def open_store_for(request: ReadRequest) -> Store:
-    return open_store(request.store, dict(request.storage_options))
 
 
 def _coord_chunks(array: ArrayMeta) -> list[str]:
@@ -256,19 +230,3 @@ class TableScan:
         out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
         out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
         return out
-
-
-def open_table(request: ReadRequest) -> TableScan:
-    """Open the table a request selects: a dense scan, or one of stored sparse entries."""
-    store = open_store_for(request)
-    tree = cached_tree(store)
-    table = select_table(tree, request.selection)
-    if table.layout != "dense":
-        from zarrsql.scan_sparse import SparseTableScan
-
-        return SparseTableScan(request, tree, table, store)
-    return TableScan(request, tree, table, store)
-
-
-def storage_options_tuple(options: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))

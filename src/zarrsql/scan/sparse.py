@@ -21,7 +21,7 @@ from zarrsql.decode.columns import column_codec
 from zarrsql.decode.logical import Labels
 from zarrsql.decode.sparse import entries, load_indptr
 from zarrsql.plan.predicate import And, Predicate, columns_of, conjuncts, evaluate, leaf_truth
-from zarrsql.scan import Column, TableScan
+from zarrsql.scan.table import Column, TableScan
 
 #: Stored entries per work unit: large enough to amortise a read, small enough for memory.
 ENTRIES_PER_UNIT = 1 << 20

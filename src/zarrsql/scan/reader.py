@@ -32,7 +32,7 @@ from zarrsql import counters
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.plan.units import ScanPlan, WorkUnit
-from zarrsql.scan import Column, TableScan
+from zarrsql.scan.table import Column, TableScan
 from zarrsql.store import Prefetching
 
 #: Worker threads: one per core (decoding is CPU bound), capped to keep memory predictable.

@@ -1,0 +1,19 @@
+"""Open the table a request selects, once: one store, one tree, one table per scan."""
+
+from __future__ import annotations
+
+from zarrsql.metadata.tree import cached_tree
+from zarrsql.scan.request import ReadRequest, open_store_for
+from zarrsql.scan.sparse import SparseTableScan
+from zarrsql.scan.table import TableScan
+from zarrsql.tables.select import select_table
+
+
+def open_table(request: ReadRequest) -> TableScan:
+    """Open the table a request selects: a dense scan, or one of stored sparse entries."""
+    store = open_store_for(request)
+    tree = cached_tree(store)
+    table = select_table(tree, request.selection)
+    if table.layout != "dense":
+        return SparseTableScan(request, tree, table, store)
+    return TableScan(request, tree, table, store)
