@@ -116,7 +116,7 @@ ENGINE_IMPORTS = {
     "parquet+duckdb": ["duckdb", "pyarrow"],
     # `import zarrsql` is lazy (the engine loads on first use): import what `connect()` loads,
     # as eager `import zarrsql` did, so the clock starts after the same libraries as the others'
-    "zarrsql": ["zarrsql", "zarrsql.api", "zarrsql.engine.connection"],
+    "zarrsql": ["zarrsql", "zarrsql.engine.api", "zarrsql.engine.connection"],
 }
 
 # Engines that implement only some queries; every other engine runs every query. The

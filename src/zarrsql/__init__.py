@@ -12,8 +12,6 @@ program that only catches `zarrsql.ZarrSQLError` pays nothing for it.
 from __future__ import annotations
 
 import importlib
-import sys
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.counters import Trace, trace
@@ -31,9 +29,17 @@ from zarrsql.errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from zarrsql.api import read_zarr, read_zarr_groups, read_zarr_metadata, read_zarr_tables, read_zarr_views, sql
+    from zarrsql.engine.api import (
+        mount,
+        read_zarr,
+        read_zarr_groups,
+        read_zarr_metadata,
+        read_zarr_tables,
+        read_zarr_views,
+        sql,
+        unmount,
+    )
     from zarrsql.engine.connection import Connection, connect, register
-    from zarrsql.mount import mount, unmount
 
 __version__ = "0.1.0"
 
@@ -42,14 +48,14 @@ _LAZY = {
     "Connection": "zarrsql.engine.connection",
     "connect": "zarrsql.engine.connection",
     "register": "zarrsql.engine.connection",
-    "read_zarr": "zarrsql.api",
-    "read_zarr_groups": "zarrsql.api",
-    "read_zarr_metadata": "zarrsql.api",
-    "read_zarr_tables": "zarrsql.api",
-    "read_zarr_views": "zarrsql.api",
-    "sql": "zarrsql.api",
-    "mount": "zarrsql.mount",
-    "unmount": "zarrsql.mount",
+    "read_zarr": "zarrsql.engine.api",
+    "read_zarr_groups": "zarrsql.engine.api",
+    "read_zarr_metadata": "zarrsql.engine.api",
+    "read_zarr_tables": "zarrsql.engine.api",
+    "read_zarr_views": "zarrsql.engine.api",
+    "sql": "zarrsql.engine.api",
+    "mount": "zarrsql.engine.api",
+    "unmount": "zarrsql.engine.api",
 }
 
 __all__ = [
@@ -92,20 +98,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(ModuleType):
-    """The package's module type: keeps `zarrsql.mount` the function.
-
-    Importing the submodule `zarrsql.mount` makes Python set the package attribute `mount` to
-    that module. With lazy imports this can happen after `zarrsql.mount` was first read (or
-    before, from `from zarrsql.mount import ...`), so the function is put back in its place.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, ModuleType) and _LAZY.get(name) == value.__name__:
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -95,14 +96,15 @@ def test_names_of_the_api_contract_import() -> None:
     assert all(callable(n) for n in names)
 
 
-def test_mount_stays_the_function_after_importing_its_module() -> None:
+def test_mount_is_the_function_and_not_a_module() -> None:
+    """`zarrsql.mount` is a function defined with the other Python API functions, whatever
+    was imported before it (there is no `zarrsql.mount` module to shadow it)."""
     code = (
-        "import json, zarrsql\n"
-        "import zarrsql.mount\n"
-        "from zarrsql.mount import unmount\n"
+        "import json, zarrsql, zarrsql.engine.api\n"
+        "from zarrsql import unmount\n"
         "print(json.dumps([callable(zarrsql.mount), zarrsql.mount.__module__, zarrsql.unmount is unmount]))"
     )
-    assert _fresh(code) == [True, "zarrsql.mount", True]
+    assert _fresh(code) == [True, "zarrsql.engine.api", True]
 
 
 def test_unknown_attribute_is_an_attribute_error() -> None:
@@ -111,16 +113,73 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
 
 
 CORE = ("zarrsql.scan", "zarrsql.plan", "zarrsql.conventions", "zarrsql.decode", "zarrsql.metadata.tree")
+#: The packages under the engine: the Zarr core, which must stand without DuckDB.
+CORE_PACKAGES = ("scan", "expand", "plan", "decode", "tables", "conventions", "discovery", "metadata", "store")
+#: The core modules whose job is to build Arrow (the only ones that may import pyarrow).
+ARROW_MODULES = {"zarrsql.expand.arrow", "zarrsql.scan.reader"}
 
 
-def test_the_core_imports_with_duckdb_and_pyarrow_blocked() -> None:
+def _core_modules() -> list[str]:
+    root = Path(zarrsql.__file__).parent
+    out = []
+    for package in CORE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root.parent).with_suffix("").parts
+            out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+def test_every_core_module_imports_with_duckdb_and_pyarrow_blocked() -> None:
     """The Zarr core stands without the engine: with duckdb and pyarrow made unimportable
-    (a `None` in sys.modules makes `import` raise), every core module still loads."""
+    (a `None` in sys.modules makes `import` raise), every core module still loads (those
+    that build Arrow with duckdb alone blocked), and none pulls in the engine package."""
+    modules = _core_modules()
+    assert len(modules) > 40 and "zarrsql.scan.entry" in modules and set(CORE) <= set(modules) | {"zarrsql.scan"}
+    plain = [m for m in modules if m not in ARROW_MODULES]
     code = (
         "import importlib, json, sys\n"
         "sys.modules['duckdb'] = None\n"
         "sys.modules['pyarrow'] = None\n"
-        f"for name in {CORE!r}: importlib.import_module(name)\n"
+        f"for name in {plain!r}: importlib.import_module(name)\n"
+        "sys.modules.pop('pyarrow')\n"
+        f"for name in {sorted(ARROW_MODULES)!r}: importlib.import_module(name)\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('zarrsql.engine'))))"
     )
     assert _fresh(code) == []
+
+
+def test_a_numpy_only_script_plans_and_decodes_through_the_entry_point(tmp_path: Path) -> None:
+    """The core's entry point read from a script with DuckDB and pyarrow unimportable: the
+    columns and rows equal numpy's reading of the arrays zarr-python wrote."""
+    import numpy as np
+    import zarr
+
+    temp = np.arange(4 * 6 * 5, dtype="float32").reshape(4, 6, 5) / 7
+    temp[1, 2, 3] = np.nan
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    for name, values in {"time": np.arange(4), "lat": np.linspace(50, 40, 6), "lon": np.arange(5.0)}.items():
+        root.create_array(name, data=values, dimension_names=[name])
+    root.create_array("t", data=temp, chunks=(2, 3, 5), dimension_names=["time", "lat", "lon"])
+    script = (
+        "import json, sys\n"
+        "sys.modules['duckdb'] = None; sys.modules['pyarrow'] = None\n"
+        "import numpy as np\n"
+        "from zarrsql.plan.predicate import Cmp\n"
+        "from zarrsql.scan import open_scan\n"
+        f"scan = open_scan({{'store': {str(tmp_path / 't.zarr')!r}}}, columns=['lat', 't'], predicate=Cmp('lat', '>', 45.0))\n"
+        "rows = [(float(la), None if n else float(v)) for part in scan.arrays()\n"
+        "        for la, v, n in zip(part['lat'][0], part['t'][0], part['t'][1] if part['t'][1] is not None\n"
+        "                            else np.zeros(len(part['t'][0]), bool))]\n"
+        "print(json.dumps([rows, 'pyarrow' in sys.modules and sys.modules['pyarrow'] is not None]))"
+    )
+    rows, arrow_loaded = _fresh(script)
+    lat = np.linspace(50, 40, 6)
+    expected = [
+        (float(lat[j]), None if np.isnan(temp[i, j, k]) else float(temp[i, j, k]))
+        for i in range(4)
+        for j in range(6)
+        for k in range(5)
+        if lat[j] > 45.0
+    ]
+    assert sorted(map(tuple, rows), key=repr) == sorted(expected, key=repr)
+    assert arrow_loaded is False

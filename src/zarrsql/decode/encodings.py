@@ -78,17 +78,6 @@ def categorical_codec(
     return CategoricalCodec(path, codes, np.asarray(values), nulls, logical)
 
 
-def inline_categorical_codec(path: str, codes: ArrayMeta, categories: list[Any], *, ordered: bool) -> CategoricalCodec:
-    """Categories given in an attribute (the table convention's lightweight categorical)."""
-    if all(isinstance(c, str) for c in categories) and len(set(categories)) == len(categories):
-        return CategoricalCodec(path, codes, np.array(categories, dtype=object), None, Enum(tuple(categories), ordered))
-    values = np.array(categories)
-    logical = "string" if values.dtype.kind in "OUS" else ("float64" if values.dtype.kind == "f" else "int64")
-    if logical == "string":
-        values = values.astype(object)
-    return CategoricalCodec(path, codes, values, None, logical)
-
-
 @dataclass(frozen=True)
 class NullableCodec:
     """Values with a boolean mask beside them: NULL where the mask is true."""

@@ -38,7 +38,7 @@ from zarrsql.engine import params
 from zarrsql.engine.sqltext import claimable, quote_ident
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts
-from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, leaf_truth
+from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, conjoin, leaf_truth
 from zarrsql.scan import Column, TableScan, open_table
 from zarrsql.store import using_opener
 
@@ -458,7 +458,8 @@ def _count(conn: Connection, scan: TableScan, atoms: list[dict[str, Any]], parts
         parts = [*parts, _as_atoms(base, scan, extra, len(atoms))]
     if not parts:
         return int(np.prod(scan.table.shape, dtype=object))
-    predicate = parts[0] if len(parts) == 1 else And(tuple(parts))
+    predicate = conjoin(parts)
+    assert predicate is not None
     used = _atom_keys(predicate)
     axes = [_axis_classes(conn, scan, k, atoms, extra, used) for k in range(len(scan.table.shape))]
     return count_true(predicate, axes)

@@ -485,7 +485,7 @@ class Connection:
             database: Any = args.get("database")  # an SQL argument; mounts checks it is a name
             if kind == "mount":
                 with using_opener(self._state.opener):
-                    return mounts.mount(
+                    return mounts.mount_table(
                         self,
                         params.store_of(args),
                         database,
@@ -495,7 +495,7 @@ class Connection:
                         storage_options=dict(params.storage_options_of(args)),
                     )
             if kind == "unmount":
-                return mounts.unmount(self, database)
+                return mounts.unmount_table(self, database)
             return mounts.mounts(self, database)
         except ZarrSQLError as err:
             self._state.record(err)

@@ -46,7 +46,11 @@ class ZarrDataset(pads.Dataset):
         return self._schema
 
     def count_rows(self, **kwargs: Any) -> int:  # type: ignore[override]
-        return self._scan.plan().rows()
+        plan = self._scan.plan()
+        rows = plan.rows()
+        if rows is None:  # only reading tells (a sparse table of several matrices): count the rows
+            rows = sum(b.num_rows for b in engine_batches(self._scan, plan, [], self._on_error))
+        return rows
 
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
         by_name = {c.name: c for c in self._scan.columns}

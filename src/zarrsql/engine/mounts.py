@@ -113,7 +113,7 @@ def _check_clashes(con: Any, rows: list[dict[str, Any]], database: str) -> None:
             )
 
 
-def mount(
+def mount_table(
     con: Any,
     store: str,
     database: str,
@@ -206,7 +206,7 @@ def mounts(con: Any, database: str | None = None) -> pa.Table:
     return pa.table({k: pa.array(v, type=pa.string()) for k, v in out.items()})
 
 
-def unmount(con: Any, database: str) -> pa.Table:
+def unmount_table(con: Any, database: str) -> pa.Table:
     """Remove a mount: DETACH a mounted in-memory database, or drop the zarr views (and the
     schemas left empty) of an existing database."""
     _check_name(database)
@@ -234,4 +234,4 @@ def unmount(con: Any, database: str) -> pa.Table:
     return removed
 
 
-__all__ = ["mount", "mounts", "unmount"]
+__all__ = ["mount_table", "mounts", "unmount_table"]

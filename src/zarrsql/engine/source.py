@@ -19,8 +19,8 @@ import pyarrow as pa
 from zarrsql.engine.filters import Untranslatable, translate
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
-from zarrsql.plan.predicate import And, Predicate
-from zarrsql.scan import Column, TableScan
+from zarrsql.plan.predicate import Predicate, conjoin
+from zarrsql.scan import Column, TableScan, open_scan
 from zarrsql.scan.reader import engine_batches
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,9 @@ def _stream(
     predicate: Predicate | None,
     on_error: Callable[[ZarrSQLError], None] | None,
 ) -> pa.RecordBatchReader:
-    schema = schema_of(columns)
-    plan = scan.plan(predicate)
-    return pa.RecordBatchReader.from_batches(schema, engine_batches(scan, plan, columns, on_error))
+    planned = open_scan(scan, columns=[c.name for c in columns], predicate=predicate)
+    batches = engine_batches(planned.table, planned.plan, planned.columns, on_error)
+    return pa.RecordBatchReader.from_batches(schema_of(planned.columns), batches)
 
 
 class ZarrSource(_Base):  # type: ignore[misc,valid-type]
@@ -79,7 +79,7 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
     def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
         cols = self.scan.columns if columns is None else [self.scan.columns[i] for i in columns]
         parts = [translate(f, self._dims) for f in filters]
-        predicate = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+        predicate = conjoin(parts)
         log.debug("stream %d columns, %d filters", len(cols), len(parts))
         return _stream(self.scan, cols, predicate, self.on_error).__arrow_c_stream__(), True
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from zarrsql.errors import ParameterError
-from zarrsql.plan.predicate import And, Cmp, Predicate
+from zarrsql.plan.predicate import Cmp, Predicate, conjoin
 from zarrsql.plan.units import DimValues
 
 _TIME = re.compile(r"^\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?\s*$")
@@ -150,6 +150,4 @@ def bounds_predicate(
             parts.append(Cmp(dim, ">=", lo))
         if hi is not None:
             parts.append(Cmp(dim, "<=", hi))
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else And(tuple(parts))
+    return conjoin(parts)

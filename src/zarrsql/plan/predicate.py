@@ -10,7 +10,7 @@ DuckDB: NaN equals NaN and sorts above every other number.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,6 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     ">": operator.gt,
     ">=": operator.ge,
 }
-FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +80,14 @@ def columns_of(p: Predicate) -> set[str]:
     if isinstance(p, Not):
         return columns_of(p.child)
     return set().union(*(columns_of(c) for c in p.children))
+
+
+def conjoin(parts: Iterable[Predicate | None]) -> Predicate | None:
+    """The AND of the given predicates (None ones skipped): None for none, a single one as is."""
+    kept = [p for p in parts if p is not None]
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else And(tuple(kept))
 
 
 def conjuncts(p: Predicate) -> list[Predicate]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from zarrsql.plan.classes import MAX_COMBINATIONS, AxisClasses, axes_for, contract, truth_table
-from zarrsql.plan.predicate import And, Leaf, Predicate, columns_of, conjuncts, evaluate, leaf_truth
+from zarrsql.plan.predicate import Leaf, Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +279,8 @@ def _separable(
         parts.setdefault(axes.pop(), []).append(c)
     kept: list[np.ndarray | None] = [None] * ndim
     for k, ps in parts.items():
-        p = ps[0] if len(ps) == 1 else And(tuple(ps))
+        p = conjoin(ps)
+        assert p is not None  # every axis listed has at least one part
         t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, columns[leaf.column][1].values, columns[leaf.column][1].nulls))
         kept[k] = np.flatnonzero(t)
     return tuple(kept)

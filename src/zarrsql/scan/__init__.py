@@ -4,8 +4,20 @@ Engine-neutral: nothing here imports DuckDB, and nothing imported by this packag
 `__init__` needs pyarrow (the Arrow reader is `zarrsql.scan.reader`, loaded on use).
 """
 
+from zarrsql.expand.columns import Column
+from zarrsql.scan.contract import Plan, TableScan
+from zarrsql.scan.entry import Scan, open_scan
 from zarrsql.scan.opening import open_table
 from zarrsql.scan.request import ReadRequest, read_request, storage_options_tuple
-from zarrsql.scan.table import Column, TableScan
 
-__all__ = ["Column", "ReadRequest", "TableScan", "open_table", "read_request", "storage_options_tuple"]
+__all__ = [
+    "Column",
+    "Plan",
+    "ReadRequest",
+    "Scan",
+    "TableScan",
+    "open_scan",
+    "open_table",
+    "read_request",
+    "storage_options_tuple",
+]

@@ -22,7 +22,7 @@ import itertools
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -31,8 +31,8 @@ import pyarrow as pa
 from zarrsql import counters
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
-from zarrsql.plan.units import ScanPlan, WorkUnit
-from zarrsql.scan.table import Column, TableScan
+from zarrsql.expand.columns import Column
+from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
 #: Worker threads: one per core (decoding is CPU bound), capped to keep memory predictable.
@@ -55,7 +55,7 @@ def _prefetcher(scan: TableScan) -> Any:
     return scan.store.prefetch if scan.store.remote and isinstance(scan.store, Prefetching) else None
 
 
-def _unit_batch(scan: TableScan, unit: WorkUnit, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
+def _unit_batch(scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
     n_rows, parts = scan.unit_columns(unit, columns)
     arrays = [to_arrow(values, nulls, col.logical) for col, (values, nulls) in zip(columns, parts, strict=True)]
     counters.count(work_units_read=1, rows=n_rows)
@@ -119,8 +119,8 @@ def _deliver(result: Future[pa.RecordBatch], task: Future[pa.RecordBatch]) -> No
 
 
 def read_batches(
-    scan: TableScan, plan: ScanPlan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
-) -> Iterator[pa.RecordBatch]:
+    scan: TableScan, plan: Plan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
+) -> Generator[pa.RecordBatch, None, None]:
     """Batches of the planned units, in plan order, for `columns` in the given order.
 
     A `ZarrSQLError` met while reading is passed to `on_error` (the engine adapter keeps it
@@ -136,7 +136,7 @@ def read_batches(
 
 
 def engine_batches(
-    scan: TableScan, plan: ScanPlan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
+    scan: TableScan, plan: Plan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """`read_batches` for an engine that formats the Python error it meets (Arrow does).
 
@@ -158,7 +158,7 @@ def engine_batches(
     return itertools.chain(recorded(), map(codecs.strict_errors, failed))  # type: ignore[arg-type]
 
 
-def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
+def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
     units = iter(plan.units())

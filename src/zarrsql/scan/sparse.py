@@ -20,8 +20,9 @@ from zarrsql.conventions.records import SparseMatrix
 from zarrsql.decode.columns import column_codec
 from zarrsql.decode.logical import Labels
 from zarrsql.decode.sparse import entries, load_indptr
-from zarrsql.plan.predicate import And, Predicate, columns_of, conjuncts, evaluate, leaf_truth
-from zarrsql.scan.table import Column, TableScan
+from zarrsql.expand.columns import Column
+from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
+from zarrsql.scan.table import OpenedTable
 
 #: Stored entries per work unit: large enough to amortise a read, small enough for memory.
 ENTRIES_PER_UNIT = 1 << 20
@@ -53,8 +54,8 @@ class SparsePlan:
         return self.exact_rows
 
 
-class SparseTableScan(TableScan):
-    """A `TableScan` whose rows are the stored entries of its sparse matrices."""
+class SparseScan(OpenedTable):
+    """A table whose rows are the stored entries of its sparse matrices."""
 
     def _make_codecs(self) -> list[Any]:
         """Each matrix's `data` decoding, and its validated pointers (read once)."""
@@ -65,12 +66,11 @@ class SparseTableScan(TableScan):
         return self.values
 
     @property
-    def num_rows(self) -> int | None:  # type: ignore[override]
+    def num_rows(self) -> int | None:
         return int(self.pointers[0][-1]) if len(self.pointers) == 1 else None
 
-    def plan(self, predicate: Predicate | None = None) -> SparsePlan:  # type: ignore[override]
-        parts = [p for p in (self.base_predicate, predicate) if p is not None]
-        combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+    def plan(self, predicate: Predicate | None = None) -> SparsePlan:
+        combined = conjoin((self.base_predicate, predicate))
         counts = sum(np.diff(p) for p in self.pointers)
         assert isinstance(counts, np.ndarray), "a sparse table has at least one matrix"
         bounds = _blocks(counts)
@@ -93,17 +93,18 @@ class SparseTableScan(TableScan):
         kept = None
         if mine:
             dv = self.dims[self.axis]
-            p = mine[0] if len(mine) == 1 else And(tuple(mine))
+            p = conjoin(mine)
+            assert p is not None
             t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, dv.values, dv.nulls))
             kept = np.flatnonzero(t)
-        residual = None if not rest else rest[0] if len(rest) == 1 else And(tuple(rest))
+        residual = conjoin(rest)
         return kept, residual
 
-    def unit_keys(self, unit: Any, columns: Sequence[Column]) -> list[str] | None:  # type: ignore[override]
+    def unit_keys(self, unit: Any, columns: Sequence[Column]) -> list[str] | None:
         """Entries are found through the index pointer first, so their keys are not known ahead."""
         return None
 
-    def unit_columns(self, unit: Any, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:  # type: ignore[override]
+    def unit_columns(self, unit: Any, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:
         if not columns and unit.residual is None and len(self.pointers) == 1:
             ptr = self.pointers[0]  # count(*): the pointers alone say how many entries there are
             return int((ptr[unit.positions + 1] - ptr[unit.positions]).sum()), []

@@ -1,9 +1,10 @@
-"""A dense table opened for scanning: its columns, decoded coordinates and data codecs.
+"""A table opened for scanning: its columns, decoded coordinates and data codecs.
 
-`zarrsql.scan.open_table(request)` reads the (cached) node tree, selects the table, and
-builds a `TableScan` here, which loads and decodes its coordinates (cached with the tree)
-and fixes each column's decoding. `TableScan.plan(predicate)` prunes the chunk grid; `scan.reader` turns the plan
-into Arrow batches. Nothing here imports DuckDB or pyarrow.
+`OpenedTable` is what every scan shares: the coordinates loaded and decoded once (cached
+with the node tree), the output columns, the `bounds :=` predicate. `DenseScan` adds the
+cell grid: `plan(predicate)` prunes the chunk grid into work units, `unit_columns` decodes
+one unit's columns. The sparse scan (`scan/sparse.py`) is the other implementation of the
+`TableScan` contract (`scan/contract.py`). Nothing here imports DuckDB or pyarrow.
 """
 
 from __future__ import annotations
@@ -25,16 +26,15 @@ from zarrsql.errors import UnsupportedError
 from zarrsql.expand.columns import Column
 from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.metadata.tree import NodeTree, cached_tree
+from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.bounds import bounds_predicate
-from zarrsql.plan.predicate import And, Predicate
+from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
-from zarrsql.scan.request import ReadRequest, open_store_for
+from zarrsql.scan.request import ReadRequest
 from zarrsql.store import Store
 from zarrsql.tables.model import Derived, ReadTable
-from zarrsql.tables.select import select_table
 
-#: Coordinate columns of recent units kept for reuse (see `TableScan._coordinate`).
+#: Coordinate columns of recent units kept for reuse (see `DenseScan._coordinate`).
 PATTERNS_KEPT = 8
 #: The longest dimension a scan opens: its coordinate values (positions, when positional) are
 #: held in memory at 8 bytes each, so an absurd declared shape is refused, not allocated.
@@ -45,33 +45,35 @@ def _coord_chunks(array: ArrayMeta) -> list[str]:
     return [array.chunk_key((i,)) for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0)]
 
 
-def _prefetch_coords(tree: NodeTree, arrays: Sequence[ArrayMeta], options: DecodeOptions) -> dict[str, bytes | None]:
+def _prefetch_coords(
+    tree: NodeTree, store: Store, arrays: Sequence[ArrayMeta], options: DecodeOptions
+) -> dict[str, bytes | None]:
     """Every chunk of the coordinates not yet decoded, fetched together (one round of
     concurrent requests on a remote store), with their tokens for revalidation."""
     todo = [a for a in arrays if ("coord", a.path, options) not in tree.derived and fast_path(a)]
     keys = [k for a in todo for k in _coord_chunks(a)]
     if not keys:
         return {}
-    raws = tree.store.get_many(keys)
+    raws = store.get_many(keys)
     # A coordinate rewritten in place (chunks only) must not be served from the cache: its
     # chunk keys join the documents the cached tree is revalidated against.
-    for k, token in zip(keys, tree.store.token_many(keys), strict=True):
+    for k, token in zip(keys, store.token_many(keys), strict=True):
         tree.validators[k] = token
     return dict(zip(keys, raws, strict=True))
 
 
 def _load_coord(
-    tree: NodeTree, array: ArrayMeta, options: DecodeOptions, fetched: dict[str, bytes | None]
+    tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOptions, fetched: dict[str, bytes | None]
 ) -> tuple[DimValues, str]:
     key = ("coord", array.path, options)
     hit = tree.derived.get(key)
     if hit is None:
         keys = _coord_chunks(array)
         if keys and all(k in fetched for k in keys):
-            raw = np.concatenate([decode_chunk(array, fetched[k], k, tree.store.url) for k in keys])[: array.shape[0]]
+            raw = np.concatenate([decode_chunk(array, fetched[k], k, store.url) for k in keys])[: array.shape[0]]
         else:
-            raw = read_region(tree.store, array, ((0, array.shape[0]),))
-            for k, token in zip(keys, tree.store.token_many(keys), strict=True):
+            raw = read_region(store, array, ((0, array.shape[0]),))
+            for k, token in zip(keys, store.token_many(keys), strict=True):
                 tree.validators[k] = token
         codec = column_codec(array, options, is_coord=True, coord_values=raw)
         values, nulls = codec.decode(raw)
@@ -91,22 +93,19 @@ def _derived_values(d: Derived, n: int) -> tuple[DimValues, str]:
     return DimValues(d.name, positions * d.scale + d.offset, None), "float64"
 
 
-class TableScan:
-    """One opened table: its columns, decoded dimensions and data codecs."""
+class OpenedTable:
+    """What every scan of a table holds: its columns, decoded dimensions and data codecs.
 
-    def __init__(
-        self,
-        request: ReadRequest,
-        tree: NodeTree | None = None,
-        table: ReadTable | None = None,
-        store: Store | None = None,
-    ) -> None:
+    Opened once per scan (`scan/opening.py`) from one store, one tree and one selected
+    table; every read of the scan, coordinates included, goes through `store` (the cached
+    tree may have been read through another store object of the same URL)."""
+
+    def __init__(self, request: ReadRequest, tree: NodeTree, table: ReadTable, store: Store) -> None:
         self.request = request
-        # this call's store reads the chunks; the cached tree may have been read by another
-        self.store = store if store is not None else open_store_for(request)
-        self.tree = tree if tree is not None else cached_tree(self.store)
-        self.table: ReadTable = table if table is not None else select_table(self.tree, request.selection)
-        fetched = _prefetch_coords(self.tree, [c for c in self.table.coords if c is not None], request.options)
+        self.store = store
+        self.tree = tree
+        self.table: ReadTable = table
+        fetched = _prefetch_coords(tree, store, [c for c in table.coords if c is not None], request.options)
         self.dims: list[DimValues] = []
         self.dim_logical: list[str] = []
         self.columns: list[Column] = []
@@ -120,7 +119,7 @@ class TableScan:
             if coord is None:
                 dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
             else:
-                dv, logical = _load_coord(self.tree, coord, request.options, fetched)
+                dv, logical = _load_coord(self.tree, self.store, coord, request.options, fetched)
                 dv = DimValues(name, dv.values, dv.nulls)
             self.dims.append(dv)
             self.dim_logical.append(logical)
@@ -136,9 +135,6 @@ class TableScan:
             self.derived.append((d.axis, dv))
             self.derived_logical.append(logical)
             self.columns.append(Column(d.name, Labels(dv.values) if logical == "string" else logical, derived=j))
-        # Shared by the reader's decoding threads: every access holds `_patterns_lock`.
-        self._patterns: dict[Any, tuple[Any, Any]] = {}
-        self._patterns_lock = threading.Lock()
         self.codecs = self._make_codecs()
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
@@ -149,13 +145,9 @@ class TableScan:
         if request.bounds is not None:
             self.base_predicate = bounds_predicate(request.bounds, self.dims, self.dim_logical, self.positional)
 
-    def _make_codecs(self) -> list[Codec]:
-        """One codec per data variable (a sparse table makes its own)."""
-        return [codec_for(dc.array, self.store, self.request.options) for dc in self.table.data]
-
-    @property
-    def num_rows(self) -> int:
-        return self.table.num_rows
+    def _make_codecs(self) -> list[Any]:
+        """One decoder per data variable, chosen by the scan kind."""
+        raise NotImplementedError
 
     def fingerprint(self) -> str:
         """Changes whenever the store's metadata or this table's columns change."""
@@ -169,10 +161,33 @@ class TableScan:
         }
         return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
+    def filterable(self) -> dict[str, str]:
+        """Columns a pushed predicate may name, with their logical types: every dimension
+        column (its coordinate values) and every derived coordinate."""
+        out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
+        out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
+        return out
+
+
+class DenseScan(OpenedTable):
+    """A table with one row per cell of its grid, read in work units of whole chunks."""
+
+    def __init__(self, request: ReadRequest, tree: NodeTree, table: ReadTable, store: Store) -> None:
+        # Shared by the reader's decoding threads: every access holds `_patterns_lock`.
+        self._patterns: dict[Any, tuple[Any, Any]] = {}
+        self._patterns_lock = threading.Lock()
+        super().__init__(request, tree, table, store)
+
+    def _make_codecs(self) -> list[Codec]:
+        return [codec_for(dc.array, self.store, self.request.options) for dc in self.table.data]
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
     def plan(self, predicate: Predicate | None = None) -> ScanPlan:
         """Plan the work units for rows where `predicate` (and `bounds :=`) holds."""
-        parts = [p for p in (self.base_predicate, predicate) if p is not None]
-        combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+        combined = conjoin((self.base_predicate, predicate))
         return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
 
     def unit_columns(self, unit: WorkUnit, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:
@@ -223,10 +238,3 @@ class TableScan:
                 while len(self._patterns) > PATTERNS_KEPT:
                     del self._patterns[next(iter(self._patterns))]
         return made
-
-    def filterable(self) -> dict[str, str]:
-        """Columns a pushed predicate may name, with their logical types: every dimension
-        column (its coordinate values) and every derived coordinate."""
-        out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
-        out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
-        return out
