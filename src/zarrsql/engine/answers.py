@@ -359,7 +359,7 @@ def _bind(conn: Connection, query: str) -> tuple[list[str], TableScan]:
         raise _Decline("not exactly one zarrsql scan")
     with using_opener(state.opener):
         scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
-    if type(scan) is not TableScan or scan.table.layout != "dense":
+    if not scan.rows_are_cells:
         raise _Decline("rows are not the cells of the table")
     if scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
         raise _Decline("rows are not the cells of the table")

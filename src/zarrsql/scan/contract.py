@@ -54,6 +54,9 @@ class TableScan(Protocol):
     derived: list[tuple[int, DimValues]]
     codecs: list[Any]
     base_predicate: Predicate | None
+    #: True when the rows are the cells of the table's grid (so counts are products of the
+    #: kept coordinates' lengths); False for stored entries of a sparse matrix.
+    rows_are_cells: bool
 
     @property
     def num_rows(self) -> int | None:

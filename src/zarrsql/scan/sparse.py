@@ -57,6 +57,8 @@ class SparsePlan:
 class SparseScan(OpenedTable):
     """A table whose rows are the stored entries of its sparse matrices."""
 
+    rows_are_cells = False
+
     def _make_codecs(self) -> list[Any]:
         """Each matrix's `data` decoding, and its validated pointers (read once)."""
         self.matrices: list[SparseMatrix] = [dc.array.encoding for dc in self.table.data]  # type: ignore[union-attr,misc]

@@ -172,6 +172,8 @@ class OpenedTable:
 class DenseScan(OpenedTable):
     """A table with one row per cell of its grid, read in work units of whole chunks."""
 
+    rows_are_cells = True
+
     def __init__(self, request: ReadRequest, tree: NodeTree, table: ReadTable, store: Store) -> None:
         # Shared by the reader's decoding threads: every access holds `_patterns_lock`.
         self._patterns: dict[Any, tuple[Any, Any]] = {}
