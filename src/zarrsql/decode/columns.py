@@ -28,13 +28,18 @@ from zarrsql.metadata.arrays import ArrayMeta
 @dataclass(frozen=True, slots=True)
 class DecodeOptions:
     """Per-read switches: `decode_times` (CF time → TIMESTAMP, CF duration → INTERVAL),
-    `nan_as_null`, and
+    `nan_as_null`,
     `geometry`: "native" (GeoArrow-style nested types) or "wkb" (well-known binary BLOBs)
-    for the table convention's point, linestring and polygon columns."""
+    for the table convention's point, linestring and polygon columns,
+    `longitude`: None (as stored), 180 ([-180, 180)) or 360 ([0, 360)) for longitude
+    coordinates, and `cell_bounds`: CF `bounds` of the coordinates as `<dim>_lower` /
+    `<dim>_upper` columns."""
 
     decode_times: bool = True
     nan_as_null: bool = True
     geometry: str = "native"
+    longitude: int | None = None
+    cell_bounds: bool = False
 
 
 def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:

@@ -24,6 +24,8 @@ READ_PARAMS = [
     "decode_times",
     "nan_as_null",
     "geometry",
+    "longitude",
+    "cell_bounds",
     "storage_options",
 ]
 LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]

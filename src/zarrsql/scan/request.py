@@ -107,6 +107,20 @@ def _level(args: Mapping[str, Any]) -> int | None:
     return value
 
 
+LONGITUDE_SETTINGS = (180, 360)
+
+
+def _longitude(args: Mapping[str, Any]) -> int | None:
+    value = args.get("longitude")
+    if value is None:
+        return None
+    if isinstance(value, bool) or value not in LONGITUDE_SETTINGS:
+        raise ParameterError(
+            f"longitude := must be 180 (longitudes in [-180, 180)) or 360 (in [0, 360)), got {json.dumps(value)}"
+        )
+    return int(value)
+
+
 def selection_of(args: Mapping[str, Any]) -> Selection:
     return Selection(
         table_name=_text(args, "table_name", "table"),
@@ -130,6 +144,8 @@ def read_request(args: Mapping[str, Any]) -> ReadRequest:
             decode_times=_flag(args, "decode_times", True),
             nan_as_null=_flag(args, "nan_as_null", True),
             geometry=_geometry(args),
+            longitude=_longitude(args),
+            cell_bounds=_flag(args, "cell_bounds", False),
         ),
         storage_options=storage_options_of(args),
     )

@@ -13,84 +13,38 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
-from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.registry import codec_for
 from zarrsql.decode.variables import Codec
-from zarrsql.errors import UnsupportedError
+from zarrsql.errors import ParameterError, UnsupportedError
 from zarrsql.expand.columns import Column
 from zarrsql.expand.rows import expand_dim
-from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
+from zarrsql.scan.coords import (
+    bounds_array,
+    derived_values,
+    is_longitude,
+    load_bounds,
+    load_coord,
+    prefetch_coords,
+    wrap_longitude,
+)
 from zarrsql.scan.request import ReadRequest
 from zarrsql.store import Store
-from zarrsql.tables.model import Derived, ReadTable
+from zarrsql.tables.model import ReadTable
 
 #: Coordinate columns of recent units kept for reuse (see `DenseScan._coordinate`).
 PATTERNS_KEPT = 8
 #: The longest dimension a scan opens: its coordinate values (positions, when positional) are
 #: held in memory at 8 bytes each, so an absurd declared shape is refused, not allocated.
 MAX_DIMENSION_LENGTH = 2**32
-
-
-def _coord_chunks(array: ArrayMeta) -> list[str]:
-    return [array.chunk_key((i,)) for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0)]
-
-
-def _prefetch_coords(
-    tree: NodeTree, store: Store, arrays: Sequence[ArrayMeta], options: DecodeOptions
-) -> dict[str, bytes | None]:
-    """Every chunk of the coordinates not yet decoded, fetched together (one round of
-    concurrent requests on a remote store), with their tokens for revalidation."""
-    todo = [a for a in arrays if ("coord", a.path, options) not in tree.derived and fast_path(a)]
-    keys = [k for a in todo for k in _coord_chunks(a)]
-    if not keys:
-        return {}
-    raws = store.get_many(keys)
-    # A coordinate rewritten in place (chunks only) must not be served from the cache: its
-    # chunk keys join the documents the cached tree is revalidated against.
-    for k, token in zip(keys, store.token_many(keys), strict=True):
-        tree.validators[k] = token
-    return dict(zip(keys, raws, strict=True))
-
-
-def _load_coord(
-    tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOptions, fetched: dict[str, bytes | None]
-) -> tuple[DimValues, str]:
-    key = ("coord", array.path, options)
-    hit = tree.derived.get(key)
-    if hit is None:
-        keys = _coord_chunks(array)
-        if keys and all(k in fetched for k in keys):
-            raw = np.concatenate([decode_chunk(array, fetched[k], k, store.url) for k in keys])[: array.shape[0]]
-        else:
-            raw = read_region(store, array, ((0, array.shape[0]),))
-            for k, token in zip(keys, store.token_many(keys), strict=True):
-                tree.validators[k] = token
-        codec = column_codec(array, options, is_coord=True, coord_values=raw)
-        values, nulls = codec.decode(raw)
-        hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
-        tree.derived[key] = hit
-    return cast("tuple[DimValues, str]", hit)  # what this function stored under `key`
-
-
-def _derived_values(d: Derived, n: int) -> tuple[DimValues, str]:
-    """A derived column's values along its axis and their logical type: labels (NULL where
-    a label is missing) or `position * scale + offset`."""
-    if d.labels is not None:
-        values = np.array([label or "" for label in d.labels], dtype=object)
-        missing = np.array([label is None for label in d.labels], dtype=bool)
-        return DimValues(d.name, values, missing if missing.any() else None), "string"
-    positions = np.arange(n, dtype=np.float64)
-    return DimValues(d.name, positions * d.scale + d.offset, None), "float64"
 
 
 class OpenedTable:
@@ -105,7 +59,7 @@ class OpenedTable:
         self.store = store
         self.tree = tree
         self.table: ReadTable = table
-        fetched = _prefetch_coords(tree, store, [c for c in table.coords if c is not None], request.options)
+        fetched = prefetch_coords(tree, store, [c for c in table.coords if c is not None], request.options)
         self.dims: list[DimValues] = []
         self.dim_logical: list[str] = []
         self.columns: list[Column] = []
@@ -119,7 +73,7 @@ class OpenedTable:
             if coord is None:
                 dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
             else:
-                dv, logical = _load_coord(self.tree, self.store, coord, request.options, fetched)
+                dv, logical = load_coord(self.tree, self.store, coord, request.options, fetched)
                 dv = DimValues(name, dv.values, dv.nulls)
             self.dims.append(dv)
             self.dim_logical.append(logical)
@@ -130,11 +84,14 @@ class OpenedTable:
         #: Derived coordinate columns: name -> (axis, values along that axis).
         self.derived: list[tuple[int, DimValues]] = []
         self.derived_logical: list[str] = []
-        for j, d in enumerate(self.table.derived):
-            dv, logical = _derived_values(d, self.table.shape[d.axis])
-            self.derived.append((d.axis, dv))
-            self.derived_logical.append(logical)
-            self.columns.append(Column(d.name, Labels(dv.values) if logical == "string" else logical, derived=j))
+        for d in self.table.derived:
+            dv, logical = derived_values(d, self.table.shape[d.axis])
+            self._add_derived(d.axis, dv, logical)
+        self._longitude_shift: dict[int, np.ndarray] = {}
+        if request.options.longitude is not None:
+            self._present_longitude(request.options.longitude)
+        if request.options.cell_bounds:
+            self._add_cell_bounds()
         self.codecs = self._make_codecs()
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
@@ -148,6 +105,68 @@ class OpenedTable:
     def _make_codecs(self) -> list[Any]:
         """One decoder per data variable, chosen by the scan kind."""
         raise NotImplementedError
+
+    def _add_derived(self, axis: int, dv: DimValues, logical: str) -> None:
+        self.derived.append((axis, dv))
+        self.derived_logical.append(logical)
+        shown: Logical = Labels(dv.values) if logical == "string" else logical
+        self.columns.append(Column(dv.name, shown, derived=len(self.derived) - 1))
+
+    def _longitudes(self) -> list[int]:
+        return [
+            k
+            for k, coord in enumerate(self.table.coords)
+            if coord is not None and is_longitude(coord) and self.dim_logical[k] not in ("string",)
+        ]
+
+    def _present_longitude(self, setting: int) -> None:
+        """`longitude := 180 | 360`: the longitude coordinates' values moved into that range,
+        so filters, pruning and output all see the presented values."""
+        axes = self._longitudes()
+        if not axes:
+            names = [c.name for c in self.table.coords if c is not None]
+            raise ParameterError(
+                f"longitude := {setting} presents longitude coordinates, and table '{self.table.label}' has none "
+                f"(a coordinate with CF units 'degrees_east' or standard_name 'longitude'; its coordinates are "
+                f"{', '.join(repr(n) for n in names) or 'none'}); read it without longitude :="
+            )
+        for k in axes:
+            dv = self.dims[k]
+            presented = wrap_longitude(dv.values, setting)
+            # whole turns added to each value, so its cell bounds move with it (cell_bounds :=)
+            self._longitude_shift[k] = presented.astype(np.float64) - dv.values.astype(np.float64)
+            self.dims[k] = DimValues(dv.name, presented, dv.nulls)
+
+    def _add_cell_bounds(self) -> None:
+        """`cell_bounds := true`: each coordinate's CF bounds as `<dim>_lower`, `<dim>_upper`."""
+        found = False
+        taken = {c.name for c in self.columns} | {dc.column for dc in self.table.data}
+        for k, coord in enumerate(self.table.coords):
+            if coord is None or k in self.table.hidden:
+                continue
+            array = bounds_array(self.tree, coord)
+            if array is None:
+                continue
+            found = True
+            lower, upper, logical = load_bounds(self.tree, self.store, array, self.request.options)
+            name = self.dims[k].name
+            lo_values, hi_values = lower.values, upper.values
+            shift = self._longitude_shift.get(k)
+            if shift is not None:  # a cell moves by the whole turns its longitude moved
+                lo_values = (lower.values + shift).astype(lower.values.dtype, copy=False)
+                hi_values = (upper.values + shift).astype(upper.values.dtype, copy=False)
+            for suffix, values, nulls in (("_lower", lo_values, lower.nulls), ("_upper", hi_values, upper.nulls)):
+                if name + suffix in taken:
+                    raise ParameterError(
+                        f"cell_bounds := true would add the column '{name + suffix}', which table "
+                        f"'{self.table.label}' already has; read the bounds variable '{array.path}' as a table instead"
+                    )
+                self._add_derived(k, DimValues(name + suffix, values, nulls), logical)
+        if not found:
+            raise ParameterError(
+                f"cell_bounds := true adds the CF bounds of a table's coordinates, and no coordinate of table "
+                f"'{self.table.label}' has a `bounds` attribute; read it without cell_bounds :="
+            )
 
     def fingerprint(self) -> str:
         """Changes whenever the store's metadata or this table's columns change."""
