@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         read_zarr_metadata,
         read_zarr_tables,
         read_zarr_views,
+        sample,
         sql,
         unmount,
     )
@@ -53,6 +54,7 @@ _LAZY = {
     "read_zarr_metadata": "zarrsql.engine.api",
     "read_zarr_tables": "zarrsql.engine.api",
     "read_zarr_views": "zarrsql.engine.api",
+    "sample": "zarrsql.engine.api",
     "sql": "zarrsql.engine.api",
     "mount": "zarrsql.engine.api",
     "unmount": "zarrsql.engine.api",
@@ -80,6 +82,7 @@ __all__ = [
     "read_zarr_tables",
     "read_zarr_views",
     "register",
+    "sample",
     "sql",
     "trace",
     "unmount",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -172,3 +173,65 @@ def unmount(con: Any, database: str) -> duckdb.DuckDBPyRelation:
     """Undo a mount (see `zarr_unmount`); returns the views removed."""
     zcon = register(con)
     return zcon.duckdb.from_arrow(mounts.unmount_table(zcon, database))
+
+
+def _points_name(con: Connection, points: Any) -> str:
+    """A query text as is; anything else (a relation, a pandas/polars frame, an Arrow table)
+    registered on the connection under a fresh name for `zarr_sample` to read."""
+    if isinstance(points, str):
+        return points
+    import pyarrow as pa
+
+    if isinstance(points, duckdb.DuckDBPyRelation):
+        table = points.arrow()
+        table = table.read_all() if isinstance(table, pa.RecordBatchReader) else table
+    elif isinstance(points, pa.Table):
+        table = points
+    elif hasattr(points, "to_arrow"):  # polars
+        table = points.to_arrow()
+    elif hasattr(points, "to_dict") and hasattr(points, "columns"):  # pandas
+        table = pa.Table.from_pandas(points, preserve_index=False)
+    else:
+        raise ParameterError(
+            f"points must be a query string, a DuckDB relation, a pandas or polars DataFrame or an Arrow table, "
+            f"got a {type(points).__name__}"
+        )
+    name = f"__zarrsql_points_{uuid.uuid4().hex[:16]}"
+    con.duckdb.register(name, table)
+    return name
+
+
+def sample(
+    store: Any,
+    points: Any,
+    *,
+    method: str = "nearest",
+    tolerance: Any = None,
+    connection: Any = None,
+    **params: Any,
+) -> duckdb.DuckDBPyRelation:
+    """The store's cells at `points` (see `zarr_sample` in SQL): one row per point and per value
+    of the dimensions the points do not give. `tolerance` is a number (every numeric
+    dimension), or a dict of dimension → number, or for a time dimension an interval
+    (`datetime.timedelta`, `numpy.timedelta64` or text such as '1 hour')."""
+    con = default_connection() if connection is None else register(connection)
+    name = _points_name(con, points)
+    if isinstance(tolerance, dict):
+        tolerance = {k: _interval_text(v) for k, v in tolerance.items()}
+    elif tolerance is not None:
+        tolerance = _interval_text(tolerance)
+    return _call("zarr_sample", store, [name], {"method": method, "tolerance": tolerance, **params}, con)
+
+
+def _interval_text(value: Any) -> Any:
+    """A time tolerance as text DuckDB casts to INTERVAL (microseconds, exactly)."""
+    import datetime
+
+    import numpy as np
+
+    if isinstance(value, np.timedelta64):
+        value = value.astype("timedelta64[us]").astype(datetime.timedelta)
+    if isinstance(value, datetime.timedelta):
+        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        return f"{micros} microseconds"
+    return value

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import answers, hints, mounts, params
+from zarrsql.engine import answers, hints, mounts, params, sampling
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import (
     FUNCTIONS,
@@ -103,12 +103,12 @@ class _State:
         self.lock = threading.Lock()
         self.registered: set[str] = set()
         # a result table, or (scan source, SELECT over it or None)
-        self.pending: dict[str, Callable[[], pa.Table | tuple[object, str | None]]] = {}
+        self.pending: dict[str, Callable[[], pa.Table | str | tuple[object, str | None]]] = {}
         self.literal_views: set[str] = set()
         self.error: ZarrSQLError | None = None
         self.generation = 0
         self.depth = 0
-        self.perform: Callable[[str, dict[str, Any]], object] | None = None
+        self.perform: Callable[[str, dict[str, Any], str], Any] | None = None
         self.scan_keys: dict[str, tuple[int, str]] = {}
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
@@ -184,7 +184,7 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
         with state.lock:
             if key not in state.registered and state.perform is not None:
                 perform = state.perform
-                state.pending[key] = lambda: perform(kind, parsed)
+                state.pending[key] = lambda: perform(kind, parsed, key)
         return key
 
     return action_key
@@ -380,6 +380,10 @@ class Connection:
             pending, self._state.pending = self._state.pending, {}
         for key, make in pending.items():
             made = make()
+            if isinstance(made, str):  # an action that made the view `key` over what it registered
+                self._state.registered.add(key)
+                self._state.order.append((key, made, True))
+                continue
             obj, view = (made, None) if isinstance(made, pa.Table) else made
             name = key if view is None else key + "_raw"
             if isinstance(obj, pa.Table) or not HAS_SOURCES:
@@ -479,8 +483,9 @@ class Connection:
                 self._state.literal_views.discard(t)
         return claimed
 
-    def _perform(self, kind: str, args: dict[str, Any]) -> pa.Table:
-        """Run an action of the SQL surface (outside any query) and return its rows."""
+    def _perform(self, kind: str, args: dict[str, Any], key: str) -> pa.Table | str:
+        """Run an action of the SQL surface (outside any query) and return its rows, or (for
+        an action that creates the view `key` itself) the name of what it registered."""
         try:
             database: Any = args.get("database")  # an SQL argument; mounts checks it is a name
             if kind == "mount":
@@ -494,6 +499,9 @@ class Connection:
                         replace=bool(args.get("replace")),
                         storage_options=dict(params.storage_options_of(args)),
                     )
+            if kind == "sample":
+                with using_opener(self._state.opener):
+                    return sampling.sample_view(self, args, key)
             if kind == "unmount":
                 return mounts.unmount_table(self, database)
             return mounts.mounts(self, database)

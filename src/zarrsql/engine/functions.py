@@ -28,6 +28,7 @@ READ_PARAMS = [
     "cell_bounds",
     "storage_options",
 ]
+SAMPLE_PARAMS = ["method", "tolerance", *READ_PARAMS]
 LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
 
 VIEWS_PARAMS = ["view_names", "storage_options"]
@@ -47,6 +48,7 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "read_zarr_groups": (("store",), _bare(LIST_PARAMS)),
     "read_zarr_views": (("store", "database"), _bare(VIEWS_PARAMS)),
     "zarr_mount": (("store", "database"), _bare(MOUNT_PARAMS)),
+    "zarr_sample": (("store", "points"), _bare(SAMPLE_PARAMS)),
     "zarr_unmount": (("database",), ()),
     "zarr_mounts": ((), ("database",)),
 }
@@ -122,6 +124,7 @@ def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]
             ["store", "database"],
             MOUNT_PARAMS,
         ),
+        _action_macro(action_udf, "zarr_sample", "sample", ["store", "points"], SAMPLE_PARAMS),
         _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),
         _action_macro(action_udf, "zarr_mounts", "mounts", [], ["database"]),
     ]

@@ -1,0 +1,241 @@
+"""`zarr_sample(store, points, ...)` and `zarrsql.sample(...)`: a store's cells at given points.
+
+The points (a query, a table name, or from Python a relation or a data frame) name some of
+the table's dimensions by their columns (`lat`, `lon`, optionally `time`); every other column
+is the point's own (an id, a name). Each point is matched on each of those dimensions to the
+nearest (or the equal) coordinate value (`plan/sampling.py`), and the result is a temporary
+view:
+
+    SELECT <point columns>, <table columns>
+    FROM <points with their matched coordinates> p
+    LEFT JOIN (SELECT * FROM read_zarr(...) WHERE (lat = a1 AND lon = b1) OR ...) z
+           ON z.lat = p.matched_lat AND z.lon = p.matched_lon
+    ORDER BY <point order>, <the other dimensions>
+
+The `WHERE` names the matched cells with literals of the coordinates' own types, so it is
+pushed into the scan and only the work units holding a matched cell are read. A point with
+no match (beyond the tolerance) keeps one row whose table columns are NULL, never a far
+cell. The point's columns that name dimensions are renamed `point_<dim>` beside the matched
+`<dim>`. All of this runs when the statement binds, as the connection runs other actions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from zarrsql.decode.logical import Labels
+from zarrsql.engine import params
+from zarrsql.engine.functions import READ_PARAMS
+from zarrsql.engine.sqltext import literal, quote_ident, quote_text
+from zarrsql.errors import ParameterError
+from zarrsql.expand.arrow import to_arrow
+from zarrsql.plan.sampling import METHODS, match
+from zarrsql.scan import Column, TableScan, open_table
+
+if TYPE_CHECKING:
+    from zarrsql.engine.connection import Connection
+
+#: Above this many distinct matched cells the pushed filter names each axis' values instead
+#: (a superset of the cells: still pruned per axis, and the join keeps only the matches).
+MAX_CELL_TERMS = 512
+_QUERY = re.compile(r"^\s*(\(|select\b|with\b|from\b|values\b|table\b|pivot\b|unpivot\b)", re.IGNORECASE)
+_TIME_UNITS = {"timestamp_s": 1, "timestamp_ms": 10**3, "timestamp_us": 10**6, "timestamp_ns": 10**9}
+
+
+def _points(conn: Connection, points: Any) -> pa.Table:
+    if not isinstance(points, str) or not points.strip():
+        raise ParameterError(
+            "zarr_sample's points must be a query (e.g. 'SELECT * FROM stations') or a table or view name"
+        )
+    text = points if _QUERY.match(points) else f"SELECT * FROM {points}"
+    table = conn.sql(text).arrow()
+    return table.read_all() if isinstance(table, pa.RecordBatchReader) else table
+
+
+def _method(args: dict[str, Any]) -> str:
+    method = args.get("method") or "nearest"
+    if not isinstance(method, str) or method.lower() not in METHODS:
+        raise ParameterError(f"method := must be 'nearest' or 'exact', got {json.dumps(method)}")
+    return method.lower()
+
+
+def _interval_micros(conn: Connection, text: str, dim: str) -> int:
+    try:
+        rows = conn.duckdb.execute("SELECT epoch_us(CAST(? AS INTERVAL))", [text]).fetchall()
+    except Exception as err:  # noqa: BLE001 - DuckDB's conversion error, restated
+        raise ParameterError(
+            f"tolerance for the time dimension '{dim}' must be an interval such as '1 hour', got {text!r}"
+        ) from err
+    return int(rows[0][0])
+
+
+def _tolerances(conn: Connection, scan: TableScan, given: list[int], raw: Any) -> dict[int, float | int | None]:
+    """The tolerance of each matched axis, in the axis' own units (time: its ticks)."""
+    out: dict[int, float | int | None] = dict.fromkeys(given)
+    if raw is None:
+        return out
+    by_name = {scan.dims[k].name: k for k in given}
+    if isinstance(raw, dict):
+        unknown = [d for d in raw if d not in by_name]
+        if unknown:
+            raise ParameterError(
+                f"tolerance names '{unknown[0]}', which is not a dimension the points give ({', '.join(by_name)})"
+            )
+        items = {by_name[d]: v for d, v in raw.items()}
+    else:
+        items = dict.fromkeys(given, raw)
+    for k, value in items.items():
+        name, logical = scan.dims[k].name, scan.dim_logical[k]
+        if logical == "string":
+            raise ParameterError(
+                f"tolerance := applies to numeric and time dimensions; '{name}' holds labels, which match exactly"
+            )
+        if logical in _TIME_UNITS:
+            micros = _interval_micros(conn, str(value), name)
+            out[k] = micros * _TIME_UNITS[logical] // 10**6
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ParameterError(
+                f"tolerance for the dimension '{name}' must be a number, got {json.dumps(value)}"
+            ) from None
+        if not number >= 0:
+            raise ParameterError(f"tolerance for the dimension '{name}' must be zero or more, got {number}")
+        out[k] = number
+    return out
+
+
+def _targets(table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray:
+    col = table.column(column)
+    if col.null_count:
+        first = col.to_pylist().index(None)
+        raise ParameterError(
+            f"point {first} has a NULL '{column}': every point needs a value for each dimension it names"
+        )
+    if logical in _TIME_UNITS:
+        if not pa.types.is_timestamp(col.type) and not pa.types.is_date(col.type):
+            raise ParameterError(
+                f"the points' column '{column}' must be a TIMESTAMP to match the time dimension '{dim}', got {col.type}"
+            )
+        unit = logical.removeprefix("timestamp_")
+        tz = col.type.tz if pa.types.is_timestamp(col.type) else None
+        cast = col.cast(pa.timestamp(unit, tz=tz), safe=False)  # finer than the axis: truncated
+        return np.asarray(cast.cast(pa.int64()).to_numpy(zero_copy_only=False))
+    if logical == "string":
+        return np.array(col.to_pylist(), dtype=object)
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)):
+        raise ParameterError(
+            f"the points' column '{column}' must be numeric to match the dimension '{dim}', got {col.type}"
+        )
+    return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False))
+
+
+def _sql_value(value: Any, logical: Any) -> str | None:
+    """A literal of exactly the coordinate's value and type, or None when none is written."""
+    if isinstance(logical, Labels):
+        return quote_text(str(value))
+    if logical in ("float32", "float64"):
+        number = float(value)
+        text = repr(number) if np.isfinite(number) else quote_text(repr(number))
+        return f"CAST({text} AS {'FLOAT' if logical == 'float32' else 'DOUBLE'})"
+    if isinstance(logical, str) and logical[:3] in ("int", "uin"):
+        return str(int(value))
+    if logical == "timestamp_ns":
+        return f"make_timestamp_ns({int(value)})"
+    if logical in _TIME_UNITS:
+        return f"make_timestamp({int(value) * 10**6 // _TIME_UNITS[logical]})"
+    return None
+
+
+def _cells_filter(scan: TableScan, given: list[int], positions: np.ndarray, columns: dict[int, Column]) -> str:
+    """The pushed WHERE naming the matched cells (or, when many, each axis' matched values)."""
+    matched = positions[(positions >= 0).all(axis=1)]
+    cells = np.unique(matched, axis=0) if len(matched) else matched
+    if len(cells) == 0:
+        return "false"
+
+    def value(k: int, pos: int) -> str | None:
+        dv = scan.dims[k]
+        return _sql_value(dv.values[pos], columns[k].logical)
+
+    if len(cells) <= MAX_CELL_TERMS:
+        terms: list[str] = []
+        for cell in cells:
+            pairs = [(k, value(k, int(p))) for k, p in zip(given, cell, strict=True)]
+            if any(v is None for _, v in pairs):
+                return "true"
+            terms.append("(" + " AND ".join(f"{quote_ident(scan.dims[k].name)} = {v}" for k, v in pairs) + ")")
+        return " OR ".join(terms)
+    parts = []
+    for j, k in enumerate(given):
+        values = [value(k, int(p)) for p in np.unique(cells[:, j])]
+        if all(v is not None for v in values):
+            parts.append(f"{quote_ident(scan.dims[k].name)} IN ({', '.join(v for v in values if v)})")
+    return " AND ".join(parts) or "true"
+
+
+def _read_call(args: dict[str, Any]) -> str:
+    read = [p.strip('"') for p in READ_PARAMS]
+    named = [f"{quote_ident(k)} := {literal(args[k])}" for k in read if args.get(k) is not None]
+    return f"read_zarr({', '.join([literal(params.store_of(args)), *named])})"
+
+
+def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
+    """Create the temporary view `name` answering `zarr_sample(args)`; returns its SELECT."""
+    method = _method(args)
+    read_args = {k: v for k, v in args.items() if k not in ("points", "method", "tolerance")}
+    scan = open_table(params.read_request(read_args))
+    points = _points(conn, args.get("points"))
+    columns = {c.dim: c for c in scan.columns if c.dim is not None}
+    dims = {scan.dims[k].name: k for k in columns}
+    given = [dims[c] for c in points.column_names if c in dims]
+    if not given:
+        raise ParameterError(
+            f"the points have no column naming a dimension of table '{scan.table.label}' (its dimensions are "
+            f"{', '.join(repr(d) for d in dims)}; the points' columns are "
+            f"{', '.join(repr(c) for c in points.column_names)}); name the columns after the dimensions"
+        )
+    clash = [c for c in points.column_names if c.lower().startswith("__zarrsql")]
+    if clash:
+        raise ParameterError(f"the points' column '{clash[0]}' uses zarrsql's internal prefix; rename it")
+    tolerances = _tolerances(conn, scan, given, args.get("tolerance"))
+    positions = np.empty((points.num_rows, len(given)), dtype=np.int64)
+    for j, k in enumerate(given):
+        dv, logical = scan.dims[k], scan.dim_logical[k]
+        targets = _targets(points, dv.name, logical, dv.name)
+        positions[:, j] = match(dv.values, dv.nulls, targets, method=method, tolerance=tolerances[k])
+    found = (positions >= 0).all(axis=1)
+    renamed = {d: f"point_{d}" for d in (scan.dims[k].name for k in given)}
+    taken = set(points.column_names) | {c.name for c in scan.columns}
+    for new in renamed.values():
+        if new in taken:
+            raise ParameterError(f"the point column would be renamed '{new}', which the result already has")
+    extra = {"__zarrsql_point": pa.array(np.arange(points.num_rows, dtype=np.int64))}
+    for j, k in enumerate(given):
+        col = columns[k]
+        pos = np.where(found, positions[:, j], 0)
+        source = pos.astype(np.int32) if isinstance(col.logical, Labels) else scan.dims[k].values[pos]
+        missing = None if found.all() else np.asarray(~found)
+        extra[f"__zarrsql_m{j}"] = to_arrow(source, missing, col.logical)
+    table = pa.table({**{renamed.get(c, c): points.column(c) for c in points.column_names}, **extra})
+    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+    raw = f"{name}_points_{digest}"
+    conn.duckdb.register(raw, table)
+    on = " AND ".join(f"z.{quote_ident(scan.dims[k].name)} = p.__zarrsql_m{j}" for j, k in enumerate(given))
+    hidden = ", ".join(["__zarrsql_point", *(f"__zarrsql_m{j}" for j in range(len(given)))])
+    others = [quote_ident(scan.dims[k].name) for k in columns if k not in given]
+    order = ", ".join(["p.__zarrsql_point", *(f"z.{o}" for o in others)])
+    where = _cells_filter(scan, given, positions, columns)
+    body = (
+        f"SELECT p.* EXCLUDE ({hidden}), z.* FROM {quote_ident(raw)} p "
+        f"LEFT JOIN (SELECT * FROM {_read_call(read_args)} WHERE {where}) z ON {on} ORDER BY {order}"
+    )
+    conn.execute(f"CREATE OR REPLACE TEMP VIEW {quote_ident(name)} AS {body}")
+    return raw
