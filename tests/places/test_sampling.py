@@ -116,7 +116,7 @@ def test_time_tolerance_takes_an_interval(store, con) -> None:
 
 
 def test_exact_matches_only_equal_coordinates(store, con) -> None:
-    points = pd.DataFrame({"lat": [50.0, 50.4], "lon": [12.5, 12.5]})
+    points = pd.DataFrame({"lat": [50.0, 50.4], "lon": [12.5, 12.5]})  # noqa: F841 - read by DuckDB by name
     got = con.sql(
         f"SELECT point_lat, count(t) AS n FROM zarr_sample('{store}', 'SELECT * FROM points', method := 'exact') "
         "GROUP BY ALL ORDER BY point_lat"
