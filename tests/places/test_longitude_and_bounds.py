@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarrsql
+from zarrsql.engine.source import HAS_SOURCES
 
 LON_360 = np.arange(0, 360, 7.5, dtype="float32")  # 48 values, 8 per chunk
 LON_180 = (((LON_360 + 180) % 360) - 180).astype("float32")
@@ -90,7 +91,8 @@ def _box_case(con, path: str, setting: int, lo: float, hi: float) -> None:
     assert all(r[1] == len(TIME) * len(LAT) for r in got)
     # pruning: exactly the chunks (8 stored longitudes each) holding a kept value are read
     lon_chunks = len({i // 8 for i in np.flatnonzero(keep)})
-    assert t.work_units_read == lon_chunks * 2 * 2  # time and lat: 2 chunks each
+    if HAS_SOURCES:  # DuckDB 2.x pushes the WHERE into the scan (1.5 filters after reading)
+        assert t.work_units_read == lon_chunks * 2 * 2  # time and lat: 2 chunks each
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 import zarrsql
+from zarrsql.engine.source import HAS_SOURCES
 
 LAT = np.linspace(70, 30, 41)  # descending, 1 degree
 LON = np.concatenate([np.arange(0, 10, 0.5), np.arange(10, 40, 2.5)])  # uneven
@@ -72,7 +73,8 @@ def test_nearest_time_series_equal_xarrays_vectorized_sel(store, con) -> None:
         assert rows.lon.unique().tolist() == [float(cell.lon)]
         np.testing.assert_array_equal(rows.t.to_numpy(dtype="float32"), cell.values)
         assert (rows.point_lat == points.lat[p]).all()
-    assert t.work_units_read == _units_holding(store, points) < t.work_units_planned
+    if HAS_SOURCES:  # DuckDB 2.x pushes the matched cells into the scan
+        assert t.work_units_read == _units_holding(store, points) < t.work_units_planned
 
 
 def test_a_point_beyond_the_tolerance_gets_nulls_never_a_far_cell(store, con) -> None:

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import answers, hints, mounts, params, sampling
+from zarrsql.engine import answers, hints, joins, mounts, params, sampling
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import (
     FUNCTIONS,
@@ -351,6 +351,13 @@ class Connection:
             return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)}){hidden}"
         return named_equals(query, FUNCTIONS)
 
+    def _rewritten(self, query: Any, has_args: bool) -> Any:
+        """The statement to run for `query`: as `_statement` makes it, then a count answered
+        from the plan (`answers.py`), or else its joins on dimensions pruned (`joins.py`)."""
+        statement = self._statement(query)
+        answered = answers.rewrite(self, statement, has_args)
+        return answered if answered is not statement else joins.rewrite(self, statement, has_args)
+
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:
         for _ in range(MAX_ROUNDS):
             self._state.take_error()
@@ -511,19 +518,19 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
-        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
+        query = self._rewritten(query, bool(args or kwargs))
         return self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
-        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
+        query = self._rewritten(query, bool(args or kwargs))
         return self._run(query, self._con.query, query, *args, **kwargs)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
-        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
+        query = self._rewritten(query, bool(args or kwargs))
         return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
-        query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
+        query = self._rewritten(query, bool(args or kwargs))
         self._run(query, self._con.execute, query, *args, **kwargs)
         return self
 

@@ -1,0 +1,285 @@
+"""Joins that prune: a zarrsql table joined on its dimensions to a small relation reads only
+the work units that can hold a matching key.
+
+DuckDB hands a Python scan no join keys and no dynamic filters, so the connection does it
+before the statement runs. It reads the statement's tree (`json_serialize_sql`) and looks
+for two shapes:
+
+1. `<zarr table> [INNER] JOIN <other> USING (dims)` or `ON z.dim = o.col AND ...` (also the
+   zarr table on the NULL-supplying side of a LEFT or RIGHT join), where the zarr table is
+   `read_zarr(...)`, a `'x.zarr'` string or a view that is `SELECT *` of one;
+2. `... FROM <zarr table> WHERE (dims) IN (SELECT ...) AND ...` (the IN a top-level conjunct).
+
+The other side (or the subquery) is run first, on its own, for its distinct keys; when there
+are at most `MAX_KEYS`, the zarr table is replaced by `(SELECT * FROM <it> WHERE (dim = k1
+AND ...) OR ...)`, with every key written as a literal of the other side's own type, so the
+comparison is the join's own. Rows that cannot match are the only ones removed, so the result
+is the same as without the rewrite; the pushed filter prunes the scan. Anything else (a
+correlated subquery, a CTE name, keys on data columns only, too many keys, an error on the
+way) leaves the statement as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from zarrsql.engine.answers import _check_from, _Decline, _NoView
+from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
+from zarrsql.scan import open_table
+from zarrsql.store import using_opener
+
+if TYPE_CHECKING:
+    from zarrsql.engine.connection import Connection
+
+log = logging.getLogger(__name__)
+#: The most distinct keys pushed as literals; a larger other side is not "small".
+MAX_KEYS = 1000
+_QUICK = re.compile(r"\bjoin\b|\bin\s*\(\s*select\b", re.IGNORECASE)
+
+
+def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
+    """`query` with its prunable joins' zarr sides filtered on the other side's keys."""
+    if has_args or not isinstance(query, str) or not _QUICK.search(query) or conn._state.depth:
+        return query
+    try:
+        return _rewrite(conn, query)
+    except _Decline as why:
+        log.debug("join not pruned: %s", why)
+    except Exception as err:  # the edge: whatever went wrong, the statement runs as written
+        log.debug("join not pruned: %r", err)
+    return query
+
+
+def _serialize(conn: Connection, sql: str) -> dict[str, Any]:
+    doc = json.loads(conn._con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    if doc.get("error") or len(doc.get("statements") or []) != 1:
+        raise _Decline("not one statement DuckDB serializes")
+    if doc["statements"][0].get("named_param_map"):
+        raise _Decline("parameters")
+    return doc  # type: ignore[no-any-return]
+
+
+def _deserialize(conn: Connection, doc: dict[str, Any]) -> str:
+    return str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
+
+
+def _rewrite(conn: Connection, query: str) -> str:
+    doc = _serialize(conn, query)
+    changed = False
+    for node in list(_select_nodes(doc["statements"][0]["node"])):
+        changed |= _prune_joins(conn, node)
+        changed |= _prune_in(conn, node)
+    return _deserialize(conn, doc) if changed else query
+
+
+def _select_nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every SELECT node of the statement, outer first (subqueries, CTEs, set operations)."""
+    if isinstance(tree, dict):
+        if tree.get("type") == "SELECT_NODE":
+            yield tree
+        for value in tree.values():
+            yield from _select_nodes(value)
+    elif isinstance(tree, list):
+        for value in tree:
+            yield from _select_nodes(value)
+
+
+def _is_zarr(conn: Connection, table: dict[str, Any]) -> bool:
+    try:
+        _check_from(conn._con, table)
+    except _NoView:
+        plain = table.get("type") == "BASE_TABLE" and not table.get("schema_name") and not table.get("catalog_name")
+        return plain and claimable(str(table.get("table_name")))
+    except _Decline:
+        return False
+    return True
+
+
+def _alias(table: dict[str, Any]) -> str:
+    return str(table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
+
+
+def _joins(table: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if table.get("type") == "JOIN":
+        yield table
+        yield from _joins(table["left"])
+        yield from _joins(table["right"])
+
+
+#: The sides of a join that may be filtered on the other side's keys, by join type.
+_PRUNABLE = {"INNER": ("left", "right"), "SEMI": ("left",), "LEFT": ("right",), "RIGHT": ("left",)}
+
+
+def _prune_joins(conn: Connection, node: dict[str, Any]) -> bool:
+    changed = False
+    for join in list(_joins(node.get("from_table") or {})):
+        if join.get("ref_type") not in (None, "REGULAR"):
+            continue
+        for side in _PRUNABLE.get(join.get("join_type", ""), ()):
+            other = "right" if side == "left" else "left"
+            zarr, rest = join[side], join[other]
+            if zarr.get("type") == "JOIN" or not _is_zarr(conn, zarr) or zarr.get("column_name_alias"):
+                continue
+            pairs = _key_pairs(join, _alias(zarr), _alias(rest))
+            if not pairs:
+                continue
+            pushed = _filter(conn, zarr, [z for z, _ in pairs], _select(conn, rest, [o for _, o in pairs]))
+            if pushed is not None:
+                join[side] = _filtered(conn, zarr, pushed)
+                changed = True
+    return changed
+
+
+def _key_pairs(join: dict[str, Any], zarr: str, other: str) -> list[tuple[str, str]]:
+    """(zarr column, other column) of the join's equalities between its two sides."""
+    using = join.get("using_columns") or []
+    if using:
+        return [(c, c) for c in using]
+    out = []
+    for cond in _conjuncts(join.get("condition")):
+        if cond.get("class") != "COMPARISON" or cond.get("type") != "COMPARE_EQUAL":
+            continue
+        a, b = cond["left"], cond["right"]
+        if a.get("class") != "COLUMN_REF" or b.get("class") != "COLUMN_REF":
+            continue
+        (qa, ca), (qb, cb) = _qualified(a), _qualified(b)
+        if qa == zarr and qb == other and zarr != other:
+            out.append((ca, cb))
+        elif qb == zarr and qa == other and zarr != other:
+            out.append((cb, ca))
+    return out
+
+
+def _qualified(ref: dict[str, Any]) -> tuple[str, str]:
+    names = ref["column_names"]
+    return (names[0].lower(), names[1]) if len(names) == 2 else ("", names[-1])
+
+
+def _conjuncts(expr: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if expr is None:
+        return []
+    if expr.get("class") == "CONJUNCTION" and expr.get("type") == "CONJUNCTION_AND":
+        return [c for child in expr["children"] for c in _conjuncts(child)]
+    return [expr]
+
+
+def _template(conn: Connection, sql: str) -> dict[str, Any]:
+    return _serialize(conn, sql)
+
+
+def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
+    """`SELECT DISTINCT <columns> FROM <table>` as SQL text, the table's tree reused."""
+    doc = _template(conn, "SELECT DISTINCT " + ", ".join(f"__zarrsql_k{i}" for i in range(len(columns))) + " FROM t")
+    node = doc["statements"][0]["node"]
+    node["from_table"] = copy.deepcopy(table)
+    for item, name in zip(node["select_list"], columns, strict=True):
+        item["column_names"] = [name]
+    return _deserialize(conn, doc)
+
+
+def _filter(conn: Connection, zarr: dict[str, Any], columns: list[str], keys_sql: str) -> str | None:
+    """The WHERE naming the distinct keys of `keys_sql` on the zarr table's dimension
+    columns among `columns`, or None when there is nothing to prune with."""
+    dims = _dimension_columns(conn, zarr)
+    use = [i for i, c in enumerate(columns) if c in dims]
+    if not use:
+        raise _Decline("no join key is a dimension column")
+    listed = f"SELECT * FROM ({keys_sql}) LIMIT {MAX_KEYS + 1}"
+    types = [str(r[1]) for r in conn.sql("DESCRIBE " + listed).fetchall()]
+    texts = ", ".join(f"CAST(k.{quote_ident(n)} AS VARCHAR)" for n in _column_names(conn, listed))
+    rows = conn.sql(f"SELECT {texts} FROM ({listed}) AS k").fetchall()
+    if len(rows) > MAX_KEYS:
+        raise _Decline("the other side is not small")
+    terms = set()
+    for row in rows:
+        if any(row[i] is None for i in use):
+            continue  # a NULL key matches nothing
+        terms.add(" AND ".join(f"{quote_ident(columns[i])} = CAST({quote_text(row[i])} AS {types[i]})" for i in use))
+    if not terms:
+        return "false"
+    return " OR ".join(f"({t})" for t in sorted(terms))
+
+
+def _column_names(conn: Connection, sql: str) -> list[str]:
+    return [str(r[0]) for r in conn.sql("DESCRIBE " + sql).fetchall()]
+
+
+def _dimension_columns(conn: Connection, zarr: dict[str, Any]) -> set[str]:
+    """The columns of the zarr table a pushed predicate may name (its dimensions)."""
+    doc = _template(conn, "SELECT * FROM t")
+    doc["statements"][0]["node"]["from_table"] = copy.deepcopy(zarr)
+    probe = "DESCRIBE " + _deserialize(conn, doc)
+    state = conn._state
+    conn._run(probe, conn._con.execute, probe).fetchall()
+    asked = {a for a, (gen, _) in list(state.scan_keys.items()) if gen == state.generation}
+    if len(asked) != 1:
+        raise _Decline("not exactly one zarrsql scan on the zarr side")
+    from zarrsql.engine import params
+
+    with using_opener(state.opener):
+        scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
+    return set(scan.filterable())
+
+
+def _filtered(conn: Connection, zarr: dict[str, Any], where: str) -> dict[str, Any]:
+    """A subquery node `(SELECT * FROM <zarr> WHERE <where>) AS <alias>` in place of `zarr`."""
+    alias = zarr.get("alias") or (zarr.get("table_name") if zarr.get("type") == "BASE_TABLE" else "") or "z"
+    doc = _template(conn, f"SELECT * FROM (SELECT * FROM t WHERE {where}) AS {quote_ident(alias)}")
+    sub = doc["statements"][0]["node"]["from_table"]
+    inner = copy.deepcopy(zarr)
+    inner["alias"] = ""
+    sub["subquery"]["node"]["from_table"] = inner
+    return sub  # type: ignore[no-any-return]
+
+
+def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
+    """`FROM <zarr> WHERE (dims) IN (SELECT ...)`: the subquery's keys pushed beside it."""
+    table = node.get("from_table") or {}
+    where = node.get("where_clause")
+    if where is None or table.get("type") == "JOIN" or not _is_zarr(conn, table):
+        return False
+    added = []
+    alias = _alias(table)
+    for cond in _conjuncts(where):
+        if cond.get("class") != "SUBQUERY" or cond.get("subquery_type") != "ANY":
+            continue
+        if cond.get("comparison_type", "COMPARE_EQUAL") != "COMPARE_EQUAL":
+            continue
+        child = cond.get("child") or {}
+        refs = [child] if child.get("class") == "COLUMN_REF" else _row_refs(child)
+        if not refs or any(_qualified(r)[0] not in ("", alias) for r in refs):
+            continue
+        columns = [_qualified(r)[1] for r in refs]
+        doc = {"statements": [{"node": copy.deepcopy(cond["subquery"]["node"]), "named_param_map": []}]}
+        sql = _deserialize(conn, {**_template(conn, "SELECT 1"), **doc})
+        names = _column_names(conn, sql)
+        if len(names) != len(columns):
+            continue
+        keys = "SELECT DISTINCT " + ", ".join(
+            f"s.{quote_ident(n)} AS {quote_ident(f'__zarrsql_k{i}')}" for i, n in enumerate(names)
+        )
+        try:
+            pushed = _filter(conn, table, columns, f"{keys} FROM ({sql}) AS s")
+        except _Decline:
+            continue
+        if pushed is not None:
+            added.append(pushed)
+    if not added:
+        return False
+    both = _template(conn, "SELECT * FROM t WHERE true AND (" + " AND ".join(f"({a})" for a in added) + ")")
+    clause = both["statements"][0]["node"]["where_clause"]
+    clause["children"][0] = where  # `<the statement's WHERE> AND <the pushed keys>`
+    node["where_clause"] = clause
+    return True
+
+
+def _row_refs(expr: dict[str, Any]) -> list[dict[str, Any]]:
+    if expr.get("class") != "FUNCTION" or str(expr.get("function_name", "")).lower() != "row":
+        return []
+    args = [a.get("expression", a) for a in expr.get("arguments", expr.get("children")) or []]
+    return args if all(a.get("class") == "COLUMN_REF" for a in args) else []
