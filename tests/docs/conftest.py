@@ -76,4 +76,5 @@ def docs_workdir(
     for store in sorted(table_convention_root.iterdir()):
         (tmp_path / store.name).symlink_to(store, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")  # examples that plot save PNG files; no display
     return lambda: tmp_path

@@ -16,6 +16,9 @@ The convention (docs/contributing.md says the same for writers of docs):
   standard output; for SQL, DuckDB's rendering of the result (compared on DuckDB 2.x, whose
   output the docs show). In both, ``[...]`` stands for any text (a temporary path, rows cut
   from a long listing).
+- A warning the example's own code triggers fails it, as in the rest of the suite; a
+  deprecation raised inside a library the example calls does not (Python shows those to
+  no reader either).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,7 +130,7 @@ def run_block(block: Block, namespace: dict[str, Any]) -> None:
     expected_error = ERROR_LINE.match(block.output) if block.output is not None else None
     stdout = io.StringIO()
     try:
-        with contextlib.redirect_stdout(stdout):
+        with contextlib.redirect_stdout(stdout), _reader_warnings(namespace):
             shown = _run_sql(block.code, namespace) if block.language == "sql" else _run_python(block, namespace)
     except Exception as err:
         if expected_error is None:
@@ -137,6 +142,18 @@ def run_block(block: Block, namespace: dict[str, Any]) -> None:
     printed = stdout.getvalue() if block.language == "python" else shown
     if block.output is not None and outputs_checked() and not matches(block.output, printed or ""):
         raise ExampleFailure(f"{block.where}: the doc shows\n{block.output}\nbut the example printed\n{printed}")
+
+
+@contextlib.contextmanager
+def _reader_warnings(namespace: dict[str, Any]) -> Iterator[None]:
+    """Warnings as a reader running the example would meet them: a deprecation inside a library
+    (pandas calling matplotlib, say) is not the doc's fault and Python hides it outside
+    `__main__`; any warning the doc's own code triggers is an error, so that the doc is fixed."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        warnings.filterwarnings("error", module=re.escape(namespace.get("__name__", "__main__")))
+        yield
 
 
 def _check_error(block: Block, err: Exception, name: str, message: str) -> None:

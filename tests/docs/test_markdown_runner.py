@@ -123,3 +123,9 @@ def test_the_wildcard_stands_for_any_text() -> None:
     assert matches("┌──┐\n[...]\n└──┘", "┌──┐\n│ 1 │\n│ 2 │\n└──┘")
     assert not matches("a [...] c", "a b d")
     assert matches("x  \n", "x")  # trailing blanks do not count
+
+
+def test_a_warning_of_the_example_fails(tmp_path: Path) -> None:
+    block = _first_runnable("```python\nimport warnings\nwarnings.warn('careful')\n```\n", tmp_path)
+    with pytest.raises(ExampleFailure, match="raised UserWarning: careful"):
+        run_block(block, {"__name__": "__doc_example__"})
