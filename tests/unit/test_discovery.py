@@ -179,7 +179,8 @@ def test_roles(fmt: int, tmp_path: Path, con: zarrsql.Connection) -> None:
 
 @FORMATS
 def test_metadata_arrays_stay_out_of_tables(fmt: int, tmp_path: Path, con: zarrsql.Connection) -> None:
-    """Coordinates, bounds, auxiliary coordinates, scalars and unnamed arrays join no table."""
+    """Coordinates, bounds, auxiliary coordinates, scalars and unnamed arrays are no data
+    variable of a table; an auxiliary coordinate the variable names becomes a column."""
     store = roles_store(tmp_path / "roles.zarr", fmt)
     rows = tables(con, store)
     by_name = {r["table_name"]: r for r in rows}
@@ -187,7 +188,8 @@ def test_metadata_arrays_stay_out_of_tables(fmt: int, tmp_path: Path, con: zarrs
     assert by_name["x_y"]["coord_vars"] == ["x", "y"]
     listed = {v for r in rows for v in r["data_vars"]}
     assert listed.isdisjoint({"x", "y", "x_bnds", "lat2d", "lon2d", "gaux", "k", "noname", "broken"}), listed
-    assert columns(con, store, table_name="x_y") == ["x", "y", "t"]
+    # `t` names lat2d and lon2d in its `coordinates`: columns, as in xarray's to_dataframe
+    assert columns(con, store, table_name="x_y") == ["x", "y", "lat2d", "lon2d", "t"]
     # an auxiliary coordinate, a bounds array and an unnamed one are still readable alone
     assert columns(con, store, array_path="lat2d") == ["x", "y", "lat2d"]
     assert columns(con, store, array_path="x_bnds") == ["x", "nv", "x_bnds"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from zarrsql.conventions.model import (
+    AuxCoord,
     GroupInfo,
     ProblemKind,
     TableInfo,
@@ -55,6 +56,33 @@ def _coord_problem(coord: ArrayMeta | None, dim: str, n: int) -> str | None:
     return None
 
 
+def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[ArrayMeta]) -> tuple[AuxCoord, ...]:
+    """The auxiliary coordinates the table's variables name in CF `coordinates` (as xarray
+    writes its non-index coordinates), those over a subset of the table's dimensions, in the
+    order first named; dimension coordinates and names of data variables are left out."""
+    members: dict[str, Member] = {}
+    for p in [path, *ancestors(path)]:
+        for member in group_members(tree, p):
+            members.setdefault(member.name, member)
+    data = {a.name for a in arrays}
+    out: dict[str, AuxCoord] = {}
+    for a in arrays:
+        named = a.attrs.get("coordinates")
+        for name in named.split() if isinstance(named, str) else []:
+            m = members.get(name)
+            if name in out or name in dims or name in data or m is None or m.role not in ("aux_coord", "scalar"):
+                continue
+            if not isinstance(m.array, ArrayMeta) or m.dims is None or not set(m.dims) <= set(dims):
+                continue
+            if len(set(m.dims)) != len(m.dims):
+                continue
+            axes = tuple(dims.index(d) for d in m.dims)
+            if any(m.array.shape[i] != arrays[0].shape[k] for i, k in enumerate(axes)):
+                continue
+            out[name] = AuxCoord(name, m.array, axes)
+    return tuple(out.values())
+
+
 def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[ArrayMeta]) -> TableInfo:
     shape = arrays[0].shape
     coords = tuple(find_coord(tree, path, d) for d in dims)
@@ -70,7 +98,10 @@ def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
     # table's axis: it is reported in the problem, not listed among the table's coordinates.
     coords = tuple(c if c is not None and c.shape[0] == n else None for c, n in zip(coords, shape, strict=True))
     grid = chunk_grid(arrays)
-    return TableInfo(path, "_".join(dims), dims, shape, grid, tuple(arrays), coords, problem, problem_kind=kind)
+    aux = _aux_coords(tree, path, dims, arrays)
+    return TableInfo(
+        path, "_".join(dims), dims, shape, grid, tuple(arrays), coords, problem, problem_kind=kind, aux=aux
+    )
 
 
 def analyze(tree: NodeTree, path: str) -> GroupInfo:

@@ -46,6 +46,17 @@ class Derived:
 
 
 @dataclass(frozen=True, slots=True)
+class AuxCoord:
+    """An auxiliary coordinate of a table (CF `coordinates`): an array over some of the
+    table's dimensions (`axes`, their positions in the table, in the array's own order),
+    such as the 2-D `lat(y, x)` of a curvilinear grid or the 1-D labels of stations."""
+
+    name: str
+    array: ArrayMeta
+    axes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TableInfo:
     """A table of a group as `read_zarr_tables` lists it.
 
@@ -78,6 +89,7 @@ class TableInfo:
     column_names: tuple[str, ...] = ()
     column_order: tuple[str, ...] = ()
     problem_kind: ProblemKind | None = None
+    aux: tuple[AuxCoord, ...] = ()
 
     @property
     def default_name(self) -> str:

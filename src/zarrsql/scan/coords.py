@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
 from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec
-from zarrsql.errors import MetadataError
+from zarrsql.errors import MetadataError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.units import DimValues
@@ -148,3 +148,34 @@ def load_bounds(
         hit = (lower, upper, codec.logical)
         tree.derived[key] = hit
     return cast("tuple[DimValues, DimValues, str]", hit)
+
+
+#: The most cells of an auxiliary coordinate a scan holds decoded (it is read whole, once).
+MAX_AUX_CELLS = 2**27
+
+
+def load_aux(tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOptions) -> tuple[np.ndarray, Any, str]:
+    """An auxiliary coordinate read whole and decoded, in the array's own axis order:
+    (values, nulls or None, logical type), cached with the tree like a coordinate."""
+    key = ("aux", array.path, options)
+    hit = tree.derived.get(key)
+    if hit is None:
+        cells = int(np.prod(array.shape, dtype=np.int64))
+        if cells > MAX_AUX_CELLS:
+            raise UnsupportedError(
+                f"the auxiliary coordinate '{array.path}' has {cells} cells, more than the {MAX_AUX_CELLS} a scan "
+                "holds decoded; read its table with the data variables only (array_path := ...)"
+            )
+        raw = read_region(store, array, tuple((0, n) for n in array.shape))
+        grid = tuple(-(-n // c) for n, c in zip(array.shape, array.chunks, strict=True))
+        keys = [array.chunk_key(idx) for idx in np.ndindex(*grid)]
+        for k, token in zip(keys, store.token_many(keys), strict=True):
+            tree.validators[k] = token
+        flat = np.asarray(raw).reshape(-1)
+        codec = column_codec(array, options, is_coord=True, coord_values=flat)
+        values, nulls = codec.decode(flat)
+        values = np.asarray(values).reshape(array.shape)
+        nulls = None if nulls is None else np.asarray(nulls).reshape(array.shape)
+        hit = (values, nulls, codec.logical)
+        tree.derived[key] = hit
+    return cast("tuple[np.ndarray, Any, str]", hit)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from zarrsql.decode.cells import select_cells
 from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.registry import codec_for
 from zarrsql.decode.variables import Codec
@@ -25,12 +26,13 @@ from zarrsql.expand.columns import Column
 from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.bounds import bounds_predicate
-from zarrsql.plan.predicate import Predicate, conjoin
+from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
 from zarrsql.scan.coords import (
     bounds_array,
     derived_values,
     is_longitude,
+    load_aux,
     load_bounds,
     load_coord,
     prefetch_coords,
@@ -87,6 +89,7 @@ class OpenedTable:
         for d in self.table.derived:
             dv, logical = derived_values(d, self.table.shape[d.axis])
             self._add_derived(d.axis, dv, logical)
+        self._load_aux()
         self._longitude_shift: dict[int, np.ndarray] = {}
         if request.options.longitude is not None:
             self._present_longitude(request.options.longitude)
@@ -106,6 +109,24 @@ class OpenedTable:
         """One decoder per data variable, chosen by the scan kind."""
         raise NotImplementedError
 
+    def _load_aux(self) -> None:
+        """The table's auxiliary coordinates (CF `coordinates`), read whole once and cached
+        with the tree; each as (table axes, increasing; values and nulls in that axis order)."""
+        #: Auxiliary coordinate columns: (name, axes, values, nulls), with `aux_logical`.
+        self.aux: list[tuple[str, tuple[int, ...], np.ndarray, Any]] = []
+        self.aux_logical: list[str] = []
+        taken = {c.name for c in self.columns} | {dc.column for dc in self.table.data}
+        for a in self.table.aux:
+            if a.name in taken:
+                continue
+            values, nulls, logical = load_aux(self.tree, self.store, a.array, self.request.options)
+            order = tuple(int(i) for i in np.argsort(a.axes))
+            values = np.transpose(values, order)
+            nulls = None if nulls is None else np.transpose(nulls, order)
+            self.aux.append((a.name, tuple(sorted(a.axes)), values, nulls))
+            self.aux_logical.append(logical)
+            self.columns.append(Column(a.name, logical, aux=len(self.aux) - 1))
+
     def _add_derived(self, axis: int, dv: DimValues, logical: str) -> None:
         self.derived.append((axis, dv))
         self.derived_logical.append(logical)
@@ -123,13 +144,16 @@ class OpenedTable:
         """`longitude := 180 | 360`: the longitude coordinates' values moved into that range,
         so filters, pruning and output all see the presented values."""
         axes = self._longitudes()
-        if not axes:
+        if not axes and not any(is_longitude(a.array) for a in self.table.aux):
             names = [c.name for c in self.table.coords if c is not None]
             raise ParameterError(
                 f"longitude := {setting} presents longitude coordinates, and table '{self.table.label}' has none "
                 f"(a coordinate with CF units 'degrees_east' or standard_name 'longitude'; its coordinates are "
                 f"{', '.join(repr(n) for n in names) or 'none'}); read it without longitude :="
             )
+        for j, (name, aux_axes, values, nulls) in enumerate(self.aux):
+            if is_longitude(self.table.aux[[a.name for a in self.table.aux].index(name)].array):
+                self.aux[j] = (name, aux_axes, wrap_longitude(values, setting), nulls)
         for k in axes:
             dv = self.dims[k]
             presented = wrap_longitude(dv.values, setting)
@@ -185,6 +209,7 @@ class OpenedTable:
         column (its coordinate values) and every derived coordinate."""
         out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
         out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
+        out.update({aux[0]: logical for aux, logical in zip(self.aux, self.aux_logical, strict=True)})
         return out
 
 
@@ -206,10 +231,18 @@ class DenseScan(OpenedTable):
     def num_rows(self) -> int:
         return self.table.num_rows
 
-    def plan(self, predicate: Predicate | None = None) -> ScanPlan:
+    def plan(self, predicate: Predicate | None = None) -> ScanPlan | CellMaskedPlan:
         """Plan the work units for rows where `predicate` (and `bounds :=`) holds."""
         combined = conjoin((self.base_predicate, predicate))
-        return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
+        aux = {a[0] for a in self.aux}
+        if combined is None or not aux:
+            return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
+        # Conjuncts naming an auxiliary coordinate span several axes: the plan cannot split
+        # them by axis, so each unit is masked by them (exactly) after the axes have pruned.
+        on_axes = conjoin(c for c in conjuncts(combined) if not columns_of(c) & aux)
+        on_cells = conjoin(c for c in conjuncts(combined) if columns_of(c) & aux)
+        base = plan_scan(self.table.shape, self.table.chunk_grid, self.dims, on_axes, aliases=self.derived)
+        return base if on_cells is None else CellMaskedPlan(base, on_cells, self)
 
     def unit_columns(self, unit: WorkUnit, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:
         """The unit's row count and (values, nulls) of each column, in `columns` order."""
@@ -217,6 +250,8 @@ class DenseScan(OpenedTable):
         for col in columns:
             if col.dim is not None or col.derived is not None:
                 parts.append(self._coordinate(col, unit))
+            elif col.aux is not None:
+                parts.append(self._aux_column(col.aux, unit))
             else:
                 assert col.data is not None
                 parts.append(self.codecs[col.data].read(self.store, unit))
@@ -235,6 +270,40 @@ class DenseScan(OpenedTable):
                 return None
             keys.extend(more)
         return keys
+
+    def _aux_block(self, j: int, region: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, Any]:
+        """Auxiliary coordinate `j` over `region`, broadcast to the region's shape."""
+        _, axes, values, nulls = self.aux[j]
+        shape = tuple(b - a for a, b in region)
+        index = tuple(slice(*region[k]) for k in axes)
+        expand = tuple(shape[k] if k in axes else 1 for k in range(len(shape)))
+        block = np.broadcast_to(values[index].reshape(expand), shape)
+        mask = None if nulls is None else np.broadcast_to(nulls[index].reshape(expand), shape)
+        return block, mask
+
+    def _aux_column(self, j: int, unit: WorkUnit) -> tuple[Any, Any]:
+        block, mask = self._aux_block(j, unit.region)
+        return select_cells(block, unit), None if mask is None else select_cells(mask, unit)
+
+    def cell_mask(self, predicate: Predicate, unit: WorkUnit) -> np.ndarray:
+        """Where `predicate` is true over the cells of the unit's region (its selection
+        ignored): every column it names broadcast to the region."""
+        shape = tuple(b - a for a, b in unit.region)
+        whole = WorkUnit(unit.index, unit.region, None)
+        aux = {a[0]: j for j, a in enumerate(self.aux)}
+        axes = {dv.name: (k, dv) for k, dv in enumerate(self.dims)}
+        axes.update({dv.name: (k, dv) for k, dv in self.derived})
+
+        def leaf(p: Any) -> Any:
+            if p.column in aux:
+                block, mask = self._aux_block(aux[p.column], unit.region)
+                return leaf_truth(p, block.reshape(-1), None if mask is None else mask.reshape(-1))
+            k, dv = axes[p.column]
+            nulls = None if dv.nulls is None else expand_dim(dv.nulls, whole, k)
+            return leaf_truth(p, expand_dim(dv.values, whole, k), nulls)
+
+        truth, _ = evaluate(predicate, leaf)
+        return np.asarray(truth).reshape(shape)
 
     def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
         """A coordinate column of a unit. Units of one shape at one place along an axis give
@@ -259,3 +328,35 @@ class DenseScan(OpenedTable):
                 while len(self._patterns) > PATTERNS_KEPT:
                     del self._patterns[next(iter(self._patterns))]
         return made
+
+
+class CellMaskedPlan:
+    """A dense plan whose units are further masked by a predicate over their cells (one
+    naming an auxiliary coordinate); a unit where it holds nowhere is not read."""
+
+    def __init__(self, base: ScanPlan, predicate: Predicate, scan: DenseScan) -> None:
+        self.base = base
+        self.predicate = predicate
+        self.scan = scan
+
+    @property
+    def units_total(self) -> int:
+        return self.base.units_total
+
+    def units(self) -> Iterator[WorkUnit]:
+        for unit in self.base.units():
+            mask = self.scan.cell_mask(self.predicate, unit)
+            sel = unit.select
+            if isinstance(sel, np.ndarray):
+                mask &= sel
+            elif sel is not None:
+                keep = np.zeros(mask.shape, dtype=bool)
+                keep[
+                    np.ix_(*[np.arange(b - a) if i is None else i for i, (a, b) in zip(sel, unit.region, strict=True)])
+                ] = True
+                mask &= keep
+            if mask.any():
+                yield WorkUnit(unit.index, unit.region, None if mask.all() else mask)
+
+    def rows(self) -> int | None:
+        return None
