@@ -29,11 +29,13 @@ from zarrsql.errors import (
     ZarrSQLError,
     ZarrSQLWarning,
 )
+from zarrsql.settings import get_option, set_option
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from zarrsql.api import read_zarr, read_zarr_groups, read_zarr_metadata, read_zarr_tables, read_zarr_views, sql
     from zarrsql.engine.connection import Connection, connect, register
     from zarrsql.mount import mount, unmount
+    from zarrsql.notebook.describe import describe
 
 __version__ = "0.1.0"
 
@@ -50,6 +52,7 @@ _LAZY = {
     "sql": "zarrsql.api",
     "mount": "zarrsql.mount",
     "unmount": "zarrsql.mount",
+    "describe": "zarrsql.notebook.describe",
 }
 
 __all__ = [
@@ -67,6 +70,8 @@ __all__ = [
     "ZarrSQLWarning",
     "__version__",
     "connect",
+    "describe",
+    "get_option",
     "mount",
     "read_zarr",
     "read_zarr_groups",
@@ -74,6 +79,7 @@ __all__ = [
     "read_zarr_tables",
     "read_zarr_views",
     "register",
+    "set_option",
     "sql",
     "trace",
     "unmount",
@@ -87,7 +93,15 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'zarrsql' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
+    importlib.import_module("zarrsql.notebook.progress").install()  # scans are about to run
     return value
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext zarrsql`: the `%zarrsql` / `%%zarrsql` magics (see docs/notebooks.md)."""
+    from zarrsql.notebook.magics import load
+
+    load(ipython)
 
 
 def __dir__() -> list[str]:

@@ -50,7 +50,7 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
-from zarrsql.errors import SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
+from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
 from zarrsql.store import is_url, open_store, using_opener
@@ -144,6 +144,13 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _as_raised(err: ZarrSQLError) -> BaseException:
+    """A scan's recorded error as the statement raises it: Ctrl-C as KeyboardInterrupt."""
+    if isinstance(err, QueryInterrupted):
+        return KeyboardInterrupt(str(err))
+    return err.with_traceback(None)
 
 
 def _check_wrapped(state: _State, key: str, function: str) -> None:
@@ -268,6 +275,8 @@ class Connection:
         self._state.opener = SecretOpener(con)
         for statement in macro_statements(scan_udf, list_udf, action_udf):
             con.execute(statement)
+        # DuckDB's bar stays at 0 on zarrsql's Arrow scans; zarrsql shows its own (notebook/progress.py)
+        con.execute("SET enable_progress_bar = false")
         if stored_views:  # a new in-memory database has none
             self._claim_view_literals(quiet=True)
 
@@ -295,7 +304,7 @@ class Connection:
             except duckdb.Error as err:
                 zerr = self._state.take_error()
                 if zerr is not None:
-                    raise zerr.with_traceback(None) from err
+                    raise _as_raised(zerr) from err
                 raise
 
         return run
@@ -359,7 +368,7 @@ class Connection:
             except duckdb.Error as err:
                 zerr = self._state.take_error()
                 if zerr is not None:
-                    raise zerr.with_traceback(None) from err
+                    raise _as_raised(zerr) from err
                 hint = params.bounds_list_error(str(err), text) if isinstance(err, duckdb.ConversionException) else None
                 if hint is not None:
                     raise hint from err

@@ -29,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from zarrsql import counters
-from zarrsql.errors import ZarrSQLError
+from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.plan.units import ScanPlan, WorkUnit
 from zarrsql.scan.table import Column, TableScan
@@ -125,7 +125,9 @@ def read_batches(
 
     A `ZarrSQLError` met while reading is passed to `on_error` (the engine adapter keeps it
     to re-raise as itself) and raised without its traceback, so that the engine's message
-    is the error's own text.
+    is the error's own text. Ctrl-C met here (the main thread was waiting for a unit) becomes
+    `QueryInterrupted` the same way: a KeyboardInterrupt would reach DuckDB as an anonymous
+    Python failure of the stream.
     """
     try:
         yield from _batches(scan, plan, columns)
@@ -133,6 +135,15 @@ def read_batches(
         if on_error is not None:
             on_error(err)
         raise err.with_traceback(None) from None
+    except KeyboardInterrupt:
+        stop = QueryInterrupted(INTERRUPTED)
+        if on_error is not None:
+            on_error(stop)
+        raise stop from None
+
+
+#: The message of a scan stopped by Ctrl-C.
+INTERRUPTED = "the query was interrupted (Ctrl-C); its scans stopped and the connection is still usable"
 
 
 def engine_batches(
@@ -159,6 +170,23 @@ def engine_batches(
 
 
 def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
+    """The scan between `counters.scan_started` and `scan_ended`, for the progress display."""
+    counters.scan_started(_units_to_read(plan) if counters.watched() else 0)
+    try:
+        yield from _unit_batches(scan, plan, columns)
+    finally:
+        counters.scan_ended()
+
+
+def _units_to_read(plan: ScanPlan) -> int:
+    """The units the scan will read when arithmetic says so cheaply, else the whole grid's
+    (a progress estimate: listing a masked plan's units twice would cost a scan's time)."""
+    if plan.only is None and (plan.predicate is None or plan.kept is not None):
+        return plan.units_kept()
+    return plan.units_total
+
+
+def _unit_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
     units = iter(plan.units())
