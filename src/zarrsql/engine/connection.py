@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import answers, hints, mounts, params
+from zarrsql.engine import answers, hints, interrupts, mounts, params
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import (
     FUNCTIONS,
@@ -53,6 +53,7 @@ from zarrsql.engine.sqltext import (
 from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
+from zarrsql.scan.reader import INTERRUPTED
 from zarrsql.store import is_url, open_store, using_opener
 
 if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of that name
@@ -151,6 +152,13 @@ def _as_raised(err: ZarrSQLError) -> BaseException:
     if isinstance(err, QueryInterrupted):
         return KeyboardInterrupt(str(err))
     return err.with_traceback(None)
+
+
+def _interrupted(err: RuntimeError) -> BaseException:
+    """DuckDB's own "Query interrupted" (it saw Ctrl-C between tasks) as KeyboardInterrupt."""
+    if str(err) == "Query interrupted" and not isinstance(err, duckdb.Error):
+        return KeyboardInterrupt(INTERRUPTED)
+    return err
 
 
 def _check_wrapped(state: _State, key: str, function: str) -> None:
@@ -277,6 +285,7 @@ class Connection:
             con.execute(statement)
         # DuckDB's bar stays at 0 on zarrsql's Arrow scans; zarrsql shows its own (notebook/progress.py)
         con.execute("SET enable_progress_bar = false")
+        interrupts.track(con)
         if stored_views:  # a new in-memory database has none
             self._claim_view_literals(quiet=True)
 
@@ -301,6 +310,8 @@ class Connection:
         def run(*args: Any, **kwargs: Any) -> T:
             try:
                 return fetch(*args, **kwargs)
+            except RuntimeError as err:
+                raise _interrupted(err) from err
             except duckdb.Error as err:
                 zerr = self._state.take_error()
                 if zerr is not None:
@@ -308,6 +319,20 @@ class Connection:
                 raise
 
         return run
+
+    def pl(self, *args: Any, **kwargs: Any) -> Any:
+        """The last `execute`'s result as a polars DataFrame.
+
+        DuckDB 2.x's connection has no `pl`; jupysql treats a connection as native DuckDB
+        (`%sql` on it reads DataFrames by name, uses DuckDB's dialect) only when it has both
+        `df` and `pl`, so the wrapper always offers it.
+        """
+        native = getattr(self._con, "pl", None)
+        if native is not None:
+            return self._translating(native)(*args, **kwargs)
+        import polars
+
+        return polars.from_arrow(self._translating(self._con.to_arrow_table)())
 
     def take_scan_error(self) -> ZarrSQLError | None:
         """The zarrsql error behind a failed read of a relation's stream, once (else None).
@@ -365,6 +390,8 @@ class Connection:
             self._state.take_error()
             try:
                 return action()
+            except RuntimeError as err:
+                raise _interrupted(err) from err
             except duckdb.Error as err:
                 zerr = self._state.take_error()
                 if zerr is not None:

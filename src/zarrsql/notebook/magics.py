@@ -1,0 +1,86 @@
+"""`%load_ext zarrsql`: SQL cells on a zarrsql connection.
+
+    %zarrsql SELECT count(*) FROM 'air.zarr'             # one line, result displayed
+    %%zarrsql -c con -o monthly                          # a cell on the connection `con`;
+    SELECT ... FROM read_zarr('air.zarr') GROUP BY 1     # the result also kept as `monthly`
+    %%zarrsql monthly <<                                 # kept as `monthly`, not displayed
+
+`-c NAME` names a variable of the notebook holding a connection (a `zarrsql.Connection`, or a
+DuckDB one, which gets zarrsql installed); without it the module's default connection runs
+the SQL (the one `zarrsql.sql` uses). A result with rows is a pandas DataFrame (an Arrow
+table when pandas is missing); a statement without rows gives None.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from zarrsql.api import default_connection
+from zarrsql.engine.connection import register
+
+_OPTION = re.compile(r"^\s*(-[co])\s+([A-Za-z_]\w*)")
+_KEEP = re.compile(r"^\s*([A-Za-z_]\w*)\s*<<")
+
+
+def parse(line: str, cell: str | None) -> tuple[dict[str, str], str | None, str]:
+    """(options, `name <<` target, SQL) of a magic's line and cell."""
+    options: dict[str, str] = {}
+    rest = line
+    while (m := _OPTION.match(rest)) is not None:
+        options[m.group(1)[1]] = m.group(2)
+        rest = rest[m.end() :]
+    keep = None
+    if (m := _KEEP.match(rest)) is not None:
+        keep, rest = m.group(1), rest[m.end() :]
+    sql = "\n".join(part for part in (rest.strip(), (cell or "").strip()) if part)
+    if rest.strip().startswith("-"):
+        raise UsageError(f"%zarrsql: unknown option in {rest.strip().split()[0]!r}; options: -c CONNECTION, -o NAME")
+    return options, keep, sql
+
+
+def _result(relation: Any) -> Any:
+    if relation is None:
+        return None
+    try:
+        return relation.df()
+    except ImportError:  # no pandas: the rows as Arrow
+        return relation.to_arrow_table()
+
+
+@magics_class
+class ZarrSQLMagics(Magics):
+    """The `%zarrsql` line magic and `%%zarrsql` cell magic (see the module docstring)."""
+
+    @line_cell_magic
+    def zarrsql(self, line: str, cell: str | None = None) -> Any:
+        options, keep, sql = parse(line, cell)
+        if not sql:
+            raise UsageError("%zarrsql needs SQL: %zarrsql SELECT ... (or a %%zarrsql cell)")
+        con = self._connection(options.get("c"))
+        result = _result(con.sql(sql))
+        for name in (options.get("o"), keep):
+            if name:
+                self.shell.user_ns[name] = result
+        return None if keep else result
+
+    def _connection(self, name: str | None) -> Any:
+        if name is None:
+            return default_connection()
+        if name not in self.shell.user_ns:
+            raise UsageError(f"%zarrsql -c {name}: no variable named {name!r} in the notebook holds a connection")
+        value = self.shell.user_ns[name]
+        if not hasattr(value, "sql"):
+            raise UsageError(f"%zarrsql -c {name}: {name!r} is a {type(value).__name__}, not a connection")
+        return register(value)
+
+
+def load(ipython: Any) -> None:
+    """Register the magics on an IPython shell (`%load_ext zarrsql` calls this)."""
+    from zarrsql.notebook.progress import install
+
+    install()
+    ipython.register_magics(ZarrSQLMagics)
