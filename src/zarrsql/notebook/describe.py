@@ -179,7 +179,7 @@ def _groups(
             tables.append(
                 TableInfo(path, name, tuple(r["dims"]), tuple(r["shape"]), tuple(r["chunk_shape"]), columns, problem)
             )
-        out.append(GroupInfo(path, "main" if not inner else inner, _convention(tree, inner), tuple(tables)))
+        out.append(GroupInfo(path, inner or "main", _convention(tree, inner), tuple(tables)))
     return tuple(out)
 
 
@@ -288,33 +288,37 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _tr(*cells: Any, tag: str = "td") -> str:
+    return "<tr>" + "".join(f"<{tag}>{_e(c)}</{tag}>" for c in cells) + "</tr>"
+
+
+def _muted(text: str) -> str:
+    return f"<span class='muted'>{_e(text)}</span>"
+
+
 def _html_table(t: TableInfo) -> str:
-    head = f"<b>{_e(t.name or '(unnamed)')}</b> {_e(_shape(t.shape, t.dims))} <span class='muted'>chunks {_e(_shape(t.chunk_shape))}</span>"
+    head = (
+        f"<b>{_e(t.name or '(unnamed)')}</b> {_e(_shape(t.shape, t.dims))} {_muted('chunks ' + _shape(t.chunk_shape))}"
+    )
     body = []
     if t.problem:
         body.append(f"<p class='muted'>cannot be read: {_e(t.problem)}</p>")
     if t.columns:
-        rows = "".join(
-            f"<tr><td>{_e(c.name)}</td><td>{_e(c.type)}</td><td>{_e(c.units or '')}</td><td>{_e(c.long_name or '')}</td></tr>"
-            for c in t.columns
-        )
-        body.append(f"<table><tr><th>column</th><th>type</th><th>units</th><th>long name</th></tr>{rows}</table>")
+        rows = "".join(_tr(c.name, c.type, c.units or "", c.long_name or "") for c in t.columns)
+        body.append(f"<table>{_tr('column', 'type', 'units', 'long name', tag='th')}{rows}</table>")
     return f"<details open><summary>{head}</summary>{''.join(body)}</details>"
 
 
 def _html(d: StoreDescription) -> str:
     parts = [_STYLE, "<div class='zarrsql-describe'>", f"<div><b>zarrsql store</b> {_e(d.store)}</div>"]
     for g in d.groups:
-        summary = f"group <b>{_e(g.path)}</b> <span class='muted'>schema {_e(g.schema)}, {_e(g.convention)}, {len(g.tables)} table(s)</span>"
+        summary = f"group <b>{_e(g.path)}</b> {_muted(f'schema {g.schema}, {g.convention}, {len(g.tables)} table(s)')}"
         parts.append(f"<details open><summary>{summary}</summary>{''.join(_html_table(t) for t in g.tables)}</details>")
     if d.unread:
-        rows = "".join(
-            f"<tr><td>{_e(a.path)}</td><td>{_e(a.dtype)}</td><td>{_e(_shape(a.shape))}</td><td>{_e(a.reason)}</td></tr>"
-            for a in d.unread
-        )
+        rows = "".join(_tr(a.path, a.dtype, _shape(a.shape), a.reason) for a in d.unread)
         parts.append(
             f"<details><summary>arrays in no table ({len(d.unread)})</summary><table>"
-            f"<tr><th>array</th><th>dtype</th><th>shape</th><th>why</th></tr>{rows}</table></details>"
+            f"{_tr('array', 'dtype', 'shape', 'why', tag='th')}{rows}</table></details>"
         )
     parts.append("</div>")
     return "".join(parts)
