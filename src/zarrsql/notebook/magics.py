@@ -42,8 +42,24 @@ def parse(line: str, cell: str | None) -> tuple[dict[str, str], str | None, str]
     return options, keep, sql
 
 
-def _result(relation: Any) -> Any:
-    if relation is None:
+#: Statements that give no rows to show (DuckDB 2.x still returns an empty `Count` relation).
+_NO_ROWS = frozenset(
+    {"CREATE", "DROP", "ALTER", "SET", "TRANSACTION", "ATTACH", "DETACH", "LOAD", "VACUUM", "VARIABLE_SET"}
+)
+
+
+def _gives_rows(sql: str) -> bool:
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error:  # let running it report the error
+        return True
+    return not statements or statements[-1].type.name not in _NO_ROWS
+
+
+def _result(relation: Any, sql: str) -> Any:
+    if relation is None or not _gives_rows(sql):
         return None
     try:
         return relation.df()
@@ -61,7 +77,7 @@ class ZarrSQLMagics(Magics):
         if not sql:
             raise UsageError("%zarrsql needs SQL: %zarrsql SELECT ... (or a %%zarrsql cell)")
         con = self._connection(options.get("c"))
-        result = _result(con.sql(sql))
+        result = _result(con.sql(sql), sql)
         for name in (options.get("o"), keep):
             if name:
                 self.shell.user_ns[name] = result
