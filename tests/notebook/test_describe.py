@@ -45,7 +45,7 @@ class _Checker(HTMLParser):
             self.stack.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
-        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        assert self.stack[-1:] == [tag], f"</{tag}> closes {self.stack[-1:]}"
         self.stack.pop()
 
     def handle_data(self, data: str) -> None:
@@ -98,7 +98,8 @@ def test_every_array_is_in_a_table_or_listed_with_a_reason(fixture_path: Callabl
         assert (t.name or "(unnamed)") in text
         assert t.name is None or t.name in repr(d)
     for a in d.unread:
-        assert a.path in text and a.path in repr(d)
+        assert a.path in text
+        assert a.path in repr(d)
 
 
 def test_columns_carry_units_long_names_and_engine_types(fixture_path: Callable[[str], str]) -> None:

@@ -50,7 +50,8 @@ def test_double_angle_keeps_without_displaying(shell: InteractiveShell, tiny_sto
     assert out is None
     np.testing.assert_allclose(shell.user_ns["quiet"]["lo"][0], _values(tiny_store).min(), rtol=1e-6)
     result = shell.run_cell(f"%zarrsql same << SELECT max(v) AS hi FROM read_zarr('{tiny_store}')")
-    assert result.success and result.result is None
+    assert result.success
+    assert result.result is None
     np.testing.assert_allclose(shell.user_ns["same"]["hi"][0], _values(tiny_store).max(), rtol=1e-6)
 
 

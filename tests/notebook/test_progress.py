@@ -158,7 +158,8 @@ def test_the_command_line_draws_a_bar_on_a_terminal(slow_store: Path) -> None:
     status, text = _in_pty(_query_args(slow_store), _env())
     assert status == 0, text
     assert f"/{_chunks(slow_store)} [" in text  # tqdm's "done/total [elapsed<left, rate]"
-    assert "zarrsql:" in text and "units/s" in text
+    assert "zarrsql:" in text
+    assert "units/s" in text
     assert str(400 * 100 * 100) in text  # and the result still comes
 
 
