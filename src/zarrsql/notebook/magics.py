@@ -80,15 +80,21 @@ class ZarrSQLMagics(Magics):
         result = _result(con.sql(sql), sql)
         for name in (options.get("o"), keep):
             if name:
-                self.shell.user_ns[name] = result
+                self._namespace()[name] = result
         return None if keep else result
+
+    def _namespace(self) -> dict[str, Any]:
+        """The notebook's variables (a magic always runs in a shell)."""
+        assert self.shell is not None
+        return self.shell.user_ns  # type: ignore[no-any-return]
 
     def _connection(self, name: str | None) -> Any:
         if name is None:
             return default_connection()
-        if name not in self.shell.user_ns:
+        namespace = self._namespace()
+        if name not in namespace:
             raise UsageError(f"%zarrsql -c {name}: no variable named {name!r} in the notebook holds a connection")
-        value = self.shell.user_ns[name]
+        value = namespace[name]
         if not hasattr(value, "sql"):
             raise UsageError(f"%zarrsql -c {name}: {name!r} is a {type(value).__name__}, not a connection")
         return register(value)

@@ -69,9 +69,9 @@ class Bar:
 
     def __init__(self, kind: str, started: float, done: int, planned: int) -> None:
         if kind == "notebook":
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
         else:
-            from tqdm.std import tqdm
+            from tqdm.std import tqdm  # type: ignore[import-untyped]
         self.bar = tqdm(
             total=max(planned, done),
             initial=done,
