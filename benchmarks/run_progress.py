@@ -107,9 +107,7 @@ def main(argv=None) -> int:
     md = (
         f"# Progress overhead (Q1, {n_time} hours, {a.repeat} interleaved repetitions)\n\n"
         "| progress | median s | min s | max s |\n|---|---|---|---|\n"
-        + "".join(
-            f"| {k} | {med[k]:.3f} | {min(v):.3f} | {max(v):.3f} |\n" for k, v in times.items()
-        )
+        + "".join(f"| {k} | {med[k]:.3f} | {min(v):.3f} | {max(v):.3f} |\n" for k, v in times.items())
         + f"\nmedian on / off: **{ratio:.3f}** (goal ≤ {GOAL}); runs that drew a bar: {bars} of {a.repeat}\n"
     )
     (RESULTS / "progress.md").write_text(md)

@@ -19,6 +19,8 @@ import threading
 import weakref
 from typing import Any
 
+from zarrsql.scan import reader
+
 _lock = threading.Lock()
 _connections: weakref.WeakSet[Any] = weakref.WeakSet()
 _installed = False
@@ -37,8 +39,8 @@ def _install() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     with _lock:
-        if _installed or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return  # someone handles Ctrl-C their own way: leave it to them
+        if _installed or signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+            return  # Ctrl-C ignored, or it ends the process: nothing to interrupt
         reader, writer = socket.socketpair()
         writer.setblocking(False)
         try:
@@ -65,3 +67,4 @@ def _watch(reader: socket.socket, writer: socket.socket, previous: int) -> None:
             for con in running:
                 with contextlib.suppress(Exception):  # closed meanwhile
                     con.interrupt()
+            reader.cancel_all()  # queued decodes stop even if DuckDB keeps the stream open

@@ -23,7 +23,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -95,7 +95,11 @@ class _Queued:
         with self._lock:
             if self._dropped:
                 return
-            task = self._task = self._pool.submit(self._work)
+            try:
+                task = self._task = self._pool.submit(self._work)
+            except RuntimeError:  # the pool was shut down: the scan was cancelled (Ctrl-C)
+                self.result.cancel()
+                return
         # a plain function, not a method: the task must not refer back to this object, or the
         # cycle would keep each decoded batch alive until the garbage collector runs
         task.add_done_callback(functools.partial(_deliver, self.result))
@@ -186,6 +190,43 @@ def _units_to_read(plan: ScanPlan) -> int:
     return plan.units_total
 
 
+class _Stop:
+    """Cancels one running scan from another thread: its queued units never start."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.event = threading.Event()
+
+    def __call__(self) -> None:
+        self.event.set()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def take(self, queued: _Queued) -> pa.RecordBatch:
+        """The unit's batch; QueryInterrupted if the scan was cancelled before it decoded."""
+        try:
+            return queued.result.result()
+        except CancelledError:
+            if self.event.is_set():
+                raise QueryInterrupted(INTERRUPTED) from None
+            raise
+
+
+_running_lock = threading.Lock()
+_running: set[_Stop] = set()
+
+
+def cancel_all() -> None:
+    """Stop the queued units of every scan reading now (Ctrl-C, from the engine's watcher).
+
+    A unit decoding finishes; nothing queued starts, so the pool's threads end within a unit's
+    time even while the engine, interrupted, no longer pulls batches or closes the stream.
+    """
+    with _running_lock:
+        stops = list(_running)
+    for stop in stops:
+        stop()
+
+
 def _unit_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
@@ -205,8 +246,13 @@ def _unit_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) ->
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued] = deque()
     window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
+    stop = _Stop(pool)
+    with _running_lock:
+        _running.add(stop)
     try:
         for unit in units:
+            if stop.event.is_set():
+                raise QueryInterrupted(INTERRUPTED)
             keys: list[str] = []
             arrivals: list[Future[Any]] = []
             if prefetch is not None:
@@ -215,11 +261,13 @@ def _unit_batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) ->
             work = functools.partial(_unit_batch, scan, unit, columns, schema)
             pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
-                yield pending.popleft().result.result()
+                yield stop.take(pending.popleft())
                 window = min(in_flight, window * growth)
         while pending:
-            yield pending.popleft().result.result()
+            yield stop.take(pending.popleft())
     finally:
+        with _running_lock:
+            _running.discard(stop)
         for queued in pending:
             if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
                 scan.store.forget(queued.keys)
