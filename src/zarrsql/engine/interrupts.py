@@ -19,6 +19,8 @@ import threading
 import weakref
 from typing import Any
 
+from zarrsql.scan.reader import cancel_all
+
 _lock = threading.Lock()
 _connections: weakref.WeakSet[Any] = weakref.WeakSet()
 _installed = False
