@@ -89,6 +89,7 @@ def main(argv=None) -> int:
                     bars += progress.MONITOR.shown[-1:] != before
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = med["on"] / med["off"]
+    best = min(times["on"]) / min(times["off"])  # the least noisy comparison on a shared machine
     doc = {
         "query": "Q1",
         "sql": Q1,
@@ -97,6 +98,7 @@ def main(argv=None) -> int:
         "seconds": times,
         "median_s": med,
         "ratio_on_off": ratio,
+        "ratio_min_on_off": best,
         "runs_with_a_bar": bars,
         "goal_ratio": GOAL,
         "machine": machine_info(),
@@ -108,7 +110,8 @@ def main(argv=None) -> int:
         f"# Progress overhead (Q1, {n_time} hours, {a.repeat} interleaved repetitions)\n\n"
         "| progress | median s | min s | max s |\n|---|---|---|---|\n"
         + "".join(f"| {k} | {med[k]:.3f} | {min(v):.3f} | {max(v):.3f} |\n" for k, v in times.items())
-        + f"\nmedian on / off: **{ratio:.3f}** (goal ≤ {GOAL}); runs that drew a bar: {bars} of {a.repeat}\n"
+        + f"\nmedian on / off: **{ratio:.3f}**, fastest on / fastest off: {best:.3f} (goal ≤ {GOAL}); "
+        f"runs that drew a bar: {bars} of {a.repeat}\n"
     )
     (RESULTS / "progress.md").write_text(md)
     print(md)
