@@ -11,6 +11,7 @@ import select
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import nbclient
@@ -199,3 +200,22 @@ def test_an_executed_notebook_shows_the_widget(slow_store: Path, tiny_store: Pat
     assert len(widgets) == 1, slow
     assert "zarrsql" in widgets[0]["data"]["text/plain"]
     assert any(o["output_type"] == "execute_result" for o in slow)
+
+
+def test_a_sparse_scan_reports_its_blocks(terminal: None, tmp_path: Path) -> None:
+    """AnnData's sparse X reads as one row per stored entry, in blocks: progress counts them."""
+    import anndata as ad
+    import scipy.sparse as sp
+
+    matrix = sp.random(300, 40, density=0.2, format="csr", random_state=0, dtype="f4")
+    with warnings.catch_warnings(), ad.settings.override(zarr_write_format=3):
+        warnings.simplefilter("ignore")  # anndata's notices about future defaults
+        ad.AnnData(X=matrix).write_zarr(tmp_path / "cells.zarr")
+    before = progress.MONITOR.shown[-1:]
+    sql = f"SELECT count(*), sum(X) FROM read_zarr('{tmp_path / 'cells.zarr'}', table_name := 'obs_var')"
+    n, total = zarrsql.connect().sql(sql).fetchall()[0]
+    _settled()
+    assert n == matrix.nnz
+    assert total == pytest.approx(float(matrix.sum()), rel=1e-5)
+    assert progress.MONITOR.shown[-1:] != before  # a display opened, for this scan
+    assert progress.MONITOR.shown[-1].bar.n >= 1

@@ -185,6 +185,8 @@ def _batches(scan: TableScan, plan: ScanPlan, columns: Sequence[Column]) -> Iter
 def _units_to_read(plan: ScanPlan) -> int:
     """The units the scan will read when arithmetic says so cheaply, else the whole grid's
     (a progress estimate: listing a masked plan's units twice would cost a scan's time)."""
+    if not isinstance(plan, ScanPlan):  # a sparse plan: its blocks are listed already
+        return sum(1 for block in getattr(plan, "blocks", ()) if len(block))
     if plan.only is None and (plan.predicate is None or plan.kept is not None):
         return plan.units_kept()
     return plan.units_total
