@@ -204,8 +204,9 @@ def test_an_executed_notebook_shows_the_widget(slow_store: Path, tiny_store: Pat
 
 def test_a_sparse_scan_reports_its_blocks(terminal: None, tmp_path: Path) -> None:
     """AnnData's sparse X reads as one row per stored entry, in blocks: progress counts them."""
-    import anndata as ad
     import scipy.sparse as sp
+
+    import anndata as ad
 
     matrix = sp.random(300, 40, density=0.2, format="csr", random_state=0, dtype="f4")
     with warnings.catch_warnings(), ad.settings.override(zarr_write_format=3):
