@@ -27,6 +27,7 @@ from zarrsql.errors import (
     ZarrSQLError,
     ZarrSQLWarning,
 )
+from zarrsql.settings import get_option, set_option
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from zarrsql.engine.api import (
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
         unmount,
     )
     from zarrsql.engine.connection import Connection, connect, register
+    from zarrsql.notebook.describe import describe
 
 __version__ = "0.1.0"
 
@@ -58,6 +60,7 @@ _LAZY = {
     "sql": "zarrsql.engine.api",
     "mount": "zarrsql.engine.api",
     "unmount": "zarrsql.engine.api",
+    "describe": "zarrsql.notebook.describe",
 }
 
 __all__ = [
@@ -75,6 +78,8 @@ __all__ = [
     "ZarrSQLWarning",
     "__version__",
     "connect",
+    "describe",
+    "get_option",
     "mount",
     "read_zarr",
     "read_zarr_groups",
@@ -83,6 +88,7 @@ __all__ = [
     "read_zarr_views",
     "register",
     "sample",
+    "set_option",
     "sql",
     "trace",
     "unmount",
@@ -96,7 +102,15 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'zarrsql' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
+    importlib.import_module("zarrsql.notebook.progress").install()  # scans are about to run
     return value
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext zarrsql`: the `%zarrsql` / `%%zarrsql` magics (see docs/notebooks.md)."""
+    from zarrsql.notebook.magics import load
+
+    load(ipython)
 
 
 def __dir__() -> list[str]:

@@ -174,13 +174,23 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     with zarrsql.connect() as con:
         _RUNNING.append(con)
-        con.execute(f"SET enable_progress_bar = {str(output.shows_progress()).lower()}")
+        con.execute(f"SET enable_progress_bar = {str(output.shows_progress() and not _own_progress()).lower()}")
         if sql is None:
             function = "read_zarr_tables" if args.command == "tables" else "read_zarr_metadata"
             run_sql(con, f"SELECT * FROM {function}({_quote(args.store)})", output)
         else:
             _query(con, args.store, sql, output)
     return 0
+
+
+def _own_progress() -> bool:
+    """zarrsql's bar shows on standard error (a terminal): DuckDB's, stuck at 0 for Arrow
+    scans, would only clutter standard output beside it."""
+    from zarrsql.notebook.progress import display_kind, install
+    from zarrsql.settings import get_option
+
+    install()
+    return bool(get_option("progress")) and display_kind() == "terminal"
 
 
 def _query(con: Any, store: str, sql: str, output: Output) -> None:

@@ -7,12 +7,15 @@ it, so a test or a user can check that a filter pruned or a projection skipped a
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 _lock = threading.Lock()
 _active: list[Trace] = []
+#: (on_start, on_end) pairs told when a scan starts and ends reading: the progress display
+#: (`zarrsql.notebook.progress`) groups the scans running together this way.
+_watchers: list[tuple[Callable[[int], None], Callable[[], None]]] = []
 
 
 @dataclass
@@ -45,14 +48,49 @@ def count(**amounts: int) -> None:
                 setattr(t, name, getattr(t, name) + value)
 
 
+def attach(t: Trace) -> None:
+    """Start adding every count to `t` (until `detach`)."""
+    with _lock:
+        _active.append(t)
+
+
+def detach(t: Trace) -> None:
+    with _lock:
+        _active.remove(t)
+
+
+def watch(on_start: Callable[[int], None], on_end: Callable[[], None]) -> None:
+    """Call `on_start(units)` when a scan begins reading `units` work units and `on_end` when
+    it stops (done, failed or closed early). Both run on the scan's thread: keep them quick."""
+    with _lock:
+        _watchers.append((on_start, on_end))
+
+
+def unwatch(on_start: Callable[[int], None], on_end: Callable[[], None]) -> None:
+    with _lock:
+        _watchers.remove((on_start, on_end))
+
+
+def watched() -> bool:
+    return bool(_watchers)
+
+
+def scan_started(units: int) -> None:
+    for on_start, _ in tuple(_watchers):
+        on_start(units)
+
+
+def scan_ended() -> None:
+    for _, on_end in tuple(_watchers):
+        on_end()
+
+
 @contextmanager
 def trace() -> Iterator[Trace]:
     """Collect the work of every scan that runs inside the block."""
     t = Trace()
-    with _lock:
-        _active.append(t)
+    attach(t)
     try:
         yield t
     finally:
-        with _lock:
-            _active.remove(t)
+        detach(t)

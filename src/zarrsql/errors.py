@@ -9,7 +9,9 @@
     ├── ParameterError            (also ValueError)         a parameter of the wrong shape or value (bounds, dims, ...)
     │   └── StoreArgumentError    (also TypeError)          a store given as an object zarrsql cannot read (pass a path)
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
-    └── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
+    ├── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
+    └── QueryInterrupted                                    Ctrl-C (or a notebook's interrupt) met while a scan
+                                                            read; the connection re-raises it as KeyboardInterrupt
 
     ZarrSQLWarning                (a UserWarning)           something left out rather than refused (a table-
                                                             convention column of an unknown encoding-type)
@@ -24,6 +26,7 @@ __all__ = [
     "DecodeError",
     "MetadataError",
     "ParameterError",
+    "QueryInterrupted",
     "SelectionError",
     "StoreArgumentError",
     "StoreNotFoundError",
@@ -68,6 +71,14 @@ class UnsupportedError(ZarrSQLError, NotImplementedError):
 
 class DecodeError(ZarrSQLError, ValueError):
     """Chunk bytes that cannot be decoded into the array's declared chunk."""
+
+
+class QueryInterrupted(ZarrSQLError):
+    """Ctrl-C arrived while a scan was reading: the scan stopped and dropped its queued work.
+
+    It travels through DuckDB as the scan's error (so the query ends at once, whichever thread
+    met the signal); `zarrsql.Connection` turns it back into `KeyboardInterrupt`.
+    """
 
 
 class ZarrSQLWarning(UserWarning):

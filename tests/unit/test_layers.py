@@ -113,7 +113,7 @@ def test_the_parser_sees_the_imports_it_must_judge() -> None:
 
 
 # What each layer may NOT import: everything above it (docs/design.md, "The pipeline").
-_ABOVE_DECODE = {"plan", "expand", "scan", "engine", "catalog", "cli", "demo", "zarrsql"}
+_ABOVE_DECODE = {"plan", "expand", "scan", "engine", "catalog", "cli", "demo", "zarrsql", "notebook"}
 _ABOVE_CONVENTIONS = _ABOVE_DECODE | {"decode", "tables"}
 
 
@@ -127,6 +127,13 @@ _ABOVE_CONVENTIONS = _ABOVE_DECODE | {"decode", "tables"}
 )
 def test_a_layer_imports_nothing_above_it(source: str, forbidden: set[str]) -> None:
     assert _violations(source, forbidden) == []
+
+
+@pytest.mark.parametrize("source", ["engine", "scan", "expand", "plan", "settings", "counters"])
+def test_the_notebook_package_sits_above_the_engine(source: str) -> None:
+    """The reader reaches the progress display through `counters` only; nothing below the
+    notebook package imports it."""
+    assert _violations(source, {"notebook"}) == []
 
 
 @pytest.mark.parametrize(

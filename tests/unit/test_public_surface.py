@@ -43,8 +43,9 @@ ERRORS = {
     "StoreReadError",
     "UnsupportedError",
 }
-#: Planned in the contract for the open issues (writers, places, notebooks, clients).
-PLANNED = {"to_xarray", "to_zarr", "sample", "describe", "set_option", "serve", "load_ipython_extension"}
+#: Planned in the contract for the open issues (writers, places, notebooks, clients), and
+#: `get_option`, the reading side of `set_option` that came with it.
+PLANNED = {"to_xarray", "to_zarr", "sample", "describe", "set_option", "get_option", "serve"}
 
 
 def test_all_holds_the_released_names_and_nothing_unplanned() -> None:
@@ -76,6 +77,12 @@ def test_a_planned_name_resolves_once_landed(name: str) -> None:
             getattr(zarrsql, name)
         return
     assert callable(getattr(zarrsql, name))
+
+
+def test_load_ext_finds_the_ipython_hook() -> None:
+    """`%load_ext zarrsql` calls `zarrsql.load_ipython_extension` (a hook, not in `__all__`)."""
+    assert callable(zarrsql.load_ipython_extension)
+    assert "load_ipython_extension" not in zarrsql.__all__
 
 
 def test_the_spark_source_module_once_landed() -> None:

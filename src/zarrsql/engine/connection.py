@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from zarrsql import catalog
 from zarrsql.decode.logical import Enum
-from zarrsql.engine import answers, hints, joins, mounts, params, sampling
+from zarrsql.engine import answers, hints, interrupts, joins, mounts, params, sampling
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import (
     FUNCTIONS,
@@ -50,9 +50,10 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
-from zarrsql.errors import SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
+from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
+from zarrsql.scan.reader import INTERRUPTED
 from zarrsql.store import is_url, open_store, using_opener
 
 if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of that name
@@ -144,6 +145,20 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _as_raised(err: ZarrSQLError) -> BaseException:
+    """A scan's recorded error as the statement raises it: Ctrl-C as KeyboardInterrupt."""
+    if isinstance(err, QueryInterrupted):
+        return KeyboardInterrupt(str(err))
+    return err.with_traceback(None)
+
+
+def _interrupted(err: RuntimeError) -> BaseException:
+    """DuckDB's own "Query interrupted" (it saw Ctrl-C between tasks) as KeyboardInterrupt."""
+    if str(err) == "Query interrupted" and not isinstance(err, duckdb.Error):
+        return KeyboardInterrupt(INTERRUPTED)
+    return err
 
 
 def _check_wrapped(state: _State, key: str, function: str) -> None:
@@ -268,6 +283,9 @@ class Connection:
         self._state.opener = SecretOpener(con)
         for statement in macro_statements(scan_udf, list_udf, action_udf):
             con.execute(statement)
+        # DuckDB's bar stays at 0 on zarrsql's Arrow scans; zarrsql shows its own (notebook/progress.py)
+        con.execute("SET enable_progress_bar = false")
+        interrupts.track(con)
         if stored_views:  # a new in-memory database has none
             self._claim_view_literals(quiet=True)
 
@@ -292,13 +310,29 @@ class Connection:
         def run(*args: Any, **kwargs: Any) -> T:
             try:
                 return fetch(*args, **kwargs)
+            except RuntimeError as err:
+                raise _interrupted(err) from err
             except duckdb.Error as err:
                 zerr = self._state.take_error()
                 if zerr is not None:
-                    raise zerr.with_traceback(None) from err
+                    raise _as_raised(zerr) from err
                 raise
 
         return run
+
+    def pl(self, *args: Any, **kwargs: Any) -> Any:
+        """The last `execute`'s result as a polars DataFrame.
+
+        DuckDB 2.x's connection has no `pl`; jupysql treats a connection as native DuckDB
+        (`%sql` on it reads DataFrames by name, uses DuckDB's dialect) only when it has both
+        `df` and `pl`, so the wrapper always offers it.
+        """
+        native = getattr(self._con, "pl", None)
+        if native is not None:
+            return self._translating(native)(*args, **kwargs)
+        import polars
+
+        return polars.from_arrow(self._translating(self._con.to_arrow_table)())
 
     def take_scan_error(self) -> ZarrSQLError | None:
         """The zarrsql error behind a failed read of a relation's stream, once (else None).
@@ -363,10 +397,12 @@ class Connection:
             self._state.take_error()
             try:
                 return action()
+            except RuntimeError as err:
+                raise _interrupted(err) from err
             except duckdb.Error as err:
                 zerr = self._state.take_error()
                 if zerr is not None:
-                    raise zerr.with_traceback(None) from err
+                    raise _as_raised(zerr) from err
                 hint = params.bounds_list_error(str(err), text) if isinstance(err, duckdb.ConversionException) else None
                 if hint is not None:
                     raise hint from err

@@ -23,15 +23,16 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 
 from zarrsql import counters
-from zarrsql.errors import ZarrSQLError
+from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
+from zarrsql.plan.units import ScanPlan
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
@@ -95,7 +96,11 @@ class _Queued:
         with self._lock:
             if self._dropped:
                 return
-            task = self._task = self._pool.submit(self._work)
+            try:
+                task = self._task = self._pool.submit(self._work)
+            except RuntimeError:  # the pool was shut down: the scan was cancelled (Ctrl-C)
+                self.result.cancel()
+                return
         # a plain function, not a method: the task must not refer back to this object, or the
         # cycle would keep each decoded batch alive until the garbage collector runs
         task.add_done_callback(functools.partial(_deliver, self.result))
@@ -125,7 +130,9 @@ def read_batches(
 
     A `ZarrSQLError` met while reading is passed to `on_error` (the engine adapter keeps it
     to re-raise as itself) and raised without its traceback, so that the engine's message
-    is the error's own text.
+    is the error's own text. Ctrl-C met here (the main thread was waiting for a unit) becomes
+    `QueryInterrupted` the same way: a KeyboardInterrupt would reach DuckDB as an anonymous
+    Python failure of the stream.
     """
     try:
         yield from _batches(scan, plan, columns)
@@ -133,6 +140,15 @@ def read_batches(
         if on_error is not None:
             on_error(err)
         raise err.with_traceback(None) from None
+    except KeyboardInterrupt:
+        stop = QueryInterrupted(INTERRUPTED)
+        if on_error is not None:
+            on_error(stop)
+        raise stop from None
+
+
+#: The message of a scan stopped by Ctrl-C.
+INTERRUPTED = "the query was interrupted (Ctrl-C); its scans stopped and the connection is still usable"
 
 
 def engine_batches(
@@ -159,6 +175,65 @@ def engine_batches(
 
 
 def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
+    """The scan between `counters.scan_started` and `scan_ended`, for the progress display."""
+    counters.scan_started(_units_to_read(plan) if counters.watched() else 0)
+    try:
+        yield from _unit_batches(scan, plan, columns)
+    finally:
+        counters.scan_ended()
+
+
+def _units_to_read(plan: Plan) -> int:
+    """The units the scan will read when arithmetic says so cheaply, else the whole grid's
+    (a progress estimate: listing a masked plan's units twice would cost a scan's time)."""
+    if isinstance(plan, ScanPlan):
+        if plan.only is None and (plan.predicate is None or plan.kept is not None):
+            return plan.units_kept()
+        return plan.units_total
+    blocks = getattr(plan, "blocks", None)  # a sparse plan: its blocks are listed already
+    if blocks is not None:
+        return sum(1 for block in blocks if len(block))
+    return plan.units_total
+
+
+class _Stop:
+    """Cancels one running scan from another thread: its queued units never start."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.event = threading.Event()
+
+    def __call__(self) -> None:
+        self.event.set()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def take(self, queued: _Queued) -> pa.RecordBatch:
+        """The unit's batch; QueryInterrupted if the scan was cancelled before it decoded."""
+        try:
+            return queued.result.result()
+        except CancelledError:
+            if self.event.is_set():
+                raise QueryInterrupted(INTERRUPTED) from None
+            raise
+
+
+_running_lock = threading.Lock()
+_running: set[_Stop] = set()
+
+
+def cancel_all() -> None:
+    """Stop the queued units of every scan reading now (Ctrl-C, from the engine's watcher).
+
+    A unit decoding finishes; nothing queued starts, so the pool's threads end within a unit's
+    time even while the engine, interrupted, no longer pulls batches or closes the stream.
+    """
+    with _running_lock:
+        stops = list(_running)
+    for stop in stops:
+        stop()
+
+
+def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
     units = iter(plan.units())
@@ -177,8 +252,13 @@ def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued] = deque()
     window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
+    stop = _Stop(pool)
+    with _running_lock:
+        _running.add(stop)
     try:
         for unit in units:
+            if stop.event.is_set():
+                raise QueryInterrupted(INTERRUPTED)
             keys: list[str] = []
             arrivals: list[Future[Any]] = []
             if prefetch is not None:
@@ -187,11 +267,13 @@ def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator
             work = functools.partial(_unit_batch, scan, unit, columns, schema)
             pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
-                yield pending.popleft().result.result()
+                yield stop.take(pending.popleft())
                 window = min(in_flight, window * growth)
         while pending:
-            yield pending.popleft().result.result()
+            yield stop.take(pending.popleft())
     finally:
+        with _running_lock:
+            _running.discard(stop)
         for queued in pending:
             if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
                 scan.store.forget(queued.keys)

@@ -1,0 +1,186 @@
+"""Progress of the running scans, from zarrsql's own counters (work units and bytes).
+
+DuckDB's progress bar stays at 0 for Python Arrow scans, so zarrsql keeps its own: the reader
+tells `counters` when a scan starts (with the units it will read) and ends, and counts units
+and bytes as they are read. A `Monitor` watches that. Scans that overlap, or follow each other
+within `GRACE` seconds (the two sides of a join), share one display, which appears only once
+the work has lasted `DELAY` seconds and is refreshed every `TICK` seconds by one thread, so
+the scan itself does no more than add to counters.
+
+Where it shows: a `tqdm.auto` bar in Jupyter (a widget when ipywidgets is installed), a
+one-line bar on standard error in a terminal; nothing when standard error is piped, under CI
+(`CI` set), or with `zarrsql.set_option("progress", False)` / `ZARRSQL_PROGRESS=0`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarrsql import counters, settings
+
+#: Seconds of work before a display appears: quick queries show nothing.
+DELAY = 1.0
+#: Seconds between refreshes (a few a second: the bar costs nothing measurable).
+TICK = 0.25
+#: Idle seconds after the last scan ends before the display closes.
+GRACE = 0.3
+
+
+def display_kind() -> str | None:
+    """ "notebook" in a Jupyter kernel, "terminal" when standard error is a terminal outside
+    CI, else None (piped, redirected, CI)."""
+    if os.environ.get("CI"):
+        return None
+    shell = _ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        return "notebook"
+    try:
+        return "terminal" if sys.stderr is not None and sys.stderr.isatty() else None
+    except (AttributeError, ValueError):  # a replaced or closed stderr
+        return None
+
+
+def _ipython() -> Any:
+    if "IPython" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+class Bar:
+    """A tqdm bar over work units, with bytes read (and the estimate of bytes planned)."""
+
+    def __init__(self, kind: str, started: float, done: int, planned: int) -> None:
+        if kind == "notebook":
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
+        else:
+            from tqdm.std import tqdm  # type: ignore[import-untyped]
+        self.bar = tqdm(
+            total=max(planned, done),
+            initial=done,
+            unit=" units",
+            desc="zarrsql",
+            file=sys.stderr,
+            leave=kind == "notebook",  # a finished widget says what ran; a terminal line is cleared
+            ncols=None if kind == "notebook" else shutil.get_terminal_size((80, 24)).columns,
+            nrows=None if kind == "notebook" else max(2, shutil.get_terminal_size((80, 24)).lines),
+            mininterval=TICK,
+        )
+        self.bar.start_t = started  # elapsed time and rate include the first, silent second
+
+    def show(self, done: int, planned: int, nbytes: int) -> None:
+        self.bar.total = max(planned, done)
+        self.bar.n = done
+        estimate = f" of ~{_size(nbytes * planned / done)}" if 0 < done < planned else ""
+        self.bar.set_postfix_str(f"{_size(nbytes)}{estimate}", refresh=False)
+        self.bar.refresh()
+
+    def close(self, done: int) -> None:
+        self.bar.total = self.bar.n = done  # the scans ended: shown as complete (a LIMIT stops early)
+        self.bar.refresh()
+        self.bar.close()
+
+
+@dataclass
+class _Session:
+    """The scans of one display: what they planned, what they read, since when."""
+
+    started: float
+    planned: int = 0
+    idle_since: float | None = None
+    trace: counters.Trace = field(default_factory=counters.Trace)
+    bar: Any = None
+
+
+class Monitor:
+    """Groups running scans into sessions and keeps one display per session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._session: _Session | None = None
+        #: Every display opened, for tests and benchmarks (bounded: the last few).
+        self.shown: list[Any] = []
+
+    def started(self, units: int) -> None:
+        with self._lock:
+            self._active += 1
+            session = self._session
+            if session is not None:
+                session.idle_since = None
+                session.planned += units
+                return
+            if not settings.get_option("progress"):
+                return
+            kind = display_kind()
+            if kind is None:
+                return
+            session = self._session = _Session(time.monotonic(), planned=units)
+            counters.attach(session.trace)
+        threading.Thread(target=self._run, args=(session, kind), name="zarrsql-progress", daemon=True).start()
+
+    def ended(self) -> None:
+        with self._lock:
+            self._active = max(0, self._active - 1)
+            if self._active == 0 and self._session is not None:
+                self._session.idle_since = time.monotonic()
+
+    def _run(self, session: _Session, kind: str) -> None:
+        """The display's thread: wait `DELAY`, then refresh until the scans have ended."""
+        while True:
+            time.sleep(TICK)
+            with self._lock:
+                now = time.monotonic()
+                over = session.idle_since is not None and now - session.idle_since >= GRACE
+                if over:
+                    self._session = None
+                    counters.detach(session.trace)
+                done, planned, nbytes = session.trace.work_units_read, session.planned, session.trace.bytes_read
+            if session.bar is None and not over and time.monotonic() - session.started >= DELAY:
+                session.bar = self._open(kind, session.started, done, planned)
+            if session.bar is not None:
+                if over:
+                    session.bar.close(done)
+                    return
+                session.bar.show(done, planned, nbytes)
+            elif over:
+                return
+
+    def _open(self, kind: str, started: float, done: int, planned: int) -> Any:
+        try:
+            bar = Bar(kind, started - time.monotonic() + time.time(), done, planned)
+        except Exception:  # no tqdm, or a display that cannot open: progress is optional
+            return None
+        self.shown = [*self.shown[-7:], bar]
+        return bar
+
+
+MONITOR = Monitor()
+_installed = False
+
+
+def install() -> None:
+    """Watch every scan of the process (once; cheap: nothing shows until a scan is slow)."""
+    global _installed
+    with MONITOR._lock:
+        if _installed:
+            return
+        _installed = True
+    counters.watch(MONITOR.started, MONITOR.ended)
