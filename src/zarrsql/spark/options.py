@@ -27,7 +27,7 @@ _OWN = ("columns", "partition_bytes")
 SPARK_KEYS = frozenset({"path", "paths", "owner", "location", "provider", "is_managed_location", "comment"})
 KNOWN = frozenset({*_TEXT, *_FLAGS, *_OWN, "dims", "bounds", "level"})
 #: Storage option names that may hold a secret: never written into a table's schema.
-_SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "session", "signature")
+_SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "session", "signature", "connection")
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
 
 
