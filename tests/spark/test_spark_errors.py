@@ -31,10 +31,8 @@ def test_errors_carry_zarrsql_messages(
     spark: Any, fixture_path: Any, name: str, options: dict[str, str], params: dict[str, Any] | None
 ) -> None:
     store = fixture_path(name)
-    if params is None:  # a string where a boolean is meant: SQL cannot pass one, the core's check
-        message = 'decode_times := must be true or false, got "yes"'
-    else:
-        message = _duck_message(store, **params)
+    # a string where a boolean is meant: SQL cannot pass one, so the core's check is the oracle
+    message = 'decode_times := must be true or false, got "yes"' if params is None else _duck_message(store, **params)
     with pytest.raises(PySparkException) as info:
         spark.read.format("zarr").options(**options).load(store).collect()
     assert message in str(info.value)

@@ -94,3 +94,16 @@ def test_secrets_stay_out_of_the_schema_and_partitions(tmp_path: Path, fixture_p
     assert "timeout" in schema.json()
     reader = source.reader(schema)
     assert all("s3cr3t" not in repr(p) for p in reader.partitions())
+
+
+def test_grouping_keeps_every_unit_once_in_order() -> None:
+    from zarrsql.spark.partitions import group
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        ordinals = np.unique(rng.integers(0, 400, int(rng.integers(0, 300))))
+        step = int(rng.integers(1, 30))
+        parts = group(ordinals, step)
+        flat = [i for runs in parts for a, b in runs for i in range(a, b)]
+        assert flat == ordinals.tolist()
+        assert all(sum(b - a for a, b in runs) == step for runs in parts[:-1])

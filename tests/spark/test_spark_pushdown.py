@@ -123,7 +123,8 @@ def test_aggregates_group_by_and_join_match_duckdb(spark: Any, fixture_path: Any
         got = spark.sql(q.format(air="air", mixed="mixed"))
         want = zarrsql.sql(q.format(air=f"read_zarr('{air}')", mixed=f"read_zarr('{mixed}')"))
         g, w = spark_rows(got), duck_rows(want)
-        assert len(g) == len(w) and g, q
+        assert g, q
+        assert len(g) == len(w), q
         for row_g, row_w in zip(g, w, strict=True):  # float sums: the same up to summation order
             assert row_g == pytest.approx(row_w, rel=1e-9), q
 

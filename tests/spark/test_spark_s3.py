@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from compare import duck_rows, spark_rows
+from tests.remote.conftest import moto_client, start_moto
 
 import zarrsql
-from tests.remote.conftest import moto_client, start_moto
 
 pytestmark = pytest.mark.spark
 

@@ -11,15 +11,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
 from compare import duck_rows, spark_rows
-
-import zarrsql
 from tests.table_convention.stores import write_stores
+
+import anndata as ad
+import zarrsql
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +68,7 @@ def _assert_same(spark: Any, store: str, options: dict[str, str]) -> None:
     duck = zarrsql.read_zarr(store, **options)
     df = spark.read.format("zarr").options(**options).load(store)
     assert df.columns == duck.columns
-    expected_types = [SPARK_OF_DUCKDB.get(str(t), None) for t in duck.types]
+    expected_types = [SPARK_OF_DUCKDB.get(str(t)) for t in duck.types]
     got_types = [f.dataType.simpleString() for f in df.schema.fields]
     for name, want, got in zip(duck.columns, expected_types, got_types, strict=True):
         if want is not None:  # ENUM, lists and structs: checked by their values below
@@ -94,8 +94,8 @@ def test_every_xarray_fixture_table_equals_duckdb(spark: Any, cases: list[tuple[
 def test_types_follow_the_documented_mapping(spark: Any, fixture_path: Any) -> None:
     store = fixture_path("dtypes.zarr")
     types = {f.name: f.dataType.simpleString() for f in spark.read.format("zarr").load(store).schema.fields}
-    assert types["f32"] == "float" and types["f64"] == "double"
-    assert types["u8"] == "smallint" and types["u64"] == "decimal(20,0)" and types["i8"] == "tinyint"
+    assert (types["f32"], types["f64"]) == ("float", "double")
+    assert (types["u8"], types["u64"], types["i8"]) == ("smallint", "decimal(20,0)", "tinyint")
     assert types["dt"] == "timestamp_ntz"
 
 

@@ -51,9 +51,9 @@ def _constant(value: Any, logical: str) -> Any:
         raise Untranslatable("a boolean or NULL constant for a column of another type")
     if logical in _INTEGERS and isinstance(value, int):
         return value
-    if logical in ("float32", "float64"):
-        if isinstance(value, float) or (isinstance(value, int) and abs(value) < _FLOAT_EXACT):
-            return value
+    exact_float = isinstance(value, float) or (isinstance(value, int) and abs(value) < _FLOAT_EXACT)
+    if logical in ("float32", "float64") and exact_float:
+        return value
     if logical == "string" and isinstance(value, str):
         return value
     if logical == "timestamp_us" and isinstance(value, _dt.datetime) and value.tzinfo is None:

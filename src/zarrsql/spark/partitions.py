@@ -72,20 +72,41 @@ def kept_ordinals(plan: ScanPlan | SparsePlan) -> np.ndarray:
     return np.fromiter((np.ravel_multi_index(u.index, counts) for u in plan.units()), dtype=np.int64)
 
 
+def _run_bounds(ordinals: np.ndarray) -> tuple[list[int], list[int]]:
+    """Starts and stops of the runs of consecutive values in sorted `ordinals`."""
+    if len(ordinals) == 0:
+        return [], []
+    breaks = np.flatnonzero(np.diff(ordinals) != 1) + 1
+    starts = ordinals[np.concatenate([[0], breaks])]
+    stops = ordinals[np.concatenate([breaks, [len(ordinals)]]) - 1] + 1
+    return starts.tolist(), stops.tolist()
+
+
 def runs_of(ordinals: np.ndarray) -> Runs:
     """Sorted ordinals as (start, stop) runs of consecutive values."""
-    if len(ordinals) == 0:
-        return ()
-    breaks = np.flatnonzero(np.diff(ordinals) != 1) + 1
-    starts = np.concatenate([[0], breaks])
-    stops = np.concatenate([breaks, [len(ordinals)]])
-    return tuple((int(ordinals[a]), int(ordinals[b - 1]) + 1) for a, b in zip(starts, stops, strict=True))
+    starts, stops = _run_bounds(ordinals)
+    return tuple(zip(starts, stops, strict=True))
 
 
 def group(ordinals: np.ndarray, per_partition: int) -> list[Runs]:
-    """Consecutive groups of `per_partition` kept units, each as its runs."""
+    """Consecutive groups of `per_partition` kept units, each as its runs: one pass over the
+    runs and the partitions (a million units in a few thousand runs is quick)."""
     step = max(1, per_partition)
-    return [runs_of(ordinals[i : i + step]) for i in range(0, len(ordinals), step)]
+    out: list[Runs] = []
+    current: list[tuple[int, int]] = []
+    room = step
+    for start, stop in zip(*_run_bounds(ordinals), strict=True):
+        while start < stop:
+            take = min(room, stop - start)
+            current.append((start, start + take))
+            start += take
+            room -= take
+            if room == 0:
+                out.append(tuple(current))
+                current, room = [], step
+    if current:
+        out.append(tuple(current))
+    return out
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ field's metadata under `zarrsql.options`, and the reader falls back on them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -149,10 +150,8 @@ class ZarrReader(DataSourceReader):
                 continue
             except Untranslatable:
                 pass
-            try:
+            with contextlib.suppress(Untranslatable):
                 self.pruning.append(pruning(f, dims))
-            except Untranslatable:
-                pass
             yield f
 
     def predicate(self) -> Predicate | None:
