@@ -142,3 +142,13 @@ def test_create_table_using_zarr(spark: Any, fixture_path: Any) -> None:
         assert spark_rows(got) == duck_rows(want)
     finally:
         spark.sql("DROP TABLE IF EXISTS era5_small")
+
+
+def test_a_given_schema_reads_only_its_columns(spark: Any, fixture_path: Any) -> None:
+    store = fixture_path("air_temperature.zarr")
+    df = spark.read.format("zarr").schema("air DOUBLE, time TIMESTAMP_NTZ").load(store).filter("air > 290")
+    want = zarrsql.sql(f"SELECT air, time FROM read_zarr('{store}') WHERE air > 290")
+    assert spark_rows(df) == duck_rows(want)
+    wrong = spark.read.format("zarr").schema("air FLOAT").load(store)
+    with pytest.raises(Exception, match="column 'air' of table 'time_lat_lon' is double, not float"):
+        wrong.collect()
