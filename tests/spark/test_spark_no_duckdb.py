@@ -65,3 +65,21 @@ def test_the_reader_never_needs_duckdb(fixture_path: Any) -> None:
     assert got["partitions"] > 1
     assert got["rows"] == kept.size
     assert got["sum"] == pytest.approx(float(np.nansum(values)), rel=1e-9)
+
+
+def test_importing_the_package_loads_neither_spark_nor_duckdb() -> None:
+    code = (
+        "import sys; sys.modules['duckdb'] = None; import zarrsql.spark; "
+        "from zarrsql.spark import register; assert callable(register); "
+        "print('pyspark' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"  # pyspark loads when register() runs, not before
