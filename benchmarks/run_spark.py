@@ -269,11 +269,15 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _machine(m: dict[str, Any]) -> str:
+    return f"{m.get('cpu_model')}, {m.get('cpu_count')} cores, {m.get('memory_gb')} GB, {m.get('date')}"
+
+
 def markdown(res: dict[str, Any]) -> str:
     lines = [
         f"# Spark data source benchmark ({res['store_label']})",
         "",
-        f"Machine: {res['machine']}. Spark local[2] session start: {res['spark_start_s']:.1f} s "
+        f"Machine: {_machine(res['machine'])}. Spark local[2] session start: {res['spark_start_s']:.1f} s "
         "(not in the query times; queries timed warm, second of two runs).",
         "",
         "| query | engine | time | partitions | bytes read |",
