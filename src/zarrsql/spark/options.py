@@ -1,0 +1,153 @@
+"""Spark's string options to `read_zarr`'s parameters, checked by the core.
+
+Spark hands a data source its options as strings with lower-cased keys. Each parameter is
+converted to the shape `zarrsql.scan.request.read_request` expects (a list of names, a
+bool, JSON bounds, a map of storage options); a value that does not convert is passed on
+as the string it is, so the core refuses it with the same message SQL users see.
+Two options exist only here, since Spark's Python data sources have no column pruning and
+no split size of their own: `columns` (the columns to decode) and `partition_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zarrsql.errors import ParameterError
+
+#: Spark's default input split size (spark.sql.files.maxPartitionBytes).
+DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
+STORAGE_PREFIX = "storage_options."
+_TEXT = ("table_name", "table", "group_path", "group", "array_path", "array", "geometry")
+_FLAGS = ("decode_times", "nan_as_null")
+_OWN = ("columns", "partition_bytes")
+#: Keys Spark itself adds for `CREATE TABLE ... USING zarr OPTIONS (...)`: not parameters.
+SPARK_KEYS = frozenset({"path", "paths", "owner", "location", "provider", "is_managed_location", "comment"})
+KNOWN = frozenset({*_TEXT, *_FLAGS, *_OWN, "dims", "bounds", "level"})
+#: Storage option names that may hold a secret: never written into a table's schema.
+_SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "session", "signature", "connection")
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+@dataclass(frozen=True, slots=True)
+class SparkRead:
+    """A Spark read: the core's `read_zarr` arguments plus this source's own two options."""
+
+    args: dict[str, Any]
+    columns: tuple[str, ...] | None = None
+    partition_bytes: int = DEFAULT_PARTITION_BYTES
+
+
+def _store(options: Mapping[str, str]) -> Any:
+    """`path` as zarrsql opens it: Spark's catalog rewrites a local path to `file:/...`."""
+    path = options.get("path")
+    if isinstance(path, str) and path.startswith("file:") and not path.startswith("file://"):
+        return path[len("file:") :]
+    return path
+
+
+def _names(value: str) -> Any:
+    """A list of names, as JSON (`["a","b"]`) or comma separated (`a, b`)."""
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return value
+    return [part.strip() for part in text.split(",")]
+
+
+def _flag(value: str) -> Any:
+    lowered = value.strip().lower()
+    return {"true": True, "false": False}.get(lowered, value)
+
+
+def _json(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _integer(value: str) -> Any:
+    try:
+        return int(value.strip())
+    except ValueError:
+        return value
+
+
+def _size(value: str) -> int:
+    text = value.strip().lower().replace(" ", "")
+    digits = text.rstrip("kmgb")
+    unit = text[len(digits) :]
+    if not digits.isdigit() or unit not in _UNITS or int(digits) <= 0:
+        raise ParameterError(
+            f"partition_bytes: must be a positive size in bytes such as 134217728, '64MB' or '1GB', got {value!r}"
+        )
+    return int(digits) * _UNITS[unit]
+
+
+def _parameter_name(key: str) -> str:
+    """Spark SQL's OPTIONS also reach a source as `option.<name>`: the name itself."""
+    return key[len("option.") :] if key.startswith("option.") else key
+
+
+def spark_read(options: Mapping[str, str]) -> SparkRead:
+    """The `SparkRead` of a data source's options; unknown option names are refused."""
+    args: dict[str, Any] = {"store": _store(options)}
+    storage: dict[str, str] = {}
+    columns = None
+    size = DEFAULT_PARTITION_BYTES
+    for raw_key, value in options.items():
+        key = raw_key.lower()
+        if key.startswith(STORAGE_PREFIX):
+            storage[key[len(STORAGE_PREFIX) :]] = value
+            continue
+        name = _parameter_name(key)
+        if name in SPARK_KEYS or (name != key and name in options):
+            continue  # Spark's bookkeeping, or a duplicate `option.x` of an option `x`
+        if name not in KNOWN:
+            raise ParameterError(
+                f"unknown option {raw_key!r} for the zarr data source; the options are "
+                f"{', '.join(sorted(KNOWN))} and storage_options.<name>"
+            )
+        if name in _TEXT:
+            args[name] = value
+        elif name in _FLAGS:
+            args[name] = _flag(value)
+        elif name == "dims":
+            args[name] = _names(value)
+        elif name == "bounds":
+            args[name] = _json(value)
+        elif name == "level":
+            args[name] = _integer(value)
+        elif name == "columns":
+            columns = tuple(_checked_columns(_names(value)))
+        else:
+            size = _size(value)
+    if storage:
+        args["storage_options"] = storage
+    return SparkRead(args, columns, size)
+
+
+def _checked_columns(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise ParameterError(f"columns: must be a list of column names, e.g. 'time,lat,air', got {json.dumps(value)}")
+    return value
+
+
+def is_secret(name: str) -> bool:
+    """Whether a storage option's name suggests a credential (kept out of table schemas)."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def shareable(options: Mapping[str, str]) -> dict[str, str]:
+    """The options safe to store in a table's schema: every one but secret storage options."""
+    return {
+        k: v
+        for k, v in options.items()
+        if not (k.lower().startswith(STORAGE_PREFIX) and is_secret(k[len(STORAGE_PREFIX) :]))
+    }

@@ -1,0 +1,182 @@
+"""The `zarr` Spark data source: a `DataSource` and its `DataSourceReader` over the core.
+
+The driver opens the table (metadata and coordinates only) to give Spark its schema, takes
+the filters Spark pushes, plans the scan and groups its work units into partitions. The
+reader Spark pickles to the executors holds only the options, the column names and the
+predicate; each executor opens the table again, rebuilds its partition's units and streams
+them through the core's threaded Arrow reader. Nothing here imports DuckDB.
+
+For `CREATE TABLE ... USING zarr OPTIONS (...)` Spark gives the reader no options, only the
+schema; so `schema()` writes the options (every one but secret storage options) into each
+field's metadata under `zarrsql.options`, and the reader falls back on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+
+from zarrsql.errors import ParameterError, ZarrSQLError
+from zarrsql.plan.predicate import And, Predicate
+from zarrsql.scan import Column, TableScan, open_table, read_request
+from zarrsql.spark.filters import Untranslatable, exact, pruning
+from zarrsql.spark.options import SparkRead, shareable, spark_read
+from zarrsql.spark.partitions import PartitionPlan, Runs, group, kept_ordinals, unit_bytes
+from zarrsql.spark.types import arrow_target, spark_schema, spark_type, to_spark
+
+OPTIONS_KEY = "zarrsql.options"
+
+
+class ZarrPartition(InputPartition):
+    """A partition: runs of unit ordinals (see `spark/partitions.py`); small to pickle."""
+
+    def __init__(self, runs: Runs) -> None:
+        super().__init__(runs)
+        self.runs = runs
+
+    def __repr__(self) -> str:
+        units = sum(b - a for a, b in self.runs)
+        return f"ZarrPartition({units} work units in {len(self.runs)} runs)"
+
+
+def _open(read: SparkRead) -> TableScan:
+    return open_table(read_request(read.args))
+
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def _short(fn: _Fn) -> _Fn:
+    """Raise a `ZarrSQLError` with one frame: Spark shows the Python traceback beside the
+    message, and zarrsql's own frames say nothing to a Spark user."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ZarrSQLError as err:
+            raise err.with_traceback(None) from None
+
+    return run  # type: ignore[return-value]
+
+
+def _selected(scan: TableScan, names: Sequence[str] | None) -> list[Column]:
+    """The table's columns, or those named (in the order named), refusing unknown names."""
+    if names is None:
+        return list(scan.columns)
+    by_name = {c.name: c for c in scan.columns}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ParameterError(
+            f"columns: table '{scan.table.label}' has no column {', '.join(map(repr, missing))}; "
+            f"its columns are {', '.join(by_name)}"
+        )
+    return [by_name[n] for n in names]
+
+
+def _combined(parts: Sequence[Predicate]) -> Predicate | None:
+    return None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+class ZarrDataSource(DataSource):
+    """`spark.read.format("zarr")`: options are `read_zarr`'s parameters (see docs/spark.md)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "zarr"
+
+    @_short
+    def schema(self) -> T.StructType:
+        read = spark_read(self.options)
+        scan = _open(read)
+        meta = {OPTIONS_KEY: json.dumps(shareable(dict(self.options)), sort_keys=True)}
+        return spark_schema(_selected(scan, read.columns), meta)
+
+    @_short
+    def reader(self, schema: T.StructType) -> ZarrReader:
+        options = dict(self.options)
+        if "path" not in options and schema.fields and OPTIONS_KEY in schema.fields[0].metadata:
+            options = json.loads(schema.fields[0].metadata[OPTIONS_KEY])
+        return ZarrReader(options, schema)
+
+
+class ZarrReader(DataSourceReader):
+    """Plans on the driver, reads on the executors; holds only picklable plain values."""
+
+    def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self.names = tuple(schema.fieldNames())
+        self.exact: list[Predicate] = []
+        self.pruning: list[Predicate] = []
+        self._scan: TableScan | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_scan"] = None  # opened again where it is used
+        return state
+
+    def _table(self) -> tuple[SparkRead, TableScan, list[Column]]:
+        read = spark_read(self.options)
+        if self._scan is None:
+            self._scan = _open(read)
+        columns = _selected(self._scan, self.names)
+        for col, f in zip(columns, self.schema.fields, strict=True):
+            if spark_type(col.logical) != f.dataType:
+                raise ParameterError(
+                    f"schema: column '{col.name}' of table '{self._scan.table.label}' is "
+                    f"{spark_type(col.logical).simpleString()}, not {f.dataType.simpleString()}; "
+                    "leave the schema out or give that type"
+                )
+        return read, self._scan, columns
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Accept what the scan applies exactly; give back the rest, pruning with it if safe."""
+        try:
+            _, scan, _ = self._table()
+        except ZarrSQLError as err:
+            raise err.with_traceback(None) from None
+        dims = scan.filterable()
+        for f in filters:
+            try:
+                self.exact.append(exact(f, dims))
+                continue
+            except Untranslatable:
+                pass
+            with contextlib.suppress(Untranslatable):
+                self.pruning.append(pruning(f, dims))
+            yield f
+
+    def predicate(self) -> Predicate | None:
+        return _combined([*self.exact, *self.pruning])
+
+    @_short
+    def partitions(self) -> Sequence[InputPartition]:
+        read, scan, columns = self._table()
+        plan = scan.plan(self.predicate())
+        per_partition = read.partition_bytes // max(1, unit_bytes(scan, columns))
+        runs = group(kept_ordinals(plan), per_partition)
+        return [ZarrPartition(r) for r in runs] or [ZarrPartition(())]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from zarrsql.scan.reader import read_batches
+
+        runs: Runs = getattr(partition, "runs", ())
+        if not runs:
+            return
+        try:
+            _, scan, columns = self._table()
+            target = arrow_target(self.schema)
+            plan = PartitionPlan(scan.plan(self.predicate()), runs)
+            batches = read_batches(scan, plan, columns)  # type: ignore[arg-type]
+            for batch in batches:
+                yield to_spark(batch, target)
+        except ZarrSQLError as err:
+            raise err.with_traceback(None) from None
