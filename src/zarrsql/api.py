@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 import threading
@@ -15,6 +16,7 @@ from zarrsql.engine.hints import unknown_parameter
 from zarrsql.engine.params import bounds_text
 from zarrsql.engine.sqltext import literal
 from zarrsql.errors import ParameterError, StoreArgumentError
+from zarrsql.store.icechunk import is_icechunk_object, session_location
 
 _default: Connection | None = None
 _default_lock = threading.Lock()
@@ -50,9 +52,12 @@ def _zarr_group_location(group: Any) -> tuple[str, str]:
 
 def store_location(store: Any) -> tuple[str, str | None]:
     """The store argument as (path or URL, group path or None): a string, an `os.PathLike`
-    (such as `pathlib.Path`), or a `zarr.Group` on a local or fsspec store."""
+    (such as `pathlib.Path`), a `zarr.Group` on a local or fsspec store, or an Icechunk
+    `Session` or store (read as that session sees it)."""
     if isinstance(store, str):
         return store, None
+    if is_icechunk_object(store):
+        return session_location(store), None
     if isinstance(store, os.PathLike):
         path = os.fspath(store)
         return (path if isinstance(path, str) else os.fsdecode(path)), None
@@ -68,6 +73,16 @@ def store_location(store: Any) -> tuple[str, str | None]:
 def _param_name(name: str) -> str:
     """`table`, `group` and `array` are SQL keywords: quote them."""
     return f'"{name}"' if name in ("table", "group", "array") else name
+
+
+def _literal(name: str, value: Any) -> str:
+    """A keyword's value in SQL: `as_of` may be a `datetime`, and `virtual_chunks`' values
+    may be None (a SQL NULL, where a plain MAP literal would write the text 'None')."""
+    if name == "as_of" and isinstance(value, datetime.datetime):
+        return literal(value.isoformat())
+    if name == "virtual_chunks" and isinstance(value, dict):
+        return "MAP {" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
+    return literal(value)
 
 
 def _check_keywords(function: str, params: dict[str, Any]) -> None:
@@ -97,7 +112,7 @@ def _call(
     con = default_connection() if connection is None else register(connection)
     args = [literal(v) for v in [path, *positional]]
     params = {k: bounds_text(v) if k == "bounds" else v for k, v in params.items()}
-    args += [f"{_param_name(k)} := {literal(v)}" for k, v in params.items() if v is not None]
+    args += [f"{_param_name(k)} := {_literal(k, v)}" for k, v in params.items() if v is not None]
     return con.sql(f"SELECT * FROM {function}({', '.join(args)})")
 
 

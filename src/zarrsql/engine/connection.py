@@ -192,7 +192,7 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
 
 def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments."""
-    store = open_store(params.store_of(args), dict(params.storage_options_of(args)))
+    store = open_store(params.store_of(args), dict(params.storage_options_of(args)), params.store_choice_of(args))
     tree = cached_tree(store)
     sel = params.selection_of(args)
     if kind == "metadata":

@@ -11,6 +11,8 @@ names a registered Arrow table holding them, keyed by their content.
 
 from __future__ import annotations
 
+#: The store's format and, for versioned stores, the version and virtual chunk containers.
+STORE_PARAMS = ["format", "branch", "tag", "snapshot", "as_of", "virtual_chunks"]
 READ_PARAMS = [
     "table_name",
     '"table"',
@@ -25,8 +27,9 @@ READ_PARAMS = [
     "nan_as_null",
     "geometry",
     "storage_options",
+    *STORE_PARAMS,
 ]
-LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
+LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options", *STORE_PARAMS]
 
 VIEWS_PARAMS = ["view_names", "storage_options"]
 MOUNT_PARAMS = ["view_names", "existing", '"replace"', "storage_options"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from zarrsql.errors import ParameterError, StoreNotFoundError
 from zarrsql.store.base import Store, is_url
+from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error
 from zarrsql.store.local import LocalStore
 
@@ -35,20 +36,36 @@ def using_opener(opener: Opener | None) -> Iterator[None]:
         _opener.reset(token)
 
 
-def open_store(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
-    """Open the store at a local path, a `file://` URL or a remote URL."""
+def open_store(
+    location: str, storage_options: Mapping[str, Any] | None = None, choice: StoreChoice | None = None
+) -> Store:
+    """Open the store at a local path, a `file://` URL or a remote URL, in the format `choice`
+    names or the one its layout shows (`FORMATS`)."""
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
+    choice = choice or StoreChoice()
+    name = choice.format or next((n for n, (_, detect) in FORMATS.items() if detect(location)), "zarr")
+    if name == "zarr" and (choice.version_parameters() or choice.virtual_chunks):
+        given = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
+        raise ParameterError(
+            f"{' and '.join(p + ' :=' for p in given)} apply to Icechunk repositories (and virtual_chunks := to "
+            f"Kerchunk references), but '{location}' is read as a plain Zarr store; leave them out, or pass "
+            "format := 'icechunk' if it is an Icechunk repository"
+        )
+    return FORMATS[name][0](location, dict(storage_options or {}), choice)
+
+
+def _open_zarr(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
     if location.lower().startswith("file://"):
         location = location[len("file://") :]
     if is_url(location):
         opener = _opener.get()
-        store = opener(location, dict(storage_options or {})) if opener is not None else None
+        store = opener(location, storage_options) if opener is not None else None
         if store is not None:
             return store
         from zarrsql.store.remote import FsspecStore  # fsspec is imported only for URLs
 
-        return FsspecStore(location, dict(storage_options or {}))
+        return FsspecStore(location, storage_options)
     path = os.path.abspath(os.path.expanduser(location))
     if os.path.exists(path) and not os.path.isdir(path):
         raise file_error(location, path)
@@ -58,3 +75,27 @@ def open_store(location: str, storage_options: Mapping[str, Any] | None = None) 
             "check the path (relative paths are resolved from the current directory)"
         )
     return LocalStore(path)
+
+
+def _open_icechunk(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
+    from zarrsql.store import icechunk  # icechunk is imported only for its repositories
+
+    return icechunk.open_repository_store(location, storage_options, choice)
+
+
+def _is_icechunk(location: str) -> bool:
+    from zarrsql.store.icechunk import looks_like_repository
+
+    return looks_like_repository(location)
+
+
+def _never(location: str) -> bool:
+    return False
+
+
+#: Each `format :=` value: (how its store opens, whether a location's layout shows it without
+#: reading anything counted). Detection asks them in order; nothing claims a location: 'zarr'.
+FORMATS: dict[str, tuple[Callable[[str, dict[str, Any], StoreChoice], Store], Callable[[str], bool]]] = {
+    "icechunk": (_open_icechunk, _is_icechunk),
+    "zarr": (_open_zarr, _never),
+}
