@@ -116,11 +116,19 @@ def _kept(cache: OrderedDict[tuple[Any, ...], Any], key: tuple[Any, ...], make: 
 
 
 def _message(err: BaseException) -> str:
-    """Icechunk's error without its trace of Rust call sites: the last `-> ...` line."""
-    text = str(err)
-    found = re.findall(r"-> (.+(?:\n\s+[^|\s].*)*)", text)
-    line = found[-1] if found else text.strip().splitlines()[0] if text.strip() else type(err).__name__
-    return " ".join(line.split()).strip()
+    """Icechunk's error without its trace of Rust call sites: the report's first message
+    (the line marked `x` and its continuation, up to the context or the causes)."""
+    lines = str(err).splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith("x ")), None)
+    if start is None:
+        return next((line.strip() for line in lines if line.strip()), type(err).__name__)
+    parts = [lines[start].strip()[2:]]
+    for line in lines[start + 1 :]:
+        text = line.strip().removeprefix("|").strip()
+        if not text or text.startswith(("context:", "`->")):
+            break
+        parts.append(text)
+    return " ".join(parts)
 
 
 _S3_KEYS = {
