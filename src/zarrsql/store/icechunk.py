@@ -116,19 +116,27 @@ def _kept(cache: OrderedDict[tuple[Any, ...], Any], key: tuple[Any, ...], make: 
 
 
 def _message(err: BaseException) -> str:
-    """Icechunk's error without its trace of Rust call sites: the report's first message
-    (the line marked `x` and its continuation, up to the context or the causes)."""
-    lines = str(err).splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip().startswith("x ")), None)
-    if start is None:
-        return next((line.strip() for line in lines if line.strip()), type(err).__name__)
-    parts = [lines[start].strip()[2:]]
-    for line in lines[start + 1 :]:
-        text = line.strip().removeprefix("|").strip()
-        if not text or text.startswith(("context:", "`->")):
-            break
-        parts.append(text)
-    return " ".join(parts)
+    """Icechunk's error without its trace of Rust call sites: the report's message (the line
+    marked `x`) and then each cause (`|->`, `` `-> ``) that adds something, joined by ': '."""
+    pieces: list[list[str]] = []
+    in_context = False
+    for line in str(err).splitlines():
+        text = line.strip()
+        if text.startswith("x "):
+            pieces.append([text[2:]])
+            in_context = False
+        elif text.startswith(("|->", "`->")):
+            pieces.append([text[3:].strip()])
+            in_context = False
+        elif text.removeprefix("|").strip().startswith("context:"):
+            in_context = True
+        elif pieces and not in_context and text.removeprefix("|").strip():
+            pieces[-1].append(text.removeprefix("|").strip())  # a message continued on the next line
+    message = ""
+    for piece in (" ".join(p) for p in pieces):
+        if piece not in message:
+            message = f"{message}: {piece}" if message else piece
+    return message or str(err).strip() or type(err).__name__
 
 
 _S3_KEYS = {
