@@ -52,6 +52,8 @@ SESSION_PREFIX = "icechunk-session:"
 LOCAL_CONCURRENCY = max(2, min(2 * (os.cpu_count() or 1), 16))
 #: Open repositories and snapshot sessions kept for later queries.
 _KEPT = 32
+#: Keys a snapshot store remembers having read, so that their tokens cost no request.
+_SEEN = 4096
 
 T = TypeVar("T")
 
@@ -472,6 +474,8 @@ class SnapshotStore:
         self._container_hint = container_hint
         self._changing = changing
         self._snapshot = str(session.snapshot_id)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen_lock = threading.Lock()
 
     def _where(self, key: str) -> str:
         return f"'{key}' of the Icechunk repository '{self.url}' ({self.version})"
@@ -503,7 +507,15 @@ class SnapshotStore:
             raise self._failure(key, err) from err
         raw = bytes(data)
         counters.count(requests=1, bytes_read=len(raw))
+        self._present(key)
         return raw
+
+    def _present(self, key: str) -> None:
+        """Remember that `key` exists (its token then needs no request), the last `_SEEN` keys."""
+        with self._seen_lock:
+            self._seen[key] = None
+            if len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
 
     def _fetch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         for key, _ in requests:
@@ -545,8 +557,10 @@ class SnapshotStore:
         data = self.get_many(keys) if self._changing else None
         if data is not None:
             return [None if d is None else hashlib.sha1(d).hexdigest() for d in data]
-        exists = self._exist(keys)
-        return [self._snapshot if e else None for e in exists]
+        with self._seen_lock:
+            unknown = [k for k in keys if k not in self._seen]
+        found = dict(zip(unknown, self._exist(unknown), strict=True))
+        return [self._snapshot if found.get(k, True) else None for k in keys]
 
     def _exist(self, keys: Sequence[str]) -> list[bool]:
         for key in keys:
