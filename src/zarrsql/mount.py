@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +11,9 @@ import duckdb
 from zarrsql.api import store_location
 from zarrsql.engine import mounts
 from zarrsql.engine.connection import register
-from zarrsql.errors import StoreArgumentError
+from zarrsql.errors import ParameterError, StoreArgumentError
+from zarrsql.scan.request import store_choice_of
+from zarrsql.store.choice import STORE_ARGUMENT_NAMES
 
 
 def mount(
@@ -22,6 +25,7 @@ def mount(
     existing: bool = False,
     replace: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    **version: Any,
 ) -> duckdb.DuckDBPyRelation:
     """Make every named table of `store` queryable as `database.table` (nested groups:
     `database."group/path".table`).
@@ -31,7 +35,9 @@ def mount(
     to an attached database instead (a DuckDB file keeps them across sessions);
     `replace=True` remounts over an earlier zarr mount of the same name. Returns the mounted
     tables: `read_zarr_tables`' columns plus `view_name`. `store` is a path or URL (str or
-    `os.PathLike`), or the root `zarr.Group` of a local or fsspec store.
+    `os.PathLike`), the root `zarr.Group` of a local or fsspec store, or an Icechunk session.
+    `version` takes `read_zarr`'s store keywords (`format`, `branch`, `tag`, `snapshot`,
+    `as_of`, `virtual_chunks`); the views keep them.
     """
     path, group = store_location(store)
     if group is not None:
@@ -39,6 +45,16 @@ def mount(
             f"mount() mounts a whole store, and the zarr.Group given is its group '{group}'; "
             "pass the store's root group or its path"
         )
+    unknown = sorted(set(version) - set(STORE_ARGUMENT_NAMES))
+    if unknown:
+        raise ParameterError(
+            f"zarrsql.mount() got unknown keyword argument(s) {unknown}; beyond its own it takes "
+            f"{', '.join(STORE_ARGUMENT_NAMES)}"
+        )
+    as_of = version.get("as_of")
+    if isinstance(as_of, datetime.datetime):
+        version = {**version, "as_of": as_of.isoformat()}
+    choice = store_choice_of(version)
     zcon = register(con)
     table = mounts.mount(
         zcon,
@@ -48,6 +64,7 @@ def mount(
         existing=existing,
         replace=replace,
         storage_options=storage_options,
+        choice=choice,
     )
     return zcon.duckdb.from_arrow(table)
 

@@ -205,7 +205,7 @@ def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     database = args.get("database")
     if not isinstance(database, str):
         raise params.ParameterError("read_zarr_views needs the database name as its second argument")
-    return catalog.view_statements(tree, params.store_of(args), database, names)
+    return catalog.view_statements(tree, params.store_of(args), database, names, params.store_choice_of(args))
 
 
 LISTING_COLUMNS = {"metadata": METADATA_COLUMNS, "tables": TABLES_COLUMNS, "views": VIEWS_COLUMNS}
@@ -493,6 +493,7 @@ class Connection:
                         existing=bool(args.get("existing")),
                         replace=bool(args.get("replace")),
                         storage_options=dict(params.storage_options_of(args)),
+                        choice=params.store_choice_of(args),
                     )
             if kind == "unmount":
                 return mounts.unmount(self, database)

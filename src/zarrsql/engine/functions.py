@@ -11,8 +11,10 @@ names a registered Arrow table holding them, keyed by their content.
 
 from __future__ import annotations
 
+from zarrsql.store.choice import STORE_ARGUMENT_NAMES
+
 #: The store's format and, for versioned stores, the version and virtual chunk containers.
-STORE_PARAMS = ["format", "branch", "tag", "snapshot", "as_of", "virtual_chunks"]
+STORE_PARAMS = list(STORE_ARGUMENT_NAMES)
 READ_PARAMS = [
     "table_name",
     '"table"',
@@ -31,8 +33,8 @@ READ_PARAMS = [
 ]
 LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options", *STORE_PARAMS]
 
-VIEWS_PARAMS = ["view_names", "storage_options"]
-MOUNT_PARAMS = ["view_names", "existing", '"replace"', "storage_options"]
+VIEWS_PARAMS = ["view_names", "storage_options", *STORE_PARAMS]
+MOUNT_PARAMS = ["view_names", "existing", '"replace"', "storage_options", *STORE_PARAMS]
 
 
 def _bare(params: list[str]) -> tuple[str, ...]:

@@ -17,6 +17,8 @@ FORMATS = ("zarr", "icechunk", "kerchunk")
 
 #: The parameters that pick a version of a versioned store, in the order errors name them.
 VERSION_PARAMETERS = ("branch", "tag", "snapshot", "as_of")
+#: Every parameter this record holds, as `read_zarr` names them.
+STORE_ARGUMENT_NAMES = ("format", *VERSION_PARAMETERS, "virtual_chunks")
 
 
 @dataclass(frozen=True, slots=True)
