@@ -33,8 +33,7 @@ def test_mount_from_python_with_as_of_and_a_session(versions):
 
 
 def test_views_sql_repeats_the_version(versions):
-    rows = zarrsql.sql(
-        f"SELECT sql FROM read_zarr_views('{versions.path}', 'x', snapshot := '{versions.first}') WHERE sql LIKE '%VIEW%'"
-    ).fetchall()
+    views = f"read_zarr_views('{versions.path}', 'x', snapshot := '{versions.first}')"
+    rows = zarrsql.sql(f"SELECT sql FROM {views} WHERE sql LIKE '%VIEW%'").fetchall()
     assert rows
     assert all(f"snapshot := '{versions.first}'" in r[0] for r in rows)
