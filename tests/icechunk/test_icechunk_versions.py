@@ -181,3 +181,19 @@ def test_metadata_is_cached_per_snapshot(versions):
     # the warm query reads chunks only: no metadata document again, no validation request
     assert warm.requests == warm.chunks_decoded
     assert cold.requests > warm.requests
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("snapshot_id", "snapshot"),
+        ("asof", "as_of"),
+        ("authorize_virtual_chunk_access", "virtual_chunks"),
+        ("tags", "tag"),
+    ],
+)
+def test_names_from_other_tools_get_a_hint(versions, name, meant):
+    with pytest.raises(ParameterError, match=f"no parameter named '{name}'; did you mean {meant} :="):
+        zarrsql.sql(f"SELECT * FROM read_zarr('{versions.path}', {name} := 'x')").fetchall()
+    with pytest.raises(ParameterError, match=f"unknown keyword argument '{name}'; did you mean {meant}="):
+        zarrsql.read_zarr(str(versions.path), **{name: "x"})
