@@ -50,10 +50,11 @@ def log(msg: str) -> None:
 
 def build_repository(store: Path, repo: Path) -> Path:
     """Copy every key of `store` into a new repository at `repo` (once; a stamp records it)."""
-    import icechunk
     import zarr
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
+
+    import icechunk
 
     stamp = repo.with_suffix(".stamp.json")
     source_stamp = M.stamp_path(store).read_text() if M.stamp_path(store).exists() else ""
@@ -87,9 +88,10 @@ def build_repository(store: Path, repo: Path) -> Path:
 
 # --------------------------------------------------------------------------- the child
 def _xarray(repo: str, query: str, day: str):
-    import icechunk
     import numpy as np
     import xarray as xr
+
+    import icechunk
 
     storage = icechunk.local_filesystem_storage(repo)
     session = icechunk.Repository.open(storage).readonly_session("main")
@@ -99,7 +101,10 @@ def _xarray(repo: str, query: str, day: str):
     if query == "Q2":
         mean = ds.t2m.mean("time", dtype="float64")
         lat, lon = np.meshgrid(ds.latitude.values, ds.longitude.values, indexing="ij")
-        return [[float(a), float(b), float(c)] for a, b, c in zip(lat.ravel(), lon.ravel(), mean.values.ravel())]
+        return [
+            [float(a), float(b), float(c)]
+            for a, b, c in zip(lat.ravel(), lon.ravel(), mean.values.ravel(), strict=True)
+        ]
     if query == "Q3":
         start = np.datetime64(day)
         box = ds.t2m.sel(
@@ -161,7 +166,9 @@ def agree(query: str, rows: list, reference: list) -> bool:
         return len(rows) == len(reference) == E.Q4_LIMIT
     a, b = sorted(rows), sorted(reference)
     return len(a) == len(b) and all(
-        abs(x - y) <= RTOL * max(abs(x), abs(y), 1e-12) for ra, rb in zip(a, b) for x, y in zip(ra, rb)
+        abs(x - y) <= RTOL * max(abs(x), abs(y), 1e-12)
+        for ra, rb in zip(a, b, strict=True)
+        for x, y in zip(ra, rb, strict=True)
     )
 
 
@@ -215,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                 runs[q][column].append(out)
                 log(f"rep {rep + 1} {q} {column}: {out.get('seconds', out.get('error'))}")
     medians = {
-        q: {c: statistics.median(r["seconds"] for r in rs) if all("seconds" in r for r in rs) else None
-            for c, rs in cells.items()}
+        q: {
+            c: statistics.median(r["seconds"] for r in rs) if all("seconds" in r for r in rs) else None
+            for c, rs in cells.items()
+        }
         for q, cells in runs.items()
     }
     disagreements = [
@@ -224,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         for q, cells in runs.items()
         for c, rs in cells.items()
         for r in rs
-        if "rows" in r and "rows" in cells["zarrsql plain"][0] and not agree(q, r["rows"], cells["zarrsql plain"][0]["rows"])
+        if "rows" in r and "rows" in (ref := cells["zarrsql plain"][0]) and not agree(q, r["rows"], ref["rows"])
     ]
     results = {
         "machine": machine_info(),

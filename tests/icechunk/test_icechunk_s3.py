@@ -72,3 +72,13 @@ def test_a_missing_repository_on_s3(s3_repo):
     url, options = s3_repo
     with pytest.raises(zarrsql.ZarrSQLError, match="no Icechunk repository at 's3://icechunk-repos/nothing'"):
         zarrsql.read_zarr("s3://icechunk-repos/nothing", format="icechunk", storage_options=options).fetchall()
+
+
+def test_gcs_options_icechunk_does_not_take_are_named():
+    with pytest.raises(ParameterError, match=r"\['bogus'\] are not all understood by Icechunk's gcs_storage\(\)"):
+        zarrsql.read_zarr("gs://bucket/repo", format="icechunk", storage_options={"bogus": "1"}).fetchall()
+
+
+def test_azure_needs_an_account_name():
+    with pytest.raises(ParameterError, match="needs storage_options := MAP {'account_name'"):
+        zarrsql.read_zarr("az://container/repo", format="icechunk").fetchall()

@@ -197,3 +197,12 @@ def test_names_from_other_tools_get_a_hint(versions, name, meant):
         zarrsql.sql(f"SELECT * FROM read_zarr('{versions.path}', {name} := 'x')").fetchall()
     with pytest.raises(ParameterError, match=f"unknown keyword argument '{name}'; did you mean {meant}="):
         zarrsql.read_zarr(str(versions.path), **{name: "x"})
+
+
+def test_a_format_without_a_store_class_is_named(versions):
+    from zarrsql.store import open_store
+    from zarrsql.store.choice import StoreChoice
+
+    # a value the parser took but no FORMATS entry opens (as 'kerchunk' before its store lands)
+    with pytest.raises(zarrsql.UnsupportedError, match="format := 'hdf9' is not readable by this zarrsql"):
+        open_store(str(versions.path), None, StoreChoice(format="hdf9"))

@@ -198,12 +198,12 @@ def _storage(location: str, theirs: dict[str, Any]) -> Any:
     if scheme in ("s3", "s3a"):
         return _s3_storage(icechunk, bucket, prefix, theirs)
     if scheme in ("gs", "gcs"):
-        return icechunk.gcs_storage(bucket=bucket, prefix=prefix or None, **_named(theirs, "GCS"))
+        return _passed_on(icechunk.gcs_storage, theirs, bucket=bucket, prefix=prefix or None)
     if scheme in ("az", "abfs", "abfss"):
         account = theirs.pop("account_name", None)
         if not account:
             raise ParameterError("an Icechunk repository on Azure needs storage_options := MAP {'account_name': '...'}")
-        return icechunk.azure_storage(account=account, container=bucket, prefix=prefix, **_named(theirs, "Azure"))
+        return _passed_on(icechunk.azure_storage, theirs, account=account, container=bucket, prefix=prefix)
     raise ParameterError(
         f"'{location}' cannot hold an Icechunk repository: give a local path or an s3://, gs:// or az:// URL"
     )
@@ -222,9 +222,16 @@ def _quiet_local_warning(icechunk: Any) -> None:
     _quieted = True
 
 
-def _named(theirs: dict[str, Any], cloud: str) -> dict[str, Any]:
-    """Options passed to Icechunk's storage function of `cloud` as they are (its own names)."""
-    return dict(theirs)
+def _passed_on(make: Any, theirs: dict[str, Any], **where: Any) -> Any:
+    """Icechunk's storage for GCS or Azure, the storage options passed on under their own names
+    (Icechunk's: `anonymous`, `from_env`, `service_account_file`, ...)."""
+    try:
+        return make(**where, **theirs)
+    except TypeError as err:
+        raise ParameterError(
+            f"storage options {sorted(theirs)} are not all understood by Icechunk's {make.__name__}() ({err}); "
+            "give the keywords it takes"
+        ) from err
 
 
 def _credentials(icechunk: Any, prefix: str, value: str | None) -> Any:
@@ -253,7 +260,7 @@ def _open_repository(location: str, theirs: dict[str, Any], virtual: tuple[tuple
     except Exception as err:  # Icechunk raises one class for every failure
         raise StoreNotFoundError(
             f"no Icechunk repository at '{location}': {_message(err)}; check the path or URL (and, on object "
-            "storage, the storage_options), or leave format := 'icechunk' out to read a plain Zarr store"
+            "storage, the storage_options); a plain Zarr store is read with format := 'zarr'"
         ) from err
     declared = sorted((repo.config.virtual_chunk_containers or {}).keys())
     strangers = [p for p, _ in virtual if p not in declared]

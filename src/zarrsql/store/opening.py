@@ -1,10 +1,14 @@
-"""Which store a location opens: a local folder, an fsspec URL, or the engine's own store.
+"""Which store a location opens: a local folder, an fsspec URL, the engine's own store, or
+a versioned or virtual store of another format.
 
-`open_store` picks the store for a location: a local folder (`file://` or a path), an fsspec
-URL, or — when the engine installed one for the current call with `using_opener` — a store
-of the engine's own (DuckDB reads `s3://` keys with the user's DuckDB secrets that way). The
-opener is a context variable, so the core never learns which engine runs it. It lives apart
-from store/base.py so that the concrete stores can import the protocol without a cycle.
+`open_store` first picks the format (`FORMATS`: the one `format :=` names, else the first
+whose detector claims the location, else 'zarr'). For Zarr it picks the store for a location:
+a local folder (`file://` or a path), an fsspec URL, or — when the engine installed one for
+the current call with `using_opener` — a store of the engine's own (DuckDB reads `s3://` keys
+with the user's DuckDB secrets that way). An Icechunk repository opens a snapshot store
+(store/icechunk.py). The opener is a context variable, so the core never learns which engine
+runs it. It lives apart from store/base.py so that the concrete stores can import the
+protocol without a cycle.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from zarrsql.errors import ParameterError, StoreNotFoundError
+from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import Store, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error
@@ -51,6 +55,11 @@ def open_store(
             f"{' and '.join(p + ' :=' for p in given)} apply to Icechunk repositories (and virtual_chunks := to "
             f"Kerchunk references), but '{location}' is read as a plain Zarr store; leave them out, or pass "
             "format := 'icechunk' if it is an Icechunk repository"
+        )
+    if name not in FORMATS:
+        raise UnsupportedError(
+            f"format := '{name}' is not readable by this zarrsql (it reads {', '.join(sorted(FORMATS))}); "
+            "leave format := out to let the location's layout decide"
         )
     return FORMATS[name][0](location, dict(storage_options or {}), choice)
 
