@@ -44,6 +44,8 @@ def _zarr_group_location(group: Any) -> tuple[str, str]:
         return str(store.root), group.path
     if kind == "FsspecStore":
         return store.fs.unstrip_protocol(store.path), group.path
+    if is_icechunk_object(store):
+        return session_location(store), group.path
     raise StoreArgumentError(
         f"cannot read a zarr.Group backed by a {kind}: zarrsql reads stores by their path or URL; "
         "pass the store's path or URL instead (a LocalStore's or FsspecStore's group is taken as its path)"

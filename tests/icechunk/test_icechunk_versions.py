@@ -206,3 +206,12 @@ def test_a_format_without_a_store_class_is_named(versions):
     # a value the parser took but no FORMATS entry opens (as 'kerchunk' before its store lands)
     with pytest.raises(zarrsql.UnsupportedError, match="format := 'hdf9' is not readable by this zarrsql"):
         open_store(str(versions.path), None, StoreChoice(format="hdf9"))
+
+
+def test_a_zarr_group_on_an_icechunk_store(versions):
+    import zarr
+
+    session = open_repo(versions.path).readonly_session(tag="v1")
+    group = zarr.open_group(session.store, mode="r")
+    expected = frame(xarray_version(versions.path, tag="v1"))
+    assert_frames_equal(zarrsql.read_zarr(group).df(), expected, sort_by=KEYS, check_column_order=False)
