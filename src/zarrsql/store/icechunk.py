@@ -395,8 +395,12 @@ def session_location(value: Any) -> str:
     reads exactly that session for as long as it lives.
     """
     name = f"{SESSION_PREFIX}{id(value):x}"
+    try:
+        ref: Any = weakref.ref(value)
+    except TypeError:  # a class without weak references: held for good
+        ref = lambda: value  # noqa: E731
     with _registry_lock:
-        _registered[name] = weakref.ref(value)
+        _registered[name] = ref
         _recent.append(value)
         for stale in [k for k, ref in _registered.items() if ref() is None]:
             del _registered[stale]
@@ -413,10 +417,10 @@ def _registered_store(location: str, storage_options: Mapping[str, Any], choice:
             "again rather than its location text"
         )
     if choice.version_parameters() or choice.virtual_chunks or storage_options:
-        given = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
-        given += ["storage_options"] if storage_options else []
+        names = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
+        names += ["storage_options"] if storage_options else []
         raise ParameterError(
-            f"{', '.join(n + ' :=' for n in given)} cannot apply to an Icechunk session given from Python: the "
+            f"{', '.join(n + ' :=' for n in names)} cannot apply to an Icechunk session given from Python: the "
             "session already fixes its repository and version; open the session you want "
             "(repo.readonly_session(tag=...)) or pass the repository's path with these parameters"
         )
