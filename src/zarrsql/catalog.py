@@ -15,6 +15,7 @@ from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
+from zarrsql.store.choice import StoreChoice
 from zarrsql.tables.analyze import analyze_group
 from zarrsql.tables.model import TableInfo
 from zarrsql.tables.select import Selection, array_path_dims, normalize_path, select_table
@@ -132,13 +133,37 @@ def quote_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def store_arguments(choice: StoreChoice | None) -> list[str]:
+    """The `read_zarr` arguments that repeat a store choice (format, version, containers), so
+    that a view reads the version it was made for."""
+    if choice is None:
+        return []
+    out = [
+        f"{n} := {quote_text(getattr(choice, n))}"
+        for n in ("format", "branch", "tag", "snapshot")
+        if getattr(choice, n)
+    ]
+    if choice.as_of is not None:
+        out.append(f"as_of := TIMESTAMPTZ {quote_text(choice.as_of.isoformat())}")
+    if choice.virtual_chunks:
+        pairs = ", ".join(
+            f"{quote_text(p)}: {'NULL' if v is None else quote_text(v)}" for p, v in choice.virtual_chunks
+        )
+        out.append(f"virtual_chunks := MAP {{{pairs}}}")
+    return out
+
+
 def _view_key(t: dict[str, Any]) -> str:
     g = t["group_path"].strip("/")
     return t["table_name"] if not g else f"{g}/{t['table_name']}"
 
 
 def view_statements(
-    tree: NodeTree, store: str, database: str, view_names: Mapping[str, str] | None = None
+    tree: NodeTree,
+    store: str,
+    database: str,
+    view_names: Mapping[str, str] | None = None,
+    choice: StoreChoice | None = None,
 ) -> list[dict[str, Any]]:
     """The statements that mount a store as `database`: ATTACH, CREATE SCHEMA, CREATE VIEW.
 
@@ -184,6 +209,7 @@ def view_statements(
         if t["group_path"] != "/":
             args.append(f"group_path := {quote_text(t['group_path'].strip('/'))}")
         args.append(f"table_name := {quote_text(t['table_name'])}")
+        args += store_arguments(choice)
         rows.append(
             {
                 "schema_name": schema,

@@ -3,6 +3,7 @@ relation; `mount`/`unmount` run the same code as `zarr_mount`/`zarr_unmount`."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 import threading
@@ -19,6 +20,9 @@ from zarrsql.engine.hints import unknown_parameter
 from zarrsql.engine.params import bounds_text
 from zarrsql.engine.sqltext import literal
 from zarrsql.errors import ParameterError, StoreArgumentError
+from zarrsql.scan.request import store_choice_of
+from zarrsql.store.choice import STORE_ARGUMENT_NAMES
+from zarrsql.store.icechunk import is_icechunk_object, session_location
 
 _default: Connection | None = None
 _default_lock = threading.Lock()
@@ -46,6 +50,8 @@ def _zarr_group_location(group: Any) -> tuple[str, str]:
         return str(store.root), group.path
     if kind == "FsspecStore":
         return store.fs.unstrip_protocol(store.path), group.path
+    if is_icechunk_object(store):
+        return session_location(store), group.path
     raise StoreArgumentError(
         f"cannot read a zarr.Group backed by a {kind}: zarrsql reads stores by their path or URL; "
         "pass the store's path or URL instead (a LocalStore's or FsspecStore's group is taken as its path)"
@@ -54,9 +60,12 @@ def _zarr_group_location(group: Any) -> tuple[str, str]:
 
 def store_location(store: Any) -> tuple[str, str | None]:
     """The store argument as (path or URL, group path or None): a string, an `os.PathLike`
-    (such as `pathlib.Path`), or a `zarr.Group` on a local or fsspec store."""
+    (such as `pathlib.Path`), a `zarr.Group` on a local or fsspec store, or an Icechunk
+    `Session` or store (read as that session sees it)."""
     if isinstance(store, str):
         return store, None
+    if is_icechunk_object(store):
+        return session_location(store), None
     if isinstance(store, os.PathLike):
         path = os.fspath(store)
         return (path if isinstance(path, str) else os.fsdecode(path)), None
@@ -72,6 +81,16 @@ def store_location(store: Any) -> tuple[str, str | None]:
 def _param_name(name: str) -> str:
     """`table`, `group` and `array` are SQL keywords: quote them."""
     return f'"{name}"' if name in ("table", "group", "array") else name
+
+
+def _literal(name: str, value: Any) -> str:
+    """A keyword's value in SQL: `as_of` may be a `datetime`, and `virtual_chunks`' values
+    may be None (a SQL NULL, where a plain MAP literal would write the text 'None')."""
+    if name == "as_of" and isinstance(value, datetime.datetime):
+        return literal(value.isoformat())
+    if name == "virtual_chunks" and isinstance(value, dict):
+        return "MAP {" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in value.items()) + "}"
+    return literal(value)
 
 
 def _check_keywords(function: str, params: dict[str, Any]) -> None:
@@ -101,7 +120,7 @@ def _call(
     con = default_connection() if connection is None else register(connection)
     args = [literal(v) for v in [path, *positional]]
     params = {k: bounds_text(v) if k == "bounds" else v for k, v in params.items()}
-    args += [f"{_param_name(k)} := {literal(v)}" for k, v in params.items() if v is not None]
+    args += [f"{_param_name(k)} := {_literal(k, v)}" for k, v in params.items() if v is not None]
     return con.sql(f"SELECT * FROM {function}({', '.join(args)})")
 
 
@@ -139,6 +158,7 @@ def mount(
     existing: bool = False,
     replace: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    **version: Any,
 ) -> duckdb.DuckDBPyRelation:
     """Make every named table of `store` queryable as `database.table` (nested groups:
     `database."group/path".table`).
@@ -148,7 +168,9 @@ def mount(
     to an attached database instead (a DuckDB file keeps them across sessions);
     `replace=True` remounts over an earlier zarr mount of the same name. Returns the mounted
     tables: `read_zarr_tables`' columns plus `view_name`. `store` is a path or URL (str or
-    `os.PathLike`), or the root `zarr.Group` of a local or fsspec store.
+    `os.PathLike`), the root `zarr.Group` of a local or fsspec store, or an Icechunk session.
+    `version` takes `read_zarr`'s store keywords (`format`, `branch`, `tag`, `snapshot`,
+    `as_of`, `virtual_chunks`); the views keep them.
     """
     path, group = store_location(store)
     if group is not None:
@@ -156,6 +178,15 @@ def mount(
             f"mount() mounts a whole store, and the zarr.Group given is its group '{group}'; "
             "pass the store's root group or its path"
         )
+    unknown = sorted(set(version) - set(STORE_ARGUMENT_NAMES))
+    if unknown:
+        raise ParameterError(
+            f"zarrsql.mount() got unknown keyword argument(s) {unknown}; beyond its own it takes "
+            f"{', '.join(STORE_ARGUMENT_NAMES)}"
+        )
+    as_of = version.get("as_of")
+    if isinstance(as_of, datetime.datetime):
+        version = {**version, "as_of": as_of.isoformat()}
     zcon = register(con)
     table = mounts.mount_table(
         zcon,
@@ -165,6 +196,7 @@ def mount(
         existing=existing,
         replace=replace,
         storage_options=storage_options,
+        choice=store_choice_of(version),
     )
     return zcon.duckdb.from_arrow(table)
 

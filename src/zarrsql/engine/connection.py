@@ -207,7 +207,7 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
 
 def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments."""
-    store = open_store(params.store_of(args), dict(params.storage_options_of(args)))
+    store = open_store(params.store_of(args), dict(params.storage_options_of(args)), params.store_choice_of(args))
     tree = cached_tree(store)
     sel = params.selection_of(args)
     if kind == "metadata":
@@ -220,7 +220,7 @@ def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     database = args.get("database")
     if not isinstance(database, str):
         raise params.ParameterError("read_zarr_views needs the database name as its second argument")
-    return catalog.view_statements(tree, params.store_of(args), database, names)
+    return catalog.view_statements(tree, params.store_of(args), database, names, params.store_choice_of(args))
 
 
 LISTING_COLUMNS = {"metadata": METADATA_COLUMNS, "tables": TABLES_COLUMNS, "views": VIEWS_COLUMNS}
@@ -541,6 +541,7 @@ class Connection:
                         existing=bool(args.get("existing")),
                         replace=bool(args.get("replace")),
                         storage_options=dict(params.storage_options_of(args)),
+                        choice=params.store_choice_of(args),
                     )
             if kind == "sample":
                 with using_opener(self._state.opener):

@@ -11,6 +11,10 @@ names a registered Arrow table holding them, keyed by their content.
 
 from __future__ import annotations
 
+from zarrsql.store.choice import STORE_ARGUMENT_NAMES
+
+#: The store's format and, for versioned stores, the version and virtual chunk containers.
+STORE_PARAMS = list(STORE_ARGUMENT_NAMES)
 READ_PARAMS = [
     "table_name",
     '"table"',
@@ -27,12 +31,13 @@ READ_PARAMS = [
     "longitude",
     "cell_bounds",
     "storage_options",
+    *STORE_PARAMS,
 ]
 SAMPLE_PARAMS = ["method", "tolerance", *READ_PARAMS]
-LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options"]
+LIST_PARAMS = ["group_path", '"group"', "array_path", '"array"', "storage_options", *STORE_PARAMS]
 
-VIEWS_PARAMS = ["view_names", "storage_options"]
-MOUNT_PARAMS = ["view_names", "existing", '"replace"', "storage_options"]
+VIEWS_PARAMS = ["view_names", "storage_options", *STORE_PARAMS]
+MOUNT_PARAMS = ["view_names", "existing", '"replace"', "storage_options", *STORE_PARAMS]
 
 
 def _bare(params: list[str]) -> tuple[str, ...]:

@@ -20,6 +20,19 @@ from zarrsql.errors import ParameterError
 #: Parameter names that are SQL keywords, so they must be written in double quotes.
 KEYWORD_NAMES = {"table": "table_name", "group": "group_path", "array": "array_path"}
 
+#: Names other tools give a parameter (Icechunk's, xarray's): the one zarrsql calls it.
+ALIASES = {
+    "snapshot_id": "snapshot",
+    "ref": "branch",
+    "version": "tag",
+    "at": "as_of",
+    "asof": "as_of",
+    "timestamp": "as_of",
+    "authorize_virtual_chunk_access": "virtual_chunks",
+    "virtual_chunk_containers": "virtual_chunks",
+    "engine": "format",
+}
+
 
 def unknown_parameter(function: str, name: str, *, python: bool = False) -> ParameterError | None:
     """The error for `name` if `function` has no such parameter, else None; with `python`,
@@ -29,6 +42,9 @@ def unknown_parameter(function: str, name: str, *, python: bool = False) -> Para
         return None
     mark = "=" if python else " :="
     close = difflib.get_close_matches(name.lower(), [n.lower() for n in named], n=1, cutoff=0.5)
+    alias = ALIASES.get(name.lower())
+    if alias in named:
+        close = [alias]
     hint = f"; did you mean {close[0]}{mark}?" if close else ""
     listed = ", ".join(named) if named else "none"
     if python:

@@ -22,6 +22,8 @@ from zarrsql.engine.sqltext import quote_ident, string_constants
 from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.store import is_url, open_store
+from zarrsql.store.choice import STORE_ARGUMENT_NAMES, StoreChoice
+from zarrsql.store.icechunk import SESSION_PREFIX
 
 MOUNTS_COLUMNS = ["database_name", "schema_name", "view_name", "store", "group_path", "table_name"]
 
@@ -60,10 +62,14 @@ def _objects(con: Any, database: str) -> dict[tuple[str, str], str]:
 
 
 def _statements(
-    store: str, database: str, view_names: Mapping[str, str] | None, storage_options: Mapping[str, str] | None
+    store: str,
+    database: str,
+    view_names: Mapping[str, str] | None,
+    storage_options: Mapping[str, str] | None,
+    choice: StoreChoice | None,
 ) -> list[dict[str, Any]]:
-    tree = cached_tree(open_store(store, storage_options))
-    rows = catalog.view_statements(tree, store, database, view_names)
+    tree = cached_tree(open_store(store, storage_options, choice))
+    rows = catalog.view_statements(tree, store, database, view_names, choice)
     if not any(r["view_name"] for r in rows):
         raise SelectionError(
             f"store '{store}' has no named tables, so there is nothing to mount; list its tables with "
@@ -122,12 +128,15 @@ def mount_table(
     existing: bool = False,
     replace: bool = False,
     storage_options: Mapping[str, str] | None = None,
+    choice: StoreChoice | None = None,
 ) -> pa.Table:
-    """Mount `store` as `database` (see the module docstring); returns what was mounted."""
+    """Mount `store` as `database` (see the module docstring); returns what was mounted.
+    The views repeat `choice` (a versioned store's version), so they read what was mounted."""
     _check_name(database)
-    if not is_url(store):  # views must find the store from any working directory later
+    if not is_url(store) and not store.startswith(SESSION_PREFIX):
+        # views must find the store from any working directory later
         store = os.path.abspath(os.path.expanduser(store.removeprefix("file://")))
-    rows = _statements(store, database, view_names, storage_options)
+    rows = _statements(store, database, view_names, storage_options, choice)
     attached = _attached(con)
     if existing:
         if database.lower() not in attached:
@@ -149,7 +158,7 @@ def mount_table(
             con.execute(f"DETACH {quote_ident(database)}")
         con.execute(f"ATTACH ':memory:' AS {quote_ident(database)}")
         _apply(con, rows, database, fresh=True)
-    return _mounted_table(con, store, rows, storage_options)
+    return _mounted_table(con, store, rows, storage_options, choice)
 
 
 def _is_zarr_mount(con: Any, database: str, attached: dict[str, str]) -> bool:
@@ -158,9 +167,13 @@ def _is_zarr_mount(con: Any, database: str, attached: dict[str, str]) -> bool:
 
 
 def _mounted_table(
-    con: Any, store: str, rows: list[dict[str, Any]], storage_options: Mapping[str, str] | None
+    con: Any,
+    store: str,
+    rows: list[dict[str, Any]],
+    storage_options: Mapping[str, str] | None,
+    choice: StoreChoice | None,
 ) -> pa.Table:
-    tree = cached_tree(open_store(store, storage_options))
+    tree = cached_tree(open_store(store, storage_options, choice))
     tables = [t for t in catalog.list_tables(tree) if t["table_name"]]
     views = [r for r in rows if r["view_name"]]
     out: dict[str, list[Any]] = {k: [t[k] for t in tables] for k in tables[0]} if tables else {}
@@ -183,10 +196,18 @@ def _mount_view(sql: str) -> list[str] | None:
     A mount's views have one shape: `SELECT * FROM read_zarr('store'[, group_path := 'g'],
     table_name := 't')`; a user's own views over read_zarr are not mounts.
     """
-    consts = string_constants(sql)
+    consts = string_constants(_before_store_arguments(sql))
     if len(consts) not in (2, 3) or "table_name :=" not in sql or (len(consts) == 3) != ("group_path :=" in sql):
         return None
     return consts
+
+
+def _before_store_arguments(sql: str) -> str:
+    """A view's SQL up to the store-choice arguments a versioned mount adds after table_name."""
+    at = sql.find("table_name :=")
+    cuts = [sql.find(f", {name} :=", at) for name in STORE_ARGUMENT_NAMES] if at >= 0 else []
+    found = [c for c in cuts if c >= 0]
+    return sql[: min(found)] + ")" if found else sql
 
 
 def mounts(con: Any, database: str | None = None) -> pa.Table:

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from zarrsql.errors import ParameterError
-from zarrsql.scan.request import read_request, selection_of, storage_options_of, store_of
+from zarrsql.scan.request import read_request, selection_of, storage_options_of, store_choice_of, store_of
 
 __all__ = [
     "bounds_list_error",
@@ -18,6 +18,7 @@ __all__ = [
     "read_request",
     "selection_of",
     "storage_options_of",
+    "store_choice_of",
     "store_of",
 ]
 

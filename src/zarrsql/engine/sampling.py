@@ -181,9 +181,20 @@ def _cells_filter(scan: TableScan, given: list[int], positions: np.ndarray, colu
     return " AND ".join(parts) or "true"
 
 
+def _argument(value: Any) -> str:
+    """A parameter value as SQL; a MAP's NULL values (virtual chunk credentials) stay NULL."""
+    if isinstance(value, dict):
+        return (
+            "MAP {"
+            + ", ".join(f"{literal(str(k))}: {literal(v if v is None else str(v))}" for k, v in value.items())
+            + "}"
+        )
+    return literal(value)
+
+
 def _read_call(args: dict[str, Any]) -> str:
     read = [p.strip('"') for p in READ_PARAMS]
-    named = [f"{quote_ident(k)} := {literal(args[k])}" for k in read if args.get(k) is not None]
+    named = [f"{quote_ident(k)} := {_argument(args[k])}" for k in read if args.get(k) is not None]
     return f"read_zarr({', '.join([literal(params.store_of(args)), *named])})"
 
 

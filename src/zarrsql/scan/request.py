@@ -8,6 +8,7 @@ list of names is meant.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 from zarrsql.decode.columns import DecodeOptions
 from zarrsql.errors import ParameterError
 from zarrsql.store import Store, open_store
+from zarrsql.store.choice import FORMATS, StoreChoice
 from zarrsql.tables.select import Selection
 
 
@@ -28,10 +30,11 @@ class ReadRequest:
     bounds: Any = None
     options: DecodeOptions = field(default_factory=DecodeOptions)
     storage_options: tuple[tuple[str, str], ...] = ()
+    choice: StoreChoice = field(default_factory=StoreChoice)
 
 
 def open_store_for(request: ReadRequest) -> Store:
-    return open_store(request.store, dict(request.storage_options))
+    return open_store(request.store, dict(request.storage_options), request.choice)
 
 
 def storage_options_tuple(options: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
@@ -91,6 +94,50 @@ def storage_options_of(args: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return storage_options_tuple(value)
 
 
+def _as_of(args: Mapping[str, Any]) -> datetime.datetime | None:
+    """`as_of :=` as an aware time: a TIMESTAMP (read as UTC), a TIMESTAMPTZ, or ISO text."""
+    value = args.get("as_of")
+    if value is None:
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None:
+        raise ParameterError(
+            f"as_of := must be a time, e.g. as_of := TIMESTAMPTZ '2026-01-31 12:00:00+00' (a TIMESTAMP "
+            f"without a zone is read as UTC), got {json.dumps(value)}"
+        )
+    return when if when.tzinfo is not None else when.replace(tzinfo=datetime.UTC)
+
+
+def _virtual_chunks(args: Mapping[str, Any]) -> tuple[tuple[str, str | None], ...]:
+    value = args.get("virtual_chunks")
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(v, str) or v is None for v in value.values()):
+        raise ParameterError(
+            "virtual_chunks := must be a MAP from URL prefixes to credentials (NULL for none or the "
+            f"environment's), e.g. MAP {{'file:///data/': NULL}}, got {json.dumps(value)}"
+        )
+    return tuple(sorted((str(k), v) for k, v in value.items()))
+
+
+def store_choice_of(args: Mapping[str, Any]) -> StoreChoice:
+    """The format, version and virtual chunk containers a call names (see store/choice.py)."""
+    fmt = _text(args, "format")
+    if fmt is not None and fmt.lower() not in FORMATS:
+        raise ParameterError(f"format := must be one of {', '.join(repr(f) for f in FORMATS)}, got {json.dumps(fmt)}")
+    return StoreChoice(
+        format=None if fmt is None else fmt.lower(),
+        branch=_text(args, "branch"),
+        tag=_text(args, "tag"),
+        snapshot=_text(args, "snapshot"),
+        as_of=_as_of(args),
+        virtual_chunks=_virtual_chunks(args),
+    )
+
+
 def store_of(args: Mapping[str, Any]) -> str:
     store = args.get("store")
     if not isinstance(store, str) or not store:
@@ -148,4 +195,5 @@ def read_request(args: Mapping[str, Any]) -> ReadRequest:
             cell_bounds=_flag(args, "cell_bounds", False),
         ),
         storage_options=storage_options_of(args),
+        choice=store_choice_of(args),
     )

@@ -1,10 +1,14 @@
-"""Which store a location opens: a local folder, an fsspec URL, or the engine's own store.
+"""Which store a location opens: a local folder, an fsspec URL, the engine's own store, or
+a versioned or virtual store of another format.
 
-`open_store` picks the store for a location: a local folder (`file://` or a path), an fsspec
-URL, or — when the engine installed one for the current call with `using_opener` — a store
-of the engine's own (DuckDB reads `s3://` keys with the user's DuckDB secrets that way). The
-opener is a context variable, so the core never learns which engine runs it. It lives apart
-from store/base.py so that the concrete stores can import the protocol without a cycle.
+`open_store` first picks the format (`FORMATS`: the one `format :=` names, else the first
+whose detector claims the location, else 'zarr'). For Zarr it picks the store for a location:
+a local folder (`file://` or a path), an fsspec URL, or — when the engine installed one for
+the current call with `using_opener` — a store of the engine's own (DuckDB reads `s3://` keys
+with the user's DuckDB secrets that way). An Icechunk repository opens a snapshot store
+(store/icechunk.py). The opener is a context variable, so the core never learns which engine
+runs it. It lives apart from store/base.py so that the concrete stores can import the
+protocol without a cycle.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from zarrsql.errors import ParameterError, StoreNotFoundError
+from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import Store, is_url
+from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error
 from zarrsql.store.local import LocalStore
 
@@ -35,20 +40,41 @@ def using_opener(opener: Opener | None) -> Iterator[None]:
         _opener.reset(token)
 
 
-def open_store(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
-    """Open the store at a local path, a `file://` URL or a remote URL."""
+def open_store(
+    location: str, storage_options: Mapping[str, Any] | None = None, choice: StoreChoice | None = None
+) -> Store:
+    """Open the store at a local path, a `file://` URL or a remote URL, in the format `choice`
+    names or the one its layout shows (`FORMATS`)."""
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
+    choice = choice or StoreChoice()
+    name = choice.format or next((n for n, (_, detect) in FORMATS.items() if detect(location)), "zarr")
+    if name == "zarr" and (choice.version_parameters() or choice.virtual_chunks):
+        given = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
+        raise ParameterError(
+            f"{' and '.join(p + ' :=' for p in given)} apply to Icechunk repositories (and virtual_chunks := to "
+            f"Kerchunk references), but '{location}' is read as a plain Zarr store; leave them out, or pass "
+            "format := 'icechunk' if it is an Icechunk repository"
+        )
+    if name not in FORMATS:
+        raise UnsupportedError(
+            f"format := '{name}' is not readable by this zarrsql (it reads {', '.join(sorted(FORMATS))}); "
+            "leave format := out to let the location's layout decide"
+        )
+    return FORMATS[name][0](location, dict(storage_options or {}), choice)
+
+
+def _open_zarr(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
     if location.lower().startswith("file://"):
         location = location[len("file://") :]
     if is_url(location):
         opener = _opener.get()
-        store = opener(location, dict(storage_options or {})) if opener is not None else None
+        store = opener(location, storage_options) if opener is not None else None
         if store is not None:
             return store
         from zarrsql.store.remote import FsspecStore  # fsspec is imported only for URLs
 
-        return FsspecStore(location, dict(storage_options or {}))
+        return FsspecStore(location, storage_options)
     path = os.path.abspath(os.path.expanduser(location))
     if os.path.exists(path) and not os.path.isdir(path):
         raise file_error(location, path)
@@ -58,3 +84,27 @@ def open_store(location: str, storage_options: Mapping[str, Any] | None = None) 
             "check the path (relative paths are resolved from the current directory)"
         )
     return LocalStore(path)
+
+
+def _open_icechunk(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
+    from zarrsql.store import icechunk  # icechunk is imported only for its repositories
+
+    return icechunk.open_repository_store(location, storage_options, choice)
+
+
+def _is_icechunk(location: str) -> bool:
+    from zarrsql.store.icechunk import looks_like_repository
+
+    return looks_like_repository(location)
+
+
+def _never(location: str) -> bool:
+    return False
+
+
+#: Each `format :=` value: (how its store opens, whether a location's layout shows it without
+#: reading anything counted). Detection asks them in order; nothing claims a location: 'zarr'.
+FORMATS: dict[str, tuple[Callable[[str, dict[str, Any], StoreChoice], Store], Callable[[str], bool]]] = {
+    "icechunk": (_open_icechunk, _is_icechunk),
+    "zarr": (_open_zarr, _never),
+}

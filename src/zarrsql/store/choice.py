@@ -1,0 +1,39 @@
+"""What a read asks of its store beyond the location: the format and, for a versioned store,
+the version and the virtual chunk containers it may read.
+
+These travel next to `storage_options` (`open_store(location, storage_options, choice)`): the
+format picks the store class (store/opening.py), the rest is for that class. The core parses
+them from the `read_zarr` parameters (`zarrsql.scan.request.store_choice_of`); here they are
+only held, already checked for shape, so that every store sees the same record.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+#: The values `format :=` takes; `None` (not given) means: detect from the location.
+FORMATS = ("zarr", "icechunk", "kerchunk")
+
+#: The parameters that pick a version of a versioned store, in the order errors name them.
+VERSION_PARAMETERS = ("branch", "tag", "snapshot", "as_of")
+#: Every parameter this record holds, as `read_zarr` names them.
+STORE_ARGUMENT_NAMES = ("format", *VERSION_PARAMETERS, "virtual_chunks")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreChoice:
+    """The format (None: detect), the version (`branch`, `tag`, `snapshot` id, or `as_of` a
+    time on a branch) and the authorized virtual chunk containers (URL prefix, credentials
+    text or None) of one read."""
+
+    format: str | None = None
+    branch: str | None = None
+    tag: str | None = None
+    snapshot: str | None = None
+    as_of: datetime.datetime | None = None
+    virtual_chunks: tuple[tuple[str, str | None], ...] = ()
+
+    def version_parameters(self) -> list[str]:
+        """The version parameters given, by name."""
+        return [n for n in VERSION_PARAMETERS if getattr(self, n) is not None]

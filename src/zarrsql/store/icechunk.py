@@ -1,0 +1,593 @@
+"""Icechunk repositories as stores: one snapshot's keys, read through the repository's store.
+
+A repository (a local folder, or `s3://`, `gs://`, `az://` through Icechunk's own storage
+configuration) holds snapshots; a read picks one with `branch` (default `main`), `tag`,
+`snapshot` (an id) or `as_of` (the last snapshot of a branch at a time). The version is
+resolved to a snapshot id each time a store opens (a branch's tip is one small read, so a
+new commit is seen by the next query) and the store's `cache_key` names that id: a snapshot
+never changes, so its metadata tree is cached for good (`metadata_ttl` infinite) and a moved
+branch simply opens another snapshot.
+
+Keys are read as raw bytes with the repository store's own `get`, many at once on a private
+event loop, never through zarr-python's arrays: zarrsql decodes the chunks itself, as for any
+other store. Icechunk's batched `get_partial_values` is not used, because it answers "missing"
+for a chunk it failed to fetch (an unauthorized virtual chunk container, a referenced file
+gone), which would read as fill values; each `get` raises instead.
+
+Virtual chunks point into other files. Icechunk reads them only from containers the
+repository declares and the reader authorizes (`virtual_chunks := MAP {'file:///data/':
+NULL}`); an authorized prefix the repository does not declare, and a chunk in a container not
+authorized, are errors naming the prefix.
+
+An Icechunk `Session` or store object given from Python is registered here under a location
+`icechunk-session:<n>` (`session_location`), which the SQL text then carries; such a read uses
+that session as it is, uncommitted changes included.
+
+`icechunk` is imported only when a repository is opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import hashlib
+import math
+import os
+import re
+import threading
+import weakref
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from zarrsql import counters
+from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
+from zarrsql.store.base import ByteRange, check_key, is_url
+from zarrsql.store.choice import StoreChoice
+from zarrsql.store.options import split_settings
+
+#: The location prefix of a session registered from Python (`session_location`).
+SESSION_PREFIX = "icechunk-session:"
+#: Reads in flight on a local repository: Icechunk's own threads do the I/O.
+LOCAL_CONCURRENCY = max(2, min(2 * (os.cpu_count() or 1), 16))
+#: Open repositories and snapshot sessions kept for later queries.
+_KEPT = 32
+#: Keys a snapshot store remembers having read, so that their tokens cost no request.
+_SEEN = 4096
+
+T = TypeVar("T")
+
+
+def looks_like_repository(location: str) -> bool:
+    """Whether `location` is a local folder laid out as an Icechunk repository (its `refs/`
+    and `snapshots/` folders, no Zarr root document), or a registered session."""
+    if location.startswith(SESSION_PREFIX):
+        return True
+    if is_url(location) and not location.lower().startswith("file://"):
+        return False  # a remote layout costs a request to see: format := 'icechunk' says it
+    path = os.path.expanduser(location.removeprefix("file://"))
+    return (
+        os.path.isdir(os.path.join(path, "refs"))
+        and os.path.isdir(os.path.join(path, "snapshots"))
+        and not os.path.exists(os.path.join(path, "zarr.json"))
+    )
+
+
+# -- the event loop the repository's coroutines run on ---------------------------------------
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """One daemon thread's event loop for every repository (Icechunk's coroutines need one)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="zarrsql-icechunk", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def _run(coroutine: Awaitable[T]) -> T:
+    async def wrapped() -> T:
+        return await coroutine
+
+    return asyncio.run_coroutine_threadsafe(wrapped(), _event_loop()).result()
+
+
+# -- repositories ----------------------------------------------------------------------------
+
+_repos: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_sessions: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _kept(cache: OrderedDict[tuple[Any, ...], Any], key: tuple[Any, ...], make: Any) -> Any:
+    with _cache_lock:
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = make()
+    with _cache_lock:
+        cache[key] = value
+        while len(cache) > _KEPT:
+            cache.popitem(last=False)
+    return value
+
+
+def _message(err: BaseException) -> str:
+    """Icechunk's error without its trace of Rust call sites: the report's message (the line
+    marked `x`) and then each cause (`|->`, `` `-> ``) that adds something, joined by ': '."""
+    pieces: list[list[str]] = []
+    in_context = False
+    for line in str(err).splitlines():
+        text = line.strip()
+        if text.startswith("x "):
+            pieces.append([text[2:]])
+            in_context = False
+        elif text.startswith(("|->", "`->")):
+            pieces.append([text[3:].strip()])
+            in_context = False
+        elif text.removeprefix("|").strip().startswith("context:"):
+            in_context = True
+        elif pieces and not in_context and text.removeprefix("|").strip():
+            pieces[-1].append(text.removeprefix("|").strip())  # a message continued on the next line
+    message = ""
+    for piece in (" ".join(p) for p in pieces):
+        if piece not in message:
+            message = f"{message}: {piece}" if message else piece
+    return message or str(err).strip() or type(err).__name__
+
+
+_S3_KEYS = {
+    "endpoint_url": "endpoint_url",
+    "region": "region",
+    "region_name": "region",
+    "key": "access_key_id",
+    "access_key_id": "access_key_id",
+    "secret": "secret_access_key",
+    "secret_access_key": "secret_access_key",
+    "token": "session_token",
+    "session_token": "session_token",
+    "anon": "anonymous",
+    "anonymous": "anonymous",
+    "allow_http": "allow_http",
+    "force_path_style": "force_path_style",
+    "requester_pays": "requester_pays",
+}
+
+
+def _s3_storage(icechunk: Any, bucket: str, prefix: str, theirs: dict[str, Any]) -> Any:
+    client = theirs.pop("client_kwargs", None) or {}
+    if not isinstance(client, dict):
+        raise ParameterError("storage option 'client_kwargs' must be a JSON object, e.g. '{\"endpoint_url\": ...}'")
+    for name in ("endpoint_url", "region_name"):
+        if name in client:
+            theirs.setdefault(name, client[name])
+    unknown = sorted(set(theirs) - set(_S3_KEYS))
+    if unknown:
+        raise ParameterError(
+            f"storage option(s) {unknown} are not understood for an Icechunk repository on S3; "
+            f"it takes {sorted(_S3_KEYS)} (Icechunk's own S3 client reads the repository)"
+        )
+    kwargs = {_S3_KEYS[k]: v for k, v in theirs.items()}
+    endpoint = str(kwargs.get("endpoint_url") or "")
+    if endpoint:
+        kwargs.setdefault("allow_http", endpoint.startswith("http://"))
+        kwargs.setdefault("force_path_style", True)  # a custom endpoint (MinIO, moto) has no bucket hostnames
+    if "access_key_id" not in kwargs and "anonymous" not in kwargs:
+        kwargs["from_env"] = True
+    return icechunk.s3_storage(bucket=bucket, prefix=prefix or None, **kwargs)
+
+
+def _storage(location: str, theirs: dict[str, Any]) -> Any:
+    """Icechunk's storage configuration for a location and the filesystem-style options."""
+    import icechunk
+
+    scheme, _, rest = location.partition("://") if "://" in location else ("file", "", location)
+    scheme = scheme.lower()
+    if scheme == "file":
+        if theirs:
+            raise ParameterError(f"storage options {sorted(theirs)} do not apply to a local Icechunk repository")
+        _quiet_local_warning(icechunk)
+        return icechunk.local_filesystem_storage(os.path.abspath(os.path.expanduser(rest)))
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    if scheme in ("s3", "s3a"):
+        return _s3_storage(icechunk, bucket, prefix, theirs)
+    if scheme in ("gs", "gcs"):
+        return _passed_on(icechunk.gcs_storage, theirs, bucket=bucket, prefix=prefix or None)
+    if scheme in ("az", "abfs", "abfss"):
+        account = theirs.pop("account_name", None)
+        if not account:
+            raise ParameterError("an Icechunk repository on Azure needs storage_options := MAP {'account_name': '...'}")
+        return _passed_on(icechunk.azure_storage, theirs, account=account, container=bucket, prefix=prefix)
+    raise ParameterError(
+        f"'{location}' cannot hold an Icechunk repository: give a local path or an s3://, gs:// or az:// URL"
+    )
+
+
+_quieted = False
+
+
+def _quiet_local_warning(icechunk: Any) -> None:
+    """Icechunk warns on every opening of a local repository that concurrent commits to it
+    are unsafe; zarrsql never commits, so unless ICECHUNK_LOG chooses the logging, that one
+    warning is turned off (for this process: Icechunk's logging is global)."""
+    global _quieted
+    if not _quieted and not os.environ.get("ICECHUNK_LOG"):
+        icechunk.set_logs_filter("warn,icechunk::storage::object_store=error")
+    _quieted = True
+
+
+def _passed_on(make: Any, theirs: dict[str, Any], **where: Any) -> Any:
+    """Icechunk's storage for GCS or Azure, the storage options passed on under their own names
+    (Icechunk's: `anonymous`, `from_env`, `service_account_file`, ...)."""
+    try:
+        return make(**where, **theirs)
+    except TypeError as err:
+        raise ParameterError(
+            f"storage options {sorted(theirs)} are not all understood by Icechunk's {make.__name__}() ({err}); "
+            "give the keywords it takes"
+        ) from err
+
+
+def _credentials(icechunk: Any, prefix: str, value: str | None) -> Any:
+    """The credentials of one authorized container: None (the environment's, or none for
+    local files), or 'anonymous' for a public bucket."""
+    if value is None or value.lower() in ("", "from_env", "default"):
+        return None
+    if value.lower() == "anonymous":
+        if prefix.startswith("s3://"):
+            return icechunk.s3_anonymous_credentials()
+        if prefix.startswith(("gs://", "gcs://")):
+            return icechunk.gcs_anonymous_credentials()
+    raise ParameterError(
+        f"virtual_chunks := value {value!r} for '{prefix}' is not understood; give NULL (the environment's "
+        "credentials, or none for local files) or 'anonymous' (a public s3:// or gs:// bucket)"
+    )
+
+
+def _open_repository(location: str, theirs: dict[str, Any], virtual: tuple[tuple[str, str | None], ...]) -> Any:
+    import icechunk
+
+    storage = _storage(location, dict(theirs))
+    authorized = {p: _credentials(icechunk, p, v) for p, v in virtual}
+    try:
+        repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=authorized or None)
+    except Exception as err:  # Icechunk raises one class for every failure
+        raise StoreNotFoundError(
+            f"no Icechunk repository at '{location}': {_message(err)}; check the path or URL (and, on object "
+            "storage, the storage_options); a plain Zarr store is read with format := 'zarr'"
+        ) from err
+    declared = sorted((repo.config.virtual_chunk_containers or {}).keys())
+    strangers = [p for p, _ in virtual if p not in declared]
+    if strangers:
+        raise ParameterError(
+            f"virtual_chunks := authorizes {strangers}, which the repository at '{location}' does not declare as "
+            f"virtual chunk containers; its containers: {declared or 'none'}"
+        )
+    return repo
+
+
+def _repository(
+    location: str, theirs: dict[str, Any], virtual: tuple[tuple[str, str | None], ...]
+) -> tuple[tuple[Any, ...], Any]:
+    """The open repository and the key it is kept under (its sessions are kept under it too)."""
+    key = (location, repr(sorted(theirs.items())), virtual)
+    return key, _kept(_repos, key, lambda: _open_repository(location, theirs, virtual))
+
+
+# -- versions --------------------------------------------------------------------------------
+
+
+def _refs(repo: Any) -> str:
+    return f"branches: {sorted(repo.list_branches())}; tags: {sorted(repo.list_tags()) or 'none'}"
+
+
+def _check_choice(choice: StoreChoice) -> None:
+    given = choice.version_parameters()
+    if len([n for n in given if n in ("branch", "tag", "snapshot")]) > 1:
+        raise ParameterError(
+            f"pass one of branch :=, tag := or snapshot := (got {', '.join(given)}): each picks a version alone"
+        )
+    if choice.as_of is not None and (choice.tag is not None or choice.snapshot is not None):
+        raise ParameterError(
+            "as_of := picks the last snapshot of a branch at a time; it goes with branch := (default 'main'), "
+            "not with tag := or snapshot :="
+        )
+
+
+def _snapshot_id(repo: Any, key: tuple[Any, ...], location: str, choice: StoreChoice) -> tuple[str, str]:
+    """(snapshot id, how it was chosen) for the version `choice` names; errors name what exists."""
+    _check_choice(choice)
+    branch = choice.branch or "main"
+    try:
+        if choice.tag is not None:
+            return repo.lookup_tag(choice.tag), f"tag '{choice.tag}'"
+        if choice.snapshot is not None:
+            return _known_snapshot(repo, key, choice.snapshot), f"snapshot '{choice.snapshot}'"
+        if choice.as_of is None:
+            return repo.lookup_branch(branch), f"branch '{branch}'"
+    except ParameterError:
+        raise
+    except Exception as err:
+        which = "tag" if choice.tag is not None else "snapshot" if choice.snapshot is not None else "branch"
+        name = choice.tag or choice.snapshot or branch
+        raise ParameterError(
+            f"the Icechunk repository at '{location}' has no {which} '{name}' ({_message(err)}); its {_refs(repo)}"
+        ) from err
+    return _as_of(repo, location, branch, choice.as_of), f"branch '{branch}' as of {choice.as_of.isoformat()}"
+
+
+def _known_snapshot(repo: Any, key: tuple[Any, ...], snapshot: str) -> str:
+    def check() -> str:
+        repo.readonly_session(snapshot_id=snapshot)  # raises when there is no such snapshot
+        return snapshot
+
+    return str(_kept(_sessions, (*key, "known", snapshot), check))
+
+
+def _as_of(repo: Any, location: str, branch: str, when: datetime.datetime) -> str:
+    try:
+        history = list(repo.ancestry(branch=branch))
+    except Exception as err:
+        raise ParameterError(
+            f"the Icechunk repository at '{location}' has no branch '{branch}' ({_message(err)}); its {_refs(repo)}"
+        ) from err
+    for snapshot in history:  # newest first
+        if snapshot.written_at <= when:
+            return str(snapshot.id)
+    first = history[-1].written_at.isoformat() if history else "never"
+    raise ParameterError(
+        f"branch '{branch}' of the Icechunk repository at '{location}' has no snapshot at or before "
+        f"{when.isoformat()}: its first was written at {first}; give a later as_of :="
+    )
+
+
+def open_repository_store(location: str, storage_options: Mapping[str, Any], choice: StoreChoice) -> SnapshotStore:
+    """The store of the snapshot `choice` picks in the repository at `location`."""
+    if location.startswith(SESSION_PREFIX):
+        return _registered_store(location, storage_options, choice)
+    ours, theirs = split_settings(storage_options)
+    location = location.rstrip("/") or location
+    key, repo = _repository(location, theirs, choice.virtual_chunks)
+    snapshot, how = _snapshot_id(repo, key, location, choice)
+    session = _kept(_sessions, (*key, snapshot), lambda: repo.readonly_session(snapshot_id=snapshot))
+    remote = is_url(location) and not location.lower().startswith("file://")
+    concurrency = ours.concurrency if remote else LOCAL_CONCURRENCY
+    return SnapshotStore(
+        session,
+        url=location,
+        cache_key=f"icechunk:{location}@{snapshot}",
+        version=how,
+        remote=remote,
+        concurrency=concurrency,
+        container_hint="virtual_chunks",
+    )
+
+
+# -- sessions given from Python --------------------------------------------------------------
+
+_registered: dict[str, Any] = {}
+#: The last sessions given, held strongly: a relation made from a temporary session may bind
+#: its statement again after the call that passed it has returned.
+_recent: deque[Any] = deque(maxlen=16)
+_registry_lock = threading.Lock()
+
+
+def is_icechunk_object(value: Any) -> bool:
+    """Whether `value` is an Icechunk `Session` or its store (by its class's module, so that
+    icechunk need not be imported to tell)."""
+    return type(value).__module__.split(".")[0] == "icechunk" and type(value).__name__ in (
+        "Session",
+        "ForkSession",
+        "IcechunkStore",
+    )
+
+
+def session_location(value: Any) -> str:
+    """A location naming the Icechunk `Session` or store `value` for later reads in SQL.
+
+    The object is referenced weakly (and the last few strongly), so the SQL text that names it
+    reads exactly that session for as long as it lives.
+    """
+    name = f"{SESSION_PREFIX}{id(value):x}"
+    try:
+        ref: Any = weakref.ref(value)
+    except TypeError:  # a class without weak references: held for good
+        ref = lambda: value  # noqa: E731
+    with _registry_lock:
+        _registered[name] = ref
+        _recent.append(value)
+        for stale in [k for k, ref in _registered.items() if ref() is None]:
+            del _registered[stale]
+    return name
+
+
+def _registered_store(location: str, storage_options: Mapping[str, Any], choice: StoreChoice) -> SnapshotStore:
+    with _registry_lock:
+        ref = _registered.get(location)
+    given = ref() if ref is not None else None
+    if given is None:
+        raise StoreNotFoundError(
+            f"'{location}' named an Icechunk session that no longer exists; pass the session (or its store) "
+            "again rather than its location text"
+        )
+    if choice.version_parameters() or choice.virtual_chunks or storage_options:
+        names = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
+        names += ["storage_options"] if storage_options else []
+        raise ParameterError(
+            f"{', '.join(n + ' :=' for n in names)} cannot apply to an Icechunk session given from Python: the "
+            "session already fixes its repository and version; open the session you want "
+            "(repo.readonly_session(tag=...)) or pass the repository's path with these parameters"
+        )
+    session = given.session if type(given).__name__ == "IcechunkStore" else given
+    changing = not session.read_only
+    snapshot = session.snapshot_id
+    return SnapshotStore(
+        session,
+        url=f"icechunk session of snapshot {snapshot}",
+        cache_key=f"{location}@{snapshot}" if not changing else f"{location}@{snapshot}+changes",
+        version=f"snapshot '{snapshot}'" + (" with uncommitted changes" if changing else ""),
+        remote=False,
+        concurrency=LOCAL_CONCURRENCY,
+        container_hint="the authorize_virtual_chunk_access of the Repository.open",
+        changing=changing,
+    )
+
+
+# -- the store -------------------------------------------------------------------------------
+
+
+def _byte_range(byte_range: ByteRange | None) -> tuple[int | None, int | None] | None:
+    if byte_range is None:
+        return None
+    if byte_range.start < 0:
+        return (None, byte_range.length)  # Icechunk's suffix request: the last `length` bytes
+    return (byte_range.start, byte_range.start + byte_range.length)
+
+
+_UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able")
+
+
+class SnapshotStore:
+    """The keys of one Icechunk snapshot (or of a session given from Python).
+
+    `changing`: the session has uncommitted changes, so its content can change under the
+    same snapshot id; then the metadata is revalidated by content (`token`) on every query.
+    """
+
+    can_list = True
+
+    def __init__(
+        self,
+        session: Any,
+        *,
+        url: str,
+        cache_key: str,
+        version: str,
+        remote: bool,
+        concurrency: int,
+        container_hint: str,
+        changing: bool = False,
+    ) -> None:
+        self._store = session.store._store  # the repository's raw store: keys to bytes
+        self._zarr_store = session.store
+        self.url = url
+        self.cache_key = cache_key
+        self.version = version
+        self.remote = remote
+        self.concurrency = concurrency
+        self.metadata_ttl = 0.0 if changing else math.inf
+        self._container_hint = container_hint
+        self._changing = changing
+        self._snapshot = str(session.snapshot_id)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen_lock = threading.Lock()
+
+    def _where(self, key: str) -> str:
+        return f"'{key}' of the Icechunk repository '{self.url}' ({self.version})"
+
+    def _failure(self, key: str, err: BaseException) -> StoreReadError:
+        text = _message(err)
+        prefix = _UNAUTHORIZED.search(" ".join(str(err).split()))
+        if prefix is not None:
+            return StoreReadError(
+                f"cannot read {self._where(key)}: its chunk is a virtual chunk in the container "
+                f"'{prefix.group(1)}', which this read does not authorize; add it to {self._container_hint} "
+                f"(virtual_chunks := MAP {{'{prefix.group(1)}': NULL}}) if you trust those files"
+            )
+        return StoreReadError(
+            f"cannot read {self._where(key)}: {text}; a virtual chunk's file may have moved or changed "
+            "since the repository referenced it"
+        )
+
+    async def _get_one(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        try:
+            data = await self._store.get(key, _byte_range(byte_range))
+        except KeyError:
+            counters.count(requests=1)
+            return None
+        except Exception as err:
+            if "invalid zarr key" in str(err):
+                counters.count(requests=1)
+                return None  # a name Icechunk cannot hold, such as a v2 document: not there
+            raise self._failure(key, err) from err
+        raw = bytes(data)
+        counters.count(requests=1, bytes_read=len(raw))
+        self._present(key)
+        return raw
+
+    def _present(self, key: str) -> None:
+        """Remember that `key` exists (its token then needs no request), the last `_SEEN` keys."""
+        with self._seen_lock:
+            self._seen[key] = None
+            if len(self._seen) > _SEEN:
+                self._seen.popitem(last=False)
+
+    def _fetch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        for key, _ in requests:
+            check_key(key)
+        if not requests:
+            return []
+
+        async def every() -> list[bytes | None]:
+            return list(await asyncio.gather(*(self._get_one(k, r) for k, r in requests)))
+
+        return _run(every())
+
+    def get(self, key: str) -> bytes | None:
+        return self._fetch([(key, None)])[0]
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return self._fetch([(k, None) for k in keys])
+
+    def get_ranges(self, requests: Sequence[tuple[str, ByteRange]]) -> list[bytes | None]:
+        return self._fetch(list(requests))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        key = check_key(prefix.rstrip("/"))
+
+        async def names() -> list[str]:
+            return [name async for name in self._store.list_dir(key + "/" if key else "")]
+
+        try:
+            return sorted(_run(names()))
+        except Exception as err:
+            raise StoreReadError(f"cannot list {self._where(prefix)}: {_message(err)}") from err
+
+    def token(self, key: str) -> str | None:
+        return self.token_many([key])[0]
+
+    def token_many(self, keys: Sequence[str]) -> list[str | None]:
+        """A key's validator: the snapshot id (a snapshot's keys never change), or with
+        uncommitted changes a digest of the content; None where the key does not exist."""
+        data = self.get_many(keys) if self._changing else None
+        if data is not None:
+            return [None if d is None else hashlib.sha1(d).hexdigest() for d in data]
+        with self._seen_lock:
+            unknown = [k for k in keys if k not in self._seen]
+        found = dict(zip(unknown, self._exist(unknown), strict=True))
+        return [self._snapshot if found.get(k, True) else None for k in keys]
+
+    def _exist(self, keys: Sequence[str]) -> list[bool]:
+        for key in keys:
+            check_key(key)
+
+        async def one(key: str) -> bool:
+            try:
+                return bool(await self._store.exists(key))
+            except Exception:
+                return False  # a name Icechunk cannot hold is not there
+
+        async def every() -> list[bool]:
+            return list(await asyncio.gather(*(one(k) for k in keys)))
+
+        return _run(every()) if keys else []
+
+    def zarr_python_store(self) -> Any:
+        """The session's own zarr-python store, for codecs zarrsql does not decode itself."""
+        return self._zarr_store
