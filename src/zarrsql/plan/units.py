@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from zarrsql.plan.classes import MAX_COMBINATIONS, AxisClasses, axes_for, contract, truth_table
-from zarrsql.plan.predicate import Leaf, Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
+from zarrsql.plan.predicate import Leaf, Or, Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,9 @@ class ScanPlan:
             yield from (u for u in replace(self, only=None).units() if u.index in self.only)
             return
         if self.predicate is not None and self.kept is None:
+            if self._boxes is not None:
+                yield from _box_units(self, self._boxes)
+                return
             masked = self._masked
             yield from _masked_units(self) if masked is None else masked.units(self)
             return
@@ -99,6 +102,8 @@ class ScanPlan:
         if self.only is not None:
             return sum(1 for _ in self.units())
         if self.predicate is not None and self.kept is None:
+            if self._boxes is not None:
+                return len(_box_index(self, self._boxes))
             masked = self._masked
             return sum(1 for _ in _masked_units(self)) if masked is None else masked.units_kept()
         return int(np.prod([len(c) for c in self._chunk_lists()], dtype=object))
@@ -113,6 +118,8 @@ class ScanPlan:
             return int(
                 np.prod([n if k is None else len(k) for n, k in zip(self.shape, self.kept, strict=True)], dtype=object)
             )
+        if self._boxes is not None:
+            return sum(u.num_rows() for u in self.units())
         masked = self._masked
         if masked is None:
             return sum(u.num_rows() for u in _masked_units(self))
@@ -123,6 +130,29 @@ class ScanPlan:
             _chunks_kept(n, g, None if self.kept is None else self.kept[k])
             for k, (n, g) in enumerate(zip(self.shape, self.grid, strict=True))
         ]
+
+    @functools.cached_property
+    def _boxes(self) -> list[tuple[np.ndarray | None, ...]] | None:
+        """An OR of separable parts (the cells of a list of points, `(lat = a AND lon = b) OR
+        ...`), beside any conditions on one axis each, as one box of kept indices per part;
+        None for any other predicate."""
+        assert self.predicate is not None
+        multi = [c for c in conjuncts(self.predicate) if len({self.columns[n][0] for n in columns_of(c)}) > 1]
+        if len(multi) != 1 or not isinstance(multi[0], Or):
+            return None
+        parts = _disjuncts(multi[0])
+        if len(parts) > MAX_BOXES:
+            return None
+        single = [c for c in conjuncts(self.predicate) if c is not multi[0]]
+        boxes = []
+        for child in parts:
+            part = conjoin([child, *single])
+            assert part is not None
+            box = _separable(part, len(self.dims), self.columns)
+            if box is None:
+                return None
+            boxes.append(box)
+        return boxes
 
     @functools.cached_property
     def _masked(self) -> _MaskedPlan | None:
@@ -284,6 +314,44 @@ def _separable(
         t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, columns[leaf.column][1].values, columns[leaf.column][1].nulls))
         kept[k] = np.flatnonzero(t)
     return tuple(kept)
+
+
+#: The most OR-ed parts planned box by box (a join's keys, sampled points: `MAX_KEYS` 1,000).
+MAX_BOXES = 4096
+
+
+def _disjuncts(p: Predicate) -> list[Predicate]:
+    """The operands of a top-level OR, flattened (DuckDB nests them two by two)."""
+    if isinstance(p, Or):
+        return [q for c in p.children for q in _disjuncts(c)]
+    return [p]
+
+
+def _box_index(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> dict[tuple[int, ...], list[int]]:
+    """The units any box touches, with the boxes touching each (only the boxes' own chunks
+    are visited: a point list costs its points, not the grid)."""
+    touched: dict[tuple[int, ...], list[int]] = {}
+    for b, box in enumerate(boxes):
+        lists = [_chunks_kept(n, g, k).tolist() for n, g, k in zip(plan.shape, plan.grid, box, strict=True)]
+        for index in itertools.product(*lists):
+            touched.setdefault(index, []).append(b)
+    return touched
+
+
+def _box_units(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> Iterator[WorkUnit]:
+    """The units of a union of boxes, in row-major order, each masked to its boxes' cells."""
+    touched = _box_index(plan, boxes)
+    for index in sorted(touched):
+        region = _region(index, plan.shape, plan.grid)
+        mask = np.zeros(tuple(b - a for a, b in region), dtype=bool)
+        for b in touched[index]:
+            sel = _separable_select(boxes[b], region)
+            if sel is None:
+                mask[...] = True
+                break
+            mask[np.ix_(*[np.arange(n) if s is None else s for s, n in zip(sel, mask.shape, strict=True)])] = True
+        if mask.any():
+            yield WorkUnit(index, region, None if mask.all() else mask)
 
 
 def _masked_units(plan: ScanPlan) -> Iterator[WorkUnit]:
