@@ -9,7 +9,10 @@
     ├── ParameterError            (also ValueError)         a parameter of the wrong shape or value (bounds, dims, ...)
     │   └── StoreArgumentError    (also TypeError)          a store given as an object zarrsql cannot read (pass a path)
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
-    └── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
+    ├── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
+    └── WriteError                (also ValueError)         a result that cannot be written as asked (duplicate
+                                                            dimension tuples, a NULL dimension value, a column
+                                                            type the layout cannot hold, an append that clashes)
 
     ZarrSQLWarning                (a UserWarning)           something left out rather than refused (a table-
                                                             convention column of an unknown encoding-type)
@@ -29,6 +32,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoreReadError",
     "UnsupportedError",
+    "WriteError",
     "ZarrSQLError",
     "ZarrSQLWarning",
 ]
@@ -68,6 +72,10 @@ class UnsupportedError(ZarrSQLError, NotImplementedError):
 
 class DecodeError(ZarrSQLError, ValueError):
     """Chunk bytes that cannot be decoded into the array's declared chunk."""
+
+
+class WriteError(ZarrSQLError, ValueError):
+    """A relation that cannot be written as asked: nothing was published, the old store is intact."""
 
 
 class ZarrSQLWarning(UserWarning):
