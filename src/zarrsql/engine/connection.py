@@ -1,9 +1,9 @@
 """`zarrsql.Connection`: a DuckDB connection with the zarrsql SQL functions installed.
 
 Every method it does not need to change is DuckDB's own (delegated). The ones that run SQL
-(`sql`, `query`, `execute`, `from_query`, `table`, `view`) first prepare the statement's text
-(`name = value` as `name :=` in zarrsql calls, `SHOW TABLES` without internal names, COPY to
-Zarr refused), then go through `_run`, which:
+(`sql`, `query`, `execute`, `from_query`, `table`, `view`) first hand a COPY to Zarr to the
+writers (`_copy_to_zarr`), prepare the statement's text (`name = value` as `name :=` in
+zarrsql calls, `SHOW TABLES` without internal names), then go through `_run`, which:
 1. runs the statement from a frame that sees the caller's variables, so `FROM df` finds the
    user's DataFrame as on plain DuckDB (see `frames`);
 2. on a catalog error, registers the scans that the scan UDF asked for during binding
@@ -17,6 +17,7 @@ Registration happens outside any running query, so DuckDB's no-re-entrancy rule 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import threading
@@ -331,19 +332,26 @@ class Connection:
         finally:
             state.depth -= 1
 
+    def _copy_to_zarr(self, query: Any) -> DuckDBPyRelation | None:
+        """Run `COPY ... TO 'x.zarr'` / `(FORMAT zarr)` with zarrsql's writers (DuckDB alone would
+        write CSV under that name) and return its one-row `Count`; None for any other statement.
+
+        The writers sit above the engine (they run relations on this connection), so they are
+        found by module name when such a statement runs, not imported by the engine."""
+        if not isinstance(query, str) or copy_to_zarr(query) is None:
+            return None
+        if len(self._con.extract_statements(query)) > 1:
+            raise UnsupportedError(
+                "a COPY ... (FORMAT zarr) must be run as a statement of its own; split the SQL and run it alone"
+            )
+        rows = importlib.import_module("zarrsql.write.copy_statement").run_copy(self, query)
+        return self._con.sql(f"SELECT {'NULL' if rows is None else int(rows)}::BIGINT AS Count")
+
     def _statement(self, query: Any) -> Any:
         """The statement as DuckDB should run it: `name = value` arguments of zarrsql's
-        functions as `name := value`, `SHOW TABLES` without zarrsql's internal names, and
-        `COPY ... TO 'x.zarr'` refused (DuckDB would write a CSV file by that name)."""
+        functions as `name := value`, and `SHOW TABLES` without zarrsql's internal names."""
         if not isinstance(query, str):
             return query
-        target = copy_to_zarr(query)
-        if target is not None:
-            raise UnsupportedError(
-                f"COPY ... TO '{target}' asks for Zarr, and writing Zarr is not supported yet (DuckDB alone would "
-                "write a CSV file under a .zarr name); COPY to Parquet or CSV instead (TO 'out.parquet'), or "
-                "write Zarr with xarray or zarr-python"
-            )
         if show_tables(query):
             body = query.strip().rstrip(";")
             hidden = "".join(f" AND name != {quote_text(t)}" for t in sorted(self._state.literal_views))
@@ -503,10 +511,14 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        if (copied := self._copy_to_zarr(query)) is not None:
+            return copied
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        if (copied := self._copy_to_zarr(query)) is not None:
+            return copied
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         return self._run(query, self._con.query, query, *args, **kwargs)
 
@@ -515,6 +527,9 @@ class Connection:
         return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
+        if (copied := self._copy_to_zarr(query)) is not None:
+            self._con.execute(copied.sql_query())
+            return self
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         self._run(query, self._con.execute, query, *args, **kwargs)
         return self

@@ -40,17 +40,37 @@ def to_zarr(
     appends: rows to a table, or steps along `append_dim` of a grid. A failed write leaves
     no new store and an old one unchanged.
     """
+    write_zarr(relation_or_sql, store, dims=dims, layout=layout, chunks=chunks, mode=mode, append_dim=append_dim,
+               zarr_format=zarr_format, consolidated=consolidated, storage_options=storage_options,
+               connection=connection)  # fmt: skip
+
+
+def write_zarr(
+    relation_or_sql: Any,
+    store: Any,
+    *,
+    dims: Sequence[str] | None = None,
+    layout: str = "grid",
+    chunks: Any = None,
+    mode: str = "w-",
+    append_dim: str | None = None,
+    zarr_format: int = 3,
+    consolidated: bool = True,
+    storage_options: Mapping[str, str] | None = None,
+    connection: Any = None,
+) -> int | None:
+    """`to_zarr`, returning the rows written (None when the layout's writer does not say)."""
     target = _store_text(store)
     _check(layout, mode, append_dim, zarr_format, consolidated)
     source = source_of(relation_or_sql, connection)
     if layout == "table":
         _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
-        return
+        return None
     from zarrsql.write.grid import GridOptions, write_grid
 
     options = GridOptions(chunks=chunks, zarr_format=zarr_format, consolidated=consolidated)
-    write_grid(source, target, dims=dims, mode=mode, append_dim=append_dim, options=options,
-               storage_options=storage_options)  # fmt: skip
+    return write_grid(source, target, dims=dims, mode=mode, append_dim=append_dim, options=options,
+                      storage_options=storage_options)  # fmt: skip
 
 
 def _store_text(store: Any) -> str:

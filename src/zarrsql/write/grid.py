@@ -49,8 +49,12 @@ def write_grid(
     append_dim: str | None,
     options: GridOptions,
     storage_options: Mapping[str, str] | None,
-) -> None:
-    """Write the relation as a grid store at `store` (see the module docstring)."""
+) -> int:
+    """Write the relation as a grid store at `store` (see the module docstring); the rows written."""
+    if mode == "a" and dims is None:
+        from zarrsql.write.grid_append import stored_dims
+
+        dims = stored_dims(store, storage_options)
     dims_t = dims_of(source, dims)
     kinds = dim_kinds(source, dims_t, "grid")
     schema = schema_of(source)
@@ -58,11 +62,12 @@ def write_grid(
     if mode == "a":
         from zarrsql.write.grid_append import append_grid
 
-        if append_grid(source, store, dims_t, kinds, variables, append_dim, storage_options):
-            return
+        appended = append_grid(source, store, dims_t, kinds, variables, append_dim, storage_options)
+        if appended is not None:
+            return appended
         mode = "w-"  # nothing there yet: the first append creates the store
     grid = discover_grid(source, dims_t, kinds)
-    complete = completeness(source, grid, variables)
+    rows, complete = completeness(source, grid, variables)
     specs = [
         spec_for(name, kind, _numpy_dtype(schema.field(name).type, kind), complete=complete[name],
                  zarr_format=options.zarr_format, time_code=_data_time_code(schema.field(name).type))
@@ -87,6 +92,7 @@ def write_grid(
         write_chunks(source, grid, chunks, arrays, {s.name: s for s in specs}, old={})
 
     commit_api().publish_new(store, mode, storage_options, write)
+    return rows
 
 
 def _numpy_dtype(arrow_type: pa.DataType, kind: str) -> np.dtype[Any] | None:
@@ -104,15 +110,13 @@ def _data_time_code(arrow_type: pa.DataType) -> str | None:
     return None
 
 
-def completeness(source: Source, grid: Grid, variables: Mapping[str, str]) -> dict[str, bool]:
-    """Which variables have a non-NULL value in every cell (one aggregate over the relation)."""
-    if not variables:
-        return {}
+def completeness(source: Source, grid: Grid, variables: Mapping[str, str]) -> tuple[int, dict[str, bool]]:
+    """The rows, and which variables have a non-NULL value in every cell (one aggregate)."""
     cells = int(np.prod(grid.shape, dtype=np.int64))
     names = list(variables)
     (row,) = source.relation.aggregate(", ".join(["count(*)", *(f"count({quote(n)})" for n in names)])).fetchall()
     total = int(row[0])
-    return {n: total >= cells and int(c) == total for n, c in zip(names, row[1:], strict=True)}
+    return total, {n: total >= cells and int(c) == total for n, c in zip(names, row[1:], strict=True)}
 
 
 def _open_root(zarr_store: Any, zarr_format: int) -> Any:

@@ -78,8 +78,8 @@ def dims_of(source: Source, dims: Sequence[str] | None) -> tuple[str, ...]:
     if found is None or not all(d in columns for d in found):
         kept = "" if found is None else f" (the store's table has dimensions {list(found)}, not all kept)"
         raise ParameterError(
-            f"the relation's dimensions cannot be known{kept}: pass dims=[...] naming the dimension columns "
-            f"among {', '.join(columns)}"
+            f"the relation's dimensions cannot be known{kept}: pass dims=[...] (in a COPY, the option "
+            f"DIMS (...)) naming the dimension columns among {', '.join(columns)}"
         )
     return found
 
