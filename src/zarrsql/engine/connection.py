@@ -51,7 +51,7 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
-from zarrsql.errors import SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
+from zarrsql.errors import SelectionError, StoreNotFoundError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
 from zarrsql.store import is_url, open_store, using_opener
@@ -340,10 +340,9 @@ class Connection:
         found by module name when such a statement runs, not imported by the engine."""
         if not isinstance(query, str) or copy_to_zarr(query) is None:
             return None
-        if len(self._con.extract_statements(query)) > 1:
-            raise UnsupportedError(
-                "a COPY ... (FORMAT zarr) must be run as a statement of its own; split the SQL and run it alone"
-            )
+        complete = getattr(self._con, "complete", None)  # DuckDB 2: finish an earlier execute() result,
+        if complete is not None:  # as a new execute() would, before the writer runs its queries
+            complete()
         rows = importlib.import_module("zarrsql.write.copy_statement").run_copy(self, query)
         return self._con.sql(f"SELECT {'NULL' if rows is None else int(rows)}::BIGINT AS Count")
 

@@ -68,9 +68,15 @@ def write_zarr(
         return None
     from zarrsql.write.grid import GridOptions, write_grid
 
+    if mode == "a":
+        from zarrsql.write.grid_append import append_grid
+
+        appended = append_grid(source, target, dims, append_dim, storage_options)
+        if appended is not None:
+            return appended
+        mode = "w-"  # nothing there yet: the first append creates the store
     options = GridOptions(chunks=chunks, zarr_format=zarr_format, consolidated=consolidated)
-    return write_grid(source, target, dims=dims, mode=mode, append_dim=append_dim, options=options,
-                      storage_options=storage_options)  # fmt: skip
+    return write_grid(source, target, dims=dims, mode=mode, options=options, storage_options=storage_options)
 
 
 def _store_text(store: Any) -> str:

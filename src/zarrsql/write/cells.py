@@ -42,6 +42,8 @@ def column_values(name: str, array: pa.Array | pa.ChunkedArray, kind: str) -> Va
     if pa.types.is_dictionary(array.type):
         array = array.cast(array.type.value_type)
     nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
+    if pa.types.is_decimal(array.type):
+        array = array.cast(pa.float64())
     if kind == "time":
         try:
             target = pa.timestamp("ns") if not pa.types.is_timestamp(array.type) else pa.timestamp("ns", array.type.tz)

@@ -55,7 +55,13 @@ def _closing(toks: list[Token], k: int) -> int:
 
 def parse_copy(sql: str) -> CopyToZarr:
     """The parts of `COPY <query or table> TO '<store>' (<options>)`."""
-    toks = [t for t in tokens(sql) if t.text != ";"]
+    toks = tokens(sql)
+    while toks and toks[-1].text == ";":
+        toks.pop()
+    if any(t.text == ";" for t in toks):
+        raise ParameterError(
+            "a COPY ... (FORMAT zarr) must be run as a statement of its own; split the SQL and run it alone"
+        )
     if not toks or toks[0].text.upper() != "COPY" or len(toks) < 4:
         raise ParameterError("a COPY to Zarr is written COPY (SELECT ...) TO 'out.zarr' (FORMAT zarr, DIMS (...))")
     if toks[1].text == "(":

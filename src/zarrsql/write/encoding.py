@@ -12,6 +12,7 @@ place). Every array is compressed with zstd.
 from __future__ import annotations
 
 import base64
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,11 +97,11 @@ def time_unit(values: np.ndarray) -> tuple[str, str]:
 
 
 def _float_fill(dtype: np.dtype[Any], zarr_format: int) -> dict[str, Any]:
-    """The `_FillValue` attribute xarray writes for a float array (v3: the value's bytes in
-    base64; v2 keeps it in the array's own fill_value only)."""
+    """The `_FillValue` attribute xarray writes for a float array (v3: NaN as a little-endian
+    double in base64, whatever the float's width; v2 keeps it in the array's fill_value)."""
     if zarr_format == 2:
         return {}
-    return {"_FillValue": base64.standard_b64encode(np.array(np.nan, dtype=dtype).tobytes()).decode()}
+    return {"_FillValue": base64.standard_b64encode(struct.pack("<d", float("nan"))).decode()}
 
 
 def spec_for(

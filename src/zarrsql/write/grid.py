@@ -9,7 +9,7 @@ and writes it as soon as the next chunk begins. Memory: one chunk per variable, 
 and DuckDB's sort. Chunks no row falls in are not written: they read as the fill value.
 
 A new store is written through `publish_new` (staged, then renamed into place); an append
-(`grid_append`) through `append_commit`.
+(`grid_append`, which uses the streaming here) through `append_commit`.
 """
 
 from __future__ import annotations
@@ -46,26 +46,11 @@ def write_grid(
     *,
     dims: Sequence[str] | None,
     mode: str,
-    append_dim: str | None,
     options: GridOptions,
     storage_options: Mapping[str, str] | None,
 ) -> int:
-    """Write the relation as a grid store at `store` (see the module docstring); the rows written."""
-    if mode == "a" and dims is None:
-        from zarrsql.write.grid_append import stored_dims
-
-        dims = stored_dims(store, storage_options)
-    dims_t = dims_of(source, dims)
-    kinds = dim_kinds(source, dims_t, "grid")
-    schema = schema_of(source)
-    variables = {f.name: kind_of(f.name, f.type, "grid") for f in schema if f.name not in dims_t}
-    if mode == "a":
-        from zarrsql.write.grid_append import append_grid
-
-        appended = append_grid(source, store, dims_t, kinds, variables, append_dim, storage_options)
-        if appended is not None:
-            return appended
-        mode = "w-"  # nothing there yet: the first append creates the store
+    """Write the relation as a new grid store at `store` (see the module docstring); the rows written."""
+    dims_t, kinds, variables, schema = grid_columns(source, dims)
     grid = discover_grid(source, dims_t, kinds)
     rows, complete = completeness(source, grid, variables)
     specs = [
@@ -92,10 +77,41 @@ def write_grid(
         write_chunks(source, grid, chunks, arrays, {s.name: s for s in specs}, old={})
 
     commit_api().publish_new(store, mode, storage_options, write)
+    if not options.consolidated:
+        _unconsolidate(store, options.zarr_format, storage_options)
     return rows
 
 
+def _unconsolidate(store: str, zarr_format: int, storage_options: Mapping[str, str] | None) -> None:
+    """Drop the consolidated metadata publication wrote (`consolidated=False`): the store is
+    complete either way, so a reader in between sees the same arrays."""
+    import json
+
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(store, **dict(storage_options or {}))
+    if zarr_format == 2:
+        fs.rm(f"{root}/.zmetadata")
+        return
+    doc = json.loads(fs.cat(f"{root}/zarr.json"))
+    doc.pop("consolidated_metadata", None)
+    fs.pipe(f"{root}/zarr.json", json.dumps(doc, indent=2).encode())
+
+
+def grid_columns(
+    source: Source, dims: Sequence[str] | None
+) -> tuple[tuple[str, ...], dict[str, str], dict[str, str], pa.Schema]:
+    """The dimensions, their kinds, the variables' kinds and the relation's schema."""
+    dims_t = dims_of(source, dims)
+    kinds = dim_kinds(source, dims_t, "grid")
+    schema = schema_of(source)
+    variables = {f.name: kind_of(f.name, f.type, "grid") for f in schema if f.name not in dims_t}
+    return dims_t, kinds, variables, schema
+
+
 def _numpy_dtype(arrow_type: pa.DataType, kind: str) -> np.dtype[Any] | None:
+    if pa.types.is_decimal(arrow_type):
+        return np.dtype(np.float64)
     if kind in ("float", "int", "bool"):
         return np.dtype(arrow_type.to_pandas_dtype())
     return None

@@ -12,7 +12,7 @@ consolidated root last, the one commit point a reader sees.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from zarrsql.errors import ParameterError, WriteError
 from zarrsql.write._publish import commit_api
 from zarrsql.write.cells import Grid, discover_grid
 from zarrsql.write.encoding import ArraySpec
-from zarrsql.write.grid import completeness, write_chunks
+from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
 
 __all__ = ["append_grid"]
@@ -34,13 +34,15 @@ _CODES = {"days": "D", "hours": "h", "minutes": "m", "seconds": "s", "millisecon
 def append_grid(
     source: Source,
     store: str,
-    dims: tuple[str, ...],
-    kinds: dict[str, str],
-    variables: dict[str, str],
+    dims_given: Sequence[str] | None,
     append_dim: str | None,
     storage_options: Mapping[str, str] | None,
 ) -> int | None:
-    """Append the relation along `append_dim`: the rows appended (None: no store there yet)."""
+    """Append the relation along `append_dim`: the rows appended (None: no store there yet;
+    `dims` default to the store's)."""
+    dims, kinds, variables, _ = grid_columns(
+        source, dims_given if dims_given is not None else stored_dims(store, storage_options)
+    )
     if append_dim not in dims:
         raise ParameterError(f"append_dim '{append_dim}' is not one of the dims {list(dims)}; name one of them")
     group = _open_existing(store, storage_options)
@@ -85,9 +87,9 @@ def stored_dims(store: str, storage_options: Mapping[str, str] | None) -> tuple[
     group = _open_existing(store, storage_options)
     if group is None:
         return None
-    for _, array in group.arrays():
+    for name, array in group.arrays():
         names = getattr(array.metadata, "dimension_names", None) or array.attrs.get("_ARRAY_DIMENSIONS")
-        if names and len(names) > 1:
+        if names and name not in names:  # a variable, not a coordinate
             return tuple(names)
     return None
 

@@ -124,7 +124,7 @@ Kind = str
 def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
     """The kind of array a column becomes, or a WriteError naming it and the fix."""
     t = arrow_type
-    if pa.types.is_floating(t):
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):  # DECIMAL as float64, as DuckDB's .df() does
         return "float"
     if pa.types.is_integer(t):
         return "int"
@@ -136,7 +136,7 @@ def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
         return "string"
     if pa.types.is_dictionary(t) and pa.types.is_string(t.value_type):
         return "string"
-    hint = "CAST it to DOUBLE" if pa.types.is_decimal(t) else "drop it from the SELECT, or CAST it to a number or text"
+    hint = "drop it from the SELECT, or CAST it to a number or text"
     table = ", or write it with layout='table'" if target == "grid" else ""
     where = "a grid store's dense arrays" if target == "grid" else "an xarray Dataset's dense arrays"
     raise WriteError(f"column '{name}' has type {t}, which {where} cannot hold; {hint}{table}")

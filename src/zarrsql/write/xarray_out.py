@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 from zarrsql.write.cells import Grid, column_values, dim_kinds, discover_grid
 from zarrsql.write.source import Source, batches, dims_of, kind_of, schema_of, source_of
@@ -66,7 +67,10 @@ def _fill(source: Source, grid: Grid, kinds: dict[str, str], variables: dict[str
     schema = schema_of(source)
     out: dict[str, np.ndarray] = {}
     for name, kind in variables.items():
-        dtype = np.dtype(schema.field(name).type.to_pandas_dtype()) if kind in ("float", "int", "bool") else None
+        arrow_type = schema.field(name).type
+        dtype = None
+        if kind in ("float", "int", "bool"):
+            dtype = np.dtype(np.float64 if pa.types.is_decimal(arrow_type) else arrow_type.to_pandas_dtype())
         out[name] = _empty(kind, dtype, shape)  # type: ignore[arg-type]
     got = {name: np.zeros(shape, dtype=bool) for name, kind in variables.items() if kind in ("int", "bool")}
     taken = np.zeros(shape, dtype=bool)
