@@ -18,14 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from zarrsql.counters import Trace, trace
 from zarrsql.errors import (
+    AppendSchemaError,
     DecodeError,
     MetadataError,
     ParameterError,
     SelectionError,
     StoreArgumentError,
+    StoreExistsError,
+    StoreLockedError,
     StoreNotFoundError,
     StoreReadError,
     UnsupportedError,
+    UnwritableColumnError,
+    WriteError,
     ZarrSQLError,
     ZarrSQLWarning,
 )
@@ -53,16 +58,21 @@ _LAZY = {
 }
 
 __all__ = [
+    "AppendSchemaError",
     "Connection",
     "DecodeError",
     "MetadataError",
     "ParameterError",
     "SelectionError",
     "StoreArgumentError",
+    "StoreExistsError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "StoreReadError",
     "Trace",
     "UnsupportedError",
+    "UnwritableColumnError",
+    "WriteError",
     "ZarrSQLError",
     "ZarrSQLWarning",
     "__version__",
