@@ -42,6 +42,8 @@ from zarrsql.write.wkb import GeometryBlock
 INLINE_CATEGORIES = 64
 #: Rows of coordinates per chunk of a geometry's `coords` (not row-aligned, chunked freely).
 VERTEX_CHUNK = 65536
+_ANNDATA_CODES = {"encoding-type": "array", "encoding-version": "0.2.0"}
+_ANNDATA_CATEGORIES = {"encoding-type": "string-array", "encoding-version": "0.2.0"}
 
 
 @dataclass
@@ -289,11 +291,20 @@ class CategoricalColumn:
                 "encoding-version": "0.2.0",
             },
         )
+        # AnnData's element tags on the children, so that anndata reads the group as its own
+        codes, categories = _ANNDATA_CODES, _ANNDATA_CATEGORIES
         self.codes = create_array(
-            self.layout, group, "codes", dtype, (), self.layout.chunk, attrs={}, dims=dims, fill=-1
+            self.layout, group, "codes", dtype, (), self.layout.chunk, attrs=codes, dims=dims, fill=-1
         )
         self.stored = create_array(
-            self.layout, group, "categories", object, (), VERTEX_CHUNK, attrs={}, dims=[f"{self.node}_categories"]
+            self.layout,
+            group,
+            "categories",
+            object,
+            (),
+            VERTEX_CHUNK,
+            attrs=categories,
+            dims=[f"{self.node}_categories"],
         )
 
     def open(self, node: Any) -> None:
