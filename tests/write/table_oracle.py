@@ -30,7 +30,7 @@ def relation(con: duckdb.DuckDBPyConnection, table: pa.Table, sql: str = "SELECT
 def zarrsql_read(store: Path, **params: Any) -> tuple[list[Any], list[str], list[tuple[Any, ...]]]:
     """(types, column names, rows) of the store's table as zarrsql reads it."""
     con = zarrsql.connect()
-    args = "".join(f", {k} := '{v}'" for k, v in params.items())
+    args = "".join(f", {k} := {v if isinstance(v, bool) else repr(v)}" for k, v in params.items())
     rel = con.sql(f"SELECT * FROM read_zarr('{store}'{args})")
     return [str(t) for t in rel.types], list(rel.columns), rel.fetchall()
 

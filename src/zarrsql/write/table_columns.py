@@ -402,14 +402,15 @@ class FixedListColumn:
     def write(self, block: pa.ChunkedArray, start: int) -> None:
         flat = block.combine_chunks() if isinstance(block, pa.ChunkedArray) else block
         n = len(flat)
-        for _ in self.trailing:
+        for level in range(len(self.trailing) + 1):
             if flat.null_count:
                 raise UnwritableColumnError(
                     f"column '{self.name}' is a fixed-size list with NULLs (a NULL list or a NULL "
                     "inside one); the table layout stores it as one (N, K) array with no mask: "
                     "fill them in SQL (e.g. list_transform(col, x -> coalesce(x, 0))) or filter them"
                 )
-            flat = flat.flatten()
+            if level < len(self.trailing):
+                flat = flat.flatten()
         values, _ = _numpy(flat, self.dtype)
         grow(self.values, values.reshape((n, *self.trailing)), start)
 

@@ -18,6 +18,7 @@ import numpy as np
 from zarrsql.errors import UnwritableColumnError
 
 KINDS = {1: "point", 2: "linestring", 3: "polygon"}
+_OTHERS = {4: "MULTIPOINT", 5: "MULTILINESTRING", 6: "MULTIPOLYGON", 7: "GEOMETRYCOLLECTION"}
 _EWKB_Z, _EWKB_M, _EWKB_SRID = 0x80000000, 0x40000000, 0x20000000
 
 
@@ -65,7 +66,8 @@ def _one(data: bytes, column: str, row: int) -> tuple[str, tuple[str, ...], list
     try:
         order, code, _, axes, pos = _header(data, 0)
         if code not in KINDS:
-            raise refuse(column, row, f"WKB geometry type {code} is not a POINT, LINESTRING or POLYGON")
+            what = _OTHERS.get(code, f"of WKB type {code}")
+            raise refuse(column, row, f"the geometry is a {what}, not a POINT, LINESTRING or POLYGON")
         width = len(axes)
         if code == 1:
             values, _ = _points(data, order, pos, 1, width)
