@@ -18,14 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from zarrsql.counters import Trace, trace
 from zarrsql.errors import (
+    AppendSchemaError,
     DecodeError,
     MetadataError,
     ParameterError,
     SelectionError,
     StoreArgumentError,
+    StoreExistsError,
+    StoreLockedError,
     StoreNotFoundError,
     StoreReadError,
     UnsupportedError,
+    UnwritableColumnError,
     WriteError,
     ZarrSQLError,
     ZarrSQLWarning,
@@ -58,16 +62,20 @@ _LAZY = {
 }
 
 __all__ = [
+    "AppendSchemaError",
     "Connection",
     "DecodeError",
     "MetadataError",
     "ParameterError",
     "SelectionError",
     "StoreArgumentError",
+    "StoreExistsError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "StoreReadError",
     "Trace",
     "UnsupportedError",
+    "UnwritableColumnError",
     "WriteError",
     "ZarrSQLError",
     "ZarrSQLWarning",

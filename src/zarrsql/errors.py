@@ -10,9 +10,11 @@
     │   └── StoreArgumentError    (also TypeError)          a store given as an object zarrsql cannot read (pass a path)
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
     ├── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
-    └── WriteError                (also ValueError)         a result that cannot be written as asked (duplicate
-                                                            dimension tuples, a NULL dimension value, a column
-                                                            type the layout cannot hold, an append that clashes)
+    └── WriteError                                          writing a store failed or was refused; nothing half-written
+        ├── StoreExistsError      (also FileExistsError)    mode="w-" and something is already at the target
+        ├── StoreLockedError      (also BlockingIOError)    another live writer holds the store's writer lock
+        ├── AppendSchemaError     (also ValueError)         appended columns differ from the store's columns
+        └── UnwritableColumnError (also TypeError)          a column type the chosen layout cannot hold
 
     ZarrSQLWarning                (a UserWarning)           something left out rather than refused (a table-
                                                             convention column of an unknown encoding-type)
@@ -24,14 +26,18 @@ Inside SQL the same text reaches the user as a DuckDB error.
 from __future__ import annotations
 
 __all__ = [
+    "AppendSchemaError",
     "DecodeError",
     "MetadataError",
     "ParameterError",
     "SelectionError",
     "StoreArgumentError",
+    "StoreExistsError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "StoreReadError",
     "UnsupportedError",
+    "UnwritableColumnError",
     "WriteError",
     "ZarrSQLError",
     "ZarrSQLWarning",
@@ -74,8 +80,25 @@ class DecodeError(ZarrSQLError, ValueError):
     """Chunk bytes that cannot be decoded into the array's declared chunk."""
 
 
-class WriteError(ZarrSQLError, ValueError):
-    """A relation that cannot be written as asked: nothing was published, the old store is intact."""
+class WriteError(ZarrSQLError):
+    """Writing a store failed or was refused; the message says what is left at the target
+    (nothing for a new store, the old store unchanged for a replacement or an append)."""
+
+
+class StoreExistsError(WriteError, FileExistsError):
+    """mode="w-" and the target already holds something (pass mode="w" to replace it)."""
+
+
+class StoreLockedError(WriteError, BlockingIOError):
+    """Another live process holds the store's writer lock (one writer at a time)."""
+
+
+class AppendSchemaError(WriteError, ValueError):
+    """The rows to append do not have the store's columns and types."""
+
+
+class UnwritableColumnError(WriteError, TypeError):
+    """A column whose type the chosen layout cannot store (e.g. a STRUCT in a grid)."""
 
 
 class ZarrSQLWarning(UserWarning):

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from zarrsql.errors import WriteError
+from zarrsql.errors import UnwritableColumnError, WriteError
 
 __all__ = ["ArraySpec", "spec_for", "time_unit"]
 
@@ -123,7 +123,7 @@ def spec_for(
         attrs = {"units": f"{unit} since 1970-01-01", "calendar": "proleptic_gregorian"}
         return ArraySpec(name, kind, np.dtype(np.int64), NAT, attrs, code)
     if not complete:
-        raise WriteError(
+        raise UnwritableColumnError(
             f"text column '{name}' would have missing cells (the grid has holes or the column is NULL), which a "
             "Zarr text array cannot mark; COALESCE it to a value of your choice, or write with layout='table'"
         )

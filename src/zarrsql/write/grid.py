@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from zarrsql.write._publish import commit_api
 from zarrsql.write.cells import Grid, column_values, dim_kinds, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
+from zarrsql.write.commit import publish_new
 from zarrsql.write.encoding import ZSTD_LEVEL, ArraySpec, spec_for, time_unit
 from zarrsql.write.source import Source, batches, dims_of, kind_of, schema_of
 
@@ -76,26 +76,9 @@ def write_grid(
         arrays = {s.name: create_array(group, s, dims_t, grid.shape, chunks, options.zarr_format) for s in specs}
         write_chunks(source, grid, chunks, arrays, {s.name: s for s in specs}, old={})
 
-    commit_api().publish_new(store, mode, storage_options, write)
-    if not options.consolidated:
-        _unconsolidate(store, options.zarr_format, storage_options)
+    publish_new(store, mode, storage_options, write, zarr_format=options.zarr_format,
+                consolidated=options.consolidated)  # fmt: skip
     return rows
-
-
-def _unconsolidate(store: str, zarr_format: int, storage_options: Mapping[str, str] | None) -> None:
-    """Drop the consolidated metadata publication wrote (`consolidated=False`): the store is
-    complete either way, so a reader in between sees the same arrays."""
-    import json
-
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(store, **dict(storage_options or {}))
-    if zarr_format == 2:
-        fs.rm(f"{root}/.zmetadata")
-        return
-    doc = json.loads(fs.cat(f"{root}/zarr.json"))
-    doc.pop("consolidated_metadata", None)
-    fs.pipe(f"{root}/zarr.json", json.dumps(doc, indent=2).encode())
 
 
 def grid_columns(

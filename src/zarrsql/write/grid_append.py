@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from zarrsql.errors import ParameterError, WriteError
-from zarrsql.write._publish import commit_api
+from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
 from zarrsql.write.cells import Grid, discover_grid
+from zarrsql.write.commit import append_commit
 from zarrsql.write.encoding import ArraySpec
 from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
@@ -78,7 +78,7 @@ def append_grid(
             shape[axis if name != append_dim else 0] = len(full.indexes[axis])
             array.resize(tuple(shape))
 
-    commit_api().append_commit(store, storage_options, write)
+    append_commit(store, storage_options, write)
     return rows
 
 
@@ -116,19 +116,19 @@ def _check_variables(store: str, old: Any, dims: tuple[str, ...], variables: dic
     stored = set(map(str, old.data_vars))
     extra = sorted(set(variables) - stored)
     if extra:
-        raise WriteError(
+        raise AppendSchemaError(
             f"column '{extra[0]}' is not a variable of the store '{store}' (it has {sorted(stored)}); an append must "
             "have the same columns: drop it from the SELECT, or write a new store"
         )
     missing = sorted(stored - set(variables))
     if missing:
-        raise WriteError(
+        raise AppendSchemaError(
             f"the store '{store}' has the variable '{missing[0]}', which the relation lacks; an append must have "
             "every variable: add the column (NULL AS ... for none)"
         )
     for name in variables:
         if tuple(old[name].dims) != dims:
-            raise WriteError(
+            raise AppendSchemaError(
                 f"variable '{name}' of the store '{store}' has dimensions {list(old[name].dims)}, the relation's dims "
                 f"are {list(dims)}; pass dims in the store's order"
             )
@@ -189,7 +189,7 @@ def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -
     }
     if not fits.get(stored_kind, False):
         holes = " and would have missing cells" if stored_kind in ("int", "bool") and not complete else ""
-        raise WriteError(
+        raise AppendSchemaError(
             f"column '{name}' ({kind}{holes}) does not fit the store's array '{name}' ({array.dtype}) in '{store}'; "
             "CAST the column to the stored type (and fill missing cells), or write a new store"
         )

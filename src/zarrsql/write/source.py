@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from zarrsql.errors import ParameterError, WriteError, ZarrSQLError
+from zarrsql.errors import ParameterError, UnwritableColumnError, ZarrSQLError
 
 #: Rows per streamed batch: memory holds one batch besides the output, and a batch is large
 #: enough that the per-batch numpy work is not dominated by Python overhead.
@@ -122,7 +122,7 @@ Kind = str
 
 
 def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
-    """The kind of array a column becomes, or a WriteError naming it and the fix."""
+    """The kind of array a column becomes, or an UnwritableColumnError naming it and the fix."""
     t = arrow_type
     if pa.types.is_floating(t) or pa.types.is_decimal(t):  # DECIMAL as float64, as DuckDB's .df() does
         return "float"
@@ -139,7 +139,7 @@ def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
     hint = "drop it from the SELECT, or CAST it to a number or text"
     table = ", or write it with layout='table'" if target == "grid" else ""
     where = "a grid store's dense arrays" if target == "grid" else "an xarray Dataset's dense arrays"
-    raise WriteError(f"column '{name}' has type {t}, which {where} cannot hold; {hint}{table}")
+    raise UnwritableColumnError(f"column '{name}' has type {t}, which {where} cannot hold; {hint}{table}")
 
 
 def arrow_reader(relation: duckdb.DuckDBPyRelation, rows: int = BATCH_ROWS) -> pa.RecordBatchReader:
