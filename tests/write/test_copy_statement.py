@@ -103,3 +103,11 @@ def test_copy_in_zarrsql_query(store: str, tmp_path: Path) -> None:
     again = run_cli("query", store, sql)
     assert_one_error(again, "already exists", 'mode="w"')
     np.testing.assert_array_equal(xr.open_zarr(out).lon.values, [0.0])
+
+
+def test_copy_with_layout_table(con: zarrsql.Connection, tmp_path: Path) -> None:
+    out = tmp_path / "rows.zarr"
+    con.execute(f"COPY (SELECT i AS id, i % 3 = 0 AS flag FROM range(5) t(i)) TO '{out}' (FORMAT zarr, LAYOUT table)")
+    con.execute(f"COPY (SELECT 5::BIGINT AS id, true AS flag) TO '{out}' (FORMAT zarr, LAYOUT table, MODE append)")
+    rows = zarrsql.read_zarr(out, connection=con).order("id").fetchall()
+    assert rows == [(i, i % 3 == 0) for i in range(5)] + [(5, True)]

@@ -180,3 +180,18 @@ def test_consolidated_false_leaves_no_consolidated_metadata(
     with pytest.raises((ValueError, KeyError, FileNotFoundError)):
         zarr.open_consolidated(out, zarr_format=zarr_format)
     np.testing.assert_array_equal(xr.open_zarr(out, consolidated=False).v.values, np.arange(4) * 0.5)
+
+
+def test_layout_table_goes_to_the_table_writer(con: zarrsql.Connection, tmp_path: Path) -> None:
+    """The front function hands a table layout to write_table: rows read back as written."""
+    out = tmp_path / "table.zarr"
+    sql = "SELECT i AS id, (i * 0.25)::DOUBLE AS x, 'r' || i AS name FROM range(7) t(i)"
+    zarrsql.to_zarr(sql, out, layout="table", chunks=3, connection=con)
+    back = zarrsql.read_zarr(out, connection=con).order("id").fetchall()
+    assert back == con.sql(sql + " ORDER BY id").fetchall()
+    zarrsql.to_zarr(
+        "SELECT 7::BIGINT AS id, 1.75::DOUBLE AS x, 'r7' AS name", out, layout="table", mode="a", connection=con
+    )
+    assert zarrsql.read_zarr(out, connection=con).aggregate("count(*), max(id)").fetchall() == [(8, 7)]
+    with pytest.raises(zarrsql.ParameterError, match="dims is for layout='grid'"):
+        zarrsql.to_zarr(sql, tmp_path / "t2.zarr", layout="table", dims=["id"], connection=con)

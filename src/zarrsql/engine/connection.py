@@ -113,6 +113,7 @@ class _State:
         self.scan_keys: dict[str, tuple[int, str]] = {}
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
+        self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -325,6 +326,7 @@ class Connection:
         state = self._state
         if state.depth == 0:
             state.generation += 1
+            self._finish_copy_result()
         state.depth += 1
         frame = caller_frame()
         try:
@@ -340,11 +342,19 @@ class Connection:
         found by module name when such a statement runs, not imported by the engine."""
         if not isinstance(query, str) or copy_to_zarr(query) is None:
             return None
-        complete = getattr(self._con, "complete", None)  # DuckDB 2: finish an earlier execute() result,
-        if complete is not None:  # as a new execute() would, before the writer runs its queries
-            complete()
+        self._state.copy_result = True  # DuckDB 2: finish an earlier execute() result, as a new
+        self._finish_copy_result()  # execute() would, before the writer runs its queries
         rows = importlib.import_module("zarrsql.write.copy_statement").run_copy(self, query)
         return self._con.sql(f"SELECT {'NULL' if rows is None else int(rows)}::BIGINT AS Count")
+
+    def _finish_copy_result(self) -> None:
+        """DuckDB's own COPY leaves no open result to block the next query; the Count row of a
+        COPY to Zarr is a query result, so it is finished (unread rows dropped) first."""
+        if self._state.copy_result:
+            self._state.copy_result = False
+            complete = getattr(self._con, "complete", None)
+            if complete is not None:
+                complete()
 
     def _statement(self, query: Any) -> Any:
         """The statement as DuckDB should run it: `name = value` arguments of zarrsql's
@@ -528,6 +538,7 @@ class Connection:
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
         if (copied := self._copy_to_zarr(query)) is not None:
             self._con.execute(copied.sql_query())
+            self._state.copy_result = True
             return self
         query = answers.rewrite(self, self._statement(query), bool(args or kwargs))
         self._run(query, self._con.execute, query, *args, **kwargs)
