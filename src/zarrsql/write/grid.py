@@ -1,8 +1,9 @@
 """The grid layout: a relation written as a dense, xarray-compatible Zarr store.
 
-Three reads of the relation, none of which holds it: the dimension columns (coordinates in
-order of first appearance, see `cells`), one aggregate (which variables have a value in
-every cell, so integers stay integers when they can), and the rows sorted by chunk. For the
+Two or three reads of the relation, none of which holds it: the dimension columns
+(coordinates in order of first appearance, see `cells`), for integer, boolean and text
+variables one aggregate (whether every cell has a value, so integers stay integers when
+they can), and the rows sorted by chunk. For the
 last, DuckDB joins each row to its coordinates' positions, computes its chunk number and
 sorts by it (spilling to disk when it must); the writer fills one chunk buffer per variable
 and writes it as soon as the next chunk begins. Memory: one chunk per variable, one batch,
@@ -52,7 +53,7 @@ def write_grid(
     """Write the relation as a new grid store at `store` (see the module docstring); the rows written."""
     dims_t, kinds, variables, schema = grid_columns(source, dims)
     grid = discover_grid(source, dims_t, kinds)
-    rows, complete = completeness(source, grid, variables)
+    complete = completeness(source, grid, variables)
     specs = [
         spec_for(name, kind, _numpy_dtype(schema.field(name).type, kind), complete=complete[name],
                  zarr_format=options.zarr_format, time_code=_data_time_code(schema.field(name).type))
@@ -66,6 +67,8 @@ def write_grid(
     ]  # fmt: skip
     chunks = chunk_shape(options.chunks, dims_t, grid.shape)
 
+    rows: list[int] = []
+
     def write(target: Any) -> None:
         group = _open_root(target.zarr_store, options.zarr_format)
         for spec in coord_specs:
@@ -74,11 +77,11 @@ def write_grid(
             if len(coords[spec.name]):
                 arr[:] = spec.encode(coords[spec.name], None)
         arrays = {s.name: create_array(group, s, dims_t, grid.shape, chunks, options.zarr_format) for s in specs}
-        write_chunks(source, grid, chunks, arrays, {s.name: s for s in specs}, old={})
+        rows.append(write_chunks(source, grid, chunks, arrays, {s.name: s for s in specs}, old={}))
 
     publish_new(store, mode, storage_options, write, zarr_format=options.zarr_format,
                 consolidated=options.consolidated)  # fmt: skip
-    return rows
+    return rows[0]
 
 
 def grid_columns(
@@ -109,13 +112,18 @@ def _data_time_code(arrow_type: pa.DataType) -> str | None:
     return None
 
 
-def completeness(source: Source, grid: Grid, variables: Mapping[str, str]) -> tuple[int, dict[str, bool]]:
-    """The rows, and which variables have a non-NULL value in every cell (one aggregate)."""
+def completeness(source: Source, grid: Grid, variables: Mapping[str, str]) -> dict[str, bool]:
+    """Which variables have a non-NULL value in every cell. Only integers, booleans and text
+    ask (one aggregate over the relation): floats and times mark a missing cell either way."""
+    asked = [n for n, kind in variables.items() if kind in ("int", "bool", "string")]
+    out = dict.fromkeys(variables, True)
+    if not asked:
+        return out
     cells = int(np.prod(grid.shape, dtype=np.int64))
-    names = list(variables)
-    (row,) = source.relation.aggregate(", ".join(["count(*)", *(f"count({quote(n)})" for n in names)])).fetchall()
+    (row,) = source.relation.aggregate(", ".join(["count(*)", *(f"count({quote(n)})" for n in asked)])).fetchall()
     total = int(row[0])
-    return total, {n: total >= cells and int(c) == total for n, c in zip(names, row[1:], strict=True)}
+    out.update({n: total >= cells and int(c) == total for n, c in zip(asked, row[1:], strict=True)})
+    return out
 
 
 def _open_root(zarr_store: Any, zarr_format: int) -> Any:
@@ -176,15 +184,18 @@ class _ChunkBuffers:
             if all(k.stop > k.start for k in kept):
                 self.buffers[name][tuple(slice(0, k.stop - k.start) for k in kept)] = before[kept]
         self.taken = np.zeros(size, dtype=bool)
+        self.filled = 0
         self.current = chunk
 
     def place(self, batch: pa.RecordBatch, positions: list[np.ndarray]) -> None:
         local = tuple(p - o for p, o in zip(positions, self.origin, strict=True))
         again = self.taken[local]
-        if again.any() or len(np.unique(np.ravel_multi_index(local, self.taken.shape))) < len(local[0]):
+        self.taken[local] = True
+        filled = int(np.count_nonzero(self.taken))  # fewer new cells than rows: a repeat inside
+        if again.any() or filled - self.filled != len(local[0]):
             flat = np.ravel_multi_index(positions, self.grid.shape)
             raise self.grid.duplicate_error(_first_repeat(flat, again))
-        self.taken[local] = True
+        self.filled = filled
         for name, spec in self.specs.items():
             values = column_values(name, batch.column(name), spec.kind)
             self.buffers[name][local] = spec.encode(values.data, values.nulls)
@@ -211,9 +222,9 @@ def _first_repeat(flat: np.ndarray, again: np.ndarray) -> int:
 def write_chunks(
     source: Source, grid: Grid, chunks: tuple[int, ...], arrays: dict[str, Any], specs: dict[str, ArraySpec],
     *, old: dict[str, Any], first: Mapping[str, int] | None = None,
-) -> None:  # fmt: skip
-    """Stream the relation sorted by chunk into `arrays`. `first` gives, per dimension, the
-    position of the relation's first coordinate (an append starts past the old end)."""
+) -> int:  # fmt: skip
+    """Stream the relation sorted by chunk into `arrays`: the rows written. `first` gives, per
+    dimension, the position of the relation's first coordinate (an append starts past the old end)."""
     con = source.connection.duckdb
     token = uuid.uuid4().hex[:12]
     view = f"__zarrsql_write_{token}"
@@ -233,15 +244,17 @@ def write_chunks(
         rel = con.sql(
             f"SELECT {chunk} AS __zarrsql_chunk, {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_chunk"
         )
-        _fill_chunks(source, rel, _ChunkBuffers(grid, chunks, arrays, specs, old), len(grid.dims))
+        return _fill_chunks(source, rel, _ChunkBuffers(grid, chunks, arrays, specs, old), len(grid.dims))
     finally:
         for name in names:
             con.unregister(name)
         con.execute(f"DROP VIEW IF EXISTS {view}")
 
 
-def _fill_chunks(source: Source, rel: Any, buffers: _ChunkBuffers, ndim: int) -> None:
+def _fill_chunks(source: Source, rel: Any, buffers: _ChunkBuffers, ndim: int) -> int:
+    rows = 0
     for batch in batches(source, rel):
+        rows += batch.num_rows
         ids = batch.column(0).to_numpy()
         cuts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
@@ -251,3 +264,4 @@ def _fill_chunks(source: Source, rel: Any, buffers: _ChunkBuffers, ndim: int) ->
                 buffers.start(int(ids[a]))
             buffers.place(part, [part.column(1 + k).to_numpy() for k in range(ndim)])
     buffers.flush()
+    return rows

@@ -57,11 +57,13 @@ def append_grid(
         return 0  # no rows: nothing to append
     full, start = _full_grid(store, old, new, append_dim)
     block = Grid(dims, tuple(full.indexes[k] if d != append_dim else new.indexes[k] for k, d in enumerate(dims)))
-    rows, complete = completeness(source, block, variables)
+    complete = completeness(source, block, variables)
     specs = {name: _stored_spec(store, group[name], name, kind, complete[name]) for name, kind in variables.items()}
     coord_spec = _stored_spec(store, group[append_dim], append_dim, kinds[append_dim], True)
     axis = dims.index(append_dim)
     chunks = tuple(group[next(iter(variables))].chunks) if variables else ()
+
+    rows: list[int] = []
 
     def write(target: Any) -> None:
         import zarr
@@ -71,7 +73,7 @@ def append_grid(
         coord = _future(root[append_dim], 0, len(full.indexes[axis]))
         coord[start:] = coord_spec.encode(np.asarray(new.indexes[axis].values), None)
         stored = {name: root[name] for name in variables}
-        write_chunks(source, full, chunks, grown, specs, old=stored, first={append_dim: start})
+        rows.append(write_chunks(source, full, chunks, grown, specs, old=stored, first={append_dim: start}))
         for name in [*variables, append_dim]:  # the metadata, after every chunk
             array = root[name]
             shape = list(array.shape)
@@ -79,7 +81,7 @@ def append_grid(
             array.resize(tuple(shape))
 
     append_commit(store, storage_options, write)
-    return rows
+    return rows[0]
 
 
 def stored_dims(store: str, storage_options: Mapping[str, str] | None) -> tuple[str, ...] | None:
