@@ -38,3 +38,20 @@ def weather(n_time: int = 9, n_lat: int = 7, n_lon: int = 5, seed: int = 0) -> x
         attrs={"title": "weather"},
     )
     return ds
+
+
+#: The grid writer's three ways (zarrsql.write.grid and .pivot): a small result read once and
+#: pivoted in memory, a larger one read twice into memory, and the stream sorted by chunk.
+PATHS = {
+    "one read": {},
+    "two reads": {"ONE_READ_BYTES": 0},
+    "sorted by chunk": {"ONE_READ_BYTES": 0, "IN_MEMORY_BYTES": 0},
+}
+
+
+def use_path(monkeypatch: object, name: str) -> None:
+    """Send the writers down one of `PATHS` by lowering its size thresholds."""
+    from zarrsql.write import grid, pivot
+
+    for key, value in PATHS[name].items():
+        monkeypatch.setattr(pivot if key == "ONE_READ_BYTES" else grid, key, value)  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ import xarray as xr
 import zarr
 
 import zarrsql
-from tests.write.frames import pivot, weather
+from tests.write.frames import PATHS, pivot, use_path, weather
 
 DIMS = ["time", "lat", "lon"]
 
@@ -30,9 +30,15 @@ def frame() -> pd.DataFrame:
     return weather().to_dataframe().reset_index()
 
 
+@pytest.fixture(params=list(PATHS))
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    use_path(monkeypatch, request.param)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_open_zarr_equals_to_xarray_and_the_pivot(
-    con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path, zarr_format: int
+    con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path, zarr_format: int, path: str
 ) -> None:
     """Holes (a filtered result), descending latitude, NaN, NaT, CF time, int→float."""
     rel = con.sql("SELECT * FROM frame WHERE counts % 4 <> 1 ORDER BY lat DESC, lon, time")
@@ -45,7 +51,9 @@ def test_open_zarr_equals_to_xarray_and_the_pivot(
     assert opened.counts.dtype == np.float64  # promoted: some cells are missing
 
 
-def test_the_metadata_is_what_xarray_writes(con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path) -> None:
+def test_the_metadata_is_what_xarray_writes(
+    con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path, path: str
+) -> None:
     out = tmp_path / "meta.zarr"
     zarrsql.to_zarr(con.sql("SELECT * FROM frame"), out, dims=DIMS, chunks=(4, 7, 5), connection=con)
     group = zarr.open_consolidated(out)  # consolidated metadata is there
@@ -81,7 +89,7 @@ def test_read_back_by_zarrsql(con: zarrsql.Connection, frame: pd.DataFrame, tmp_
     np.testing.assert_array_equal(back.counts.to_numpy(), expected.counts.to_numpy())
 
 
-def test_text_columns_and_dates(con: zarrsql.Connection, tmp_path: Path) -> None:
+def test_text_columns_and_dates(con: zarrsql.Connection, tmp_path: Path, path: str) -> None:
     out = tmp_path / "text.zarr"
     sql = "SELECT 'st' || i AS station, DATE '2021-03-01' + i::INT AS day, 'n' || i AS name FROM range(3) t(i)"
     zarrsql.to_zarr(sql, out, dims=["station"], connection=con)
@@ -105,7 +113,7 @@ def _left_over(folder: Path) -> list[str]:
     return sorted(os.listdir(folder))
 
 
-def test_a_failed_overwrite_leaves_the_old_store(con: zarrsql.Connection, tmp_path: Path) -> None:
+def test_a_failed_overwrite_leaves_the_old_store(con: zarrsql.Connection, tmp_path: Path, path: str) -> None:
     """The duplicate is in the last chunk of the sorted stream: earlier chunks are written
     when it is found, and still nothing reaches the target."""
     out = tmp_path / "old.zarr"
@@ -132,7 +140,7 @@ def test_a_failed_overwrite_leaves_the_old_store(con: zarrsql.Connection, tmp_pa
     ],
 )  # fmt: skip
 def test_bad_input_names_the_column(
-    con: zarrsql.Connection, tmp_path: Path, sql: str, error: type[Exception], text: str
+    con: zarrsql.Connection, tmp_path: Path, sql: str, error: type[Exception], text: str, path: str
 ) -> None:
     dims = ["y"] if "dims names" in text else ["x"]
     with pytest.raises(error, match=text.replace("(", r"\(").replace("[", r"\[")):

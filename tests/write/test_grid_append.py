@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 import zarrsql
-from tests.write.frames import pivot, weather
+from tests.write.frames import PATHS, pivot, use_path, weather
 
 DIMS = ["time", "lat", "lon"]
 
@@ -33,12 +33,19 @@ def _steps(con: zarrsql.Connection, frame: pd.DataFrame, times: slice) -> object
     return con.sql("SELECT * FROM picked")
 
 
+@pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_appends_open_as_one_pivot(
-    con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path, zarr_format: int
+    con: zarrsql.Connection,
+    frame: pd.DataFrame,
+    tmp_path: Path,
+    zarr_format: int,
+    path: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Chunks of 4 along time and steps of 3, 5, 1, 2: appends rewrite the chunk that
     straddles the old end, keeping its old cells. The first append creates the store."""
+    use_path(monkeypatch, path)  # how the first append creates the store
     out = tmp_path / "steps.zarr"
     cuts = [0, 3, 8, 9, 11]
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 import zarrsql
-from tests.write.frames import pivot, weather
+from tests.write.frames import pivot, use_path, weather
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,11 @@ def test_order_by_desc_carries_through(con: zarrsql.Connection, frame: pd.DataFr
     assert list(ds.lon.values) == sorted(frame.lon.unique(), reverse=True)
 
 
-def test_sparse_results_leave_nan_and_nat_and_promote_integers(con: zarrsql.Connection, frame: pd.DataFrame) -> None:
+@pytest.mark.parametrize("path", ["one read", "two reads"])
+def test_sparse_results_leave_nan_and_nat_and_promote_integers(
+    con: zarrsql.Connection, frame: pd.DataFrame, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_path(monkeypatch, path)
     rel = con.sql("SELECT * FROM frame WHERE counts % 3 <> 0")
     ds = zarrsql.to_xarray(rel, ["time", "lat", "lon"])
     kept = frame[frame.counts % 3 != 0]
@@ -68,7 +72,11 @@ def test_integer_with_a_null_becomes_float(con: zarrsql.Connection) -> None:
     assert ds.even.dtype == bool
 
 
-def test_duplicate_tuples_are_an_error_naming_the_first(con: zarrsql.Connection) -> None:
+@pytest.mark.parametrize("path", ["one read", "two reads"])
+def test_duplicate_tuples_are_an_error_naming_the_first(
+    con: zarrsql.Connection, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_path(monkeypatch, path)
     rel = con.sql("SELECT i % 3 AS x, 'a' AS y, i AS v FROM range(7) t(i)")
     with pytest.raises(zarrsql.WriteError, match=r"more than one row for the dimension tuple \(x=0, y=a\)"):
         zarrsql.to_xarray(rel, ["x", "y"])

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from zarrsql.errors import WriteError
 from zarrsql.write.source import Source, batches, kind_of, schema_of
 
-__all__ = ["Grid", "Values", "column_values", "discover_grid", "quote"]
+__all__ = ["Grid", "Values", "column_values", "dimension_values", "discover_grid", "finish_grid", "grow", "quote"]
 
 
 def quote(name: str) -> str:
@@ -115,20 +115,31 @@ def discover_grid(source: Source, dims: tuple[str, ...], kinds: dict[str, str]) 
     found: list[pd.Index | None] = [None] * len(dims)
     for batch in batches(source, projected):
         for k, d in enumerate(dims):
-            values = column_values(d, batch.column(d), kinds[d])
-            if values.nulls is not None and values.nulls.any():
-                raise WriteError(
-                    f"dimension column '{d}' is NULL in some rows, and a NULL has no place on the '{d}' axis; "
-                    f"filter them (WHERE {quote(d)} IS NOT NULL) or replace them with COALESCE"
-                )
-            fresh = pd.unique(values.data)
-            known = found[k]
-            if known is None:
-                found[k] = pd.Index(fresh)  # keeps the column's dtype (float32 stays float32)
-                continue
-            seen = known.get_indexer(fresh)
-            if (seen < 0).any():
-                found[k] = known.append(pd.Index(fresh[seen < 0]))
+            found[k] = grow(found[k], dimension_values(d, batch.column(d), kinds[d]))
+    return finish_grid(dims, kinds, found)
+
+
+def dimension_values(name: str, array: pa.Array | pa.ChunkedArray, kind: str) -> np.ndarray:
+    """A batch's values of a dimension column; a NULL is refused (it has no place on an axis)."""
+    values = column_values(name, array, kind)
+    if values.nulls is not None and values.nulls.any():
+        raise WriteError(
+            f"dimension column '{name}' is NULL in some rows, and a NULL has no place on the '{name}' axis; "
+            f"filter them (WHERE {quote(name)} IS NOT NULL) or replace them with COALESCE"
+        )
+    return values.data
+
+
+def grow(known: pd.Index | None, values: np.ndarray) -> pd.Index:
+    """The coordinate index with the values not seen before appended, in order of appearance."""
+    fresh = pd.unique(values)
+    if known is None:
+        return pd.Index(fresh)  # keeps the column's dtype (float32 stays float32)
+    seen = known.get_indexer(fresh)
+    return known.append(pd.Index(fresh[seen < 0])) if (seen < 0).any() else known
+
+
+def finish_grid(dims: tuple[str, ...], kinds: dict[str, str], found: list[pd.Index | None]) -> Grid:
     indexes = [pd.Index([], dtype=_index_dtype(kinds[d])) if i is None else i for d, i in zip(dims, found, strict=True)]
     return Grid(dims, tuple(indexes))
 

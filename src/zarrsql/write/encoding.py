@@ -27,6 +27,8 @@ NAT = np.iinfo(np.int64).min
 #: exactly is used, as xarray does, so `days since ...` for daily data.
 _UNITS = (("days", "D"), ("hours", "h"), ("minutes", "m"), ("seconds", "s"), ("milliseconds", "ms"),
           ("microseconds", "us"), ("nanoseconds", "ns"))  # fmt: skip
+#: Nanoseconds in one of each numpy time unit used here.
+_NS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 #: zstd level: 3 is zstd's own default, a good speed/size balance for numeric arrays.
 ZSTD_LEVEL = 3
 
@@ -65,7 +67,7 @@ class ArraySpec:
         (it would be truncated)."""
         origin = np.datetime64(0, "ns") if self.time_origin is None else self.time_origin.astype("datetime64[ns]")
         delta = data.astype("datetime64[ns]") - origin
-        step = np.timedelta64(1, self.time_code).astype("timedelta64[ns]").view(np.int64)
+        step = _NS[self.time_code or "us"]
         raw = delta.view(np.int64)
         finite = ~np.isnat(delta)
         if (raw[finite] % step).any():
@@ -90,7 +92,7 @@ def time_unit(values: np.ndarray) -> tuple[str, str]:
     """The coarsest CF unit (name, numpy code) holding every datetime64 value exactly."""
     finite = values[~np.isnat(values)].astype("datetime64[ns]").view(np.int64)
     for name, code in _UNITS:
-        step = np.timedelta64(1, code).astype("timedelta64[ns]").view(np.int64)
+        step = _NS[code]
         if not len(finite) or not (finite % step).any():
             return name, code
     return "nanoseconds", "ns"

@@ -1,6 +1,8 @@
 """The grid layout: a relation written as a dense, xarray-compatible Zarr store.
 
-Two or three reads of the relation, none of which holds it: the dimension columns
+A grid whose arrays fit in `IN_MEMORY_BYTES` is pivoted whole, as `to_xarray` does (one
+read for a small result, two otherwise: see `pivot`), and written at once. A larger
+one takes two or three reads, none of which holds the relation: the dimension columns
 (coordinates in order of first appearance, see `cells`), for integer, boolean and text
 variables one aggregate (whether every cell has a value, so integers stay integers when
 they can), and the rows sorted by chunk. For the
@@ -21,15 +23,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from zarrsql.write.cells import Grid, column_values, dim_kinds, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
 from zarrsql.write.commit import publish_new
 from zarrsql.write.encoding import ZSTD_LEVEL, ArraySpec, spec_for, time_unit
+from zarrsql.write.pivot import fill, keep_rows
 from zarrsql.write.source import Source, batches, dims_of, kind_of, schema_of
 
 __all__ = ["GridOptions", "write_grid"]
+
+#: Output arrays up to this size are pivoted whole in memory from one unsorted read (as
+#: `to_xarray` does) and written at once: cheaper in time and memory than DuckDB sorting
+#: the rows, whose buffers outgrow such arrays. Larger outputs stream sorted by chunk.
+IN_MEMORY_BYTES = 128 * 2**20
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,17 @@ def write_grid(
 ) -> int:
     """Write the relation as a new grid store at `store` (see the module docstring); the rows written."""
     dims_t, kinds, variables, schema = grid_columns(source, dims)
-    grid = discover_grid(source, dims_t, kinds)
-    complete = completeness(source, grid, variables)
+    whole: dict[str, np.ndarray] | None = None
+    rows: list[int] = []
+    kept = keep_rows(source, dims_t, kinds, variables)  # a small result: read once
+    grid = kept.grid if kept is not None else discover_grid(source, dims_t, kinds)
+    if _output_bytes(grid, variables, schema) <= IN_MEMORY_BYTES:
+        whole, read = (kept.arrays(schema), kept.rows) if kept is not None else fill(source, grid, kinds, variables)
+        rows.append(read)
+        complete = {name: _has_every_cell(whole[name], kind) for name, kind in variables.items()}
+    else:
+        del kept
+        complete = completeness(source, grid, variables)
     specs = [
         spec_for(name, kind, _numpy_dtype(schema.field(name).type, kind), complete=complete[name],
                  zarr_format=options.zarr_format, time_code=_data_time_code(schema.field(name).type))
@@ -67,8 +85,6 @@ def write_grid(
     ]  # fmt: skip
     chunks = chunk_shape(options.chunks, dims_t, grid.shape)
 
-    rows: list[int] = []
-
     def write(target: Any) -> None:
         group = _open_root(target.zarr_store, options.zarr_format)
         for spec in coord_specs:
@@ -77,11 +93,36 @@ def write_grid(
             if len(coords[spec.name]):
                 arr[:] = spec.encode(coords[spec.name], None)
         arrays = {s.name: create_array(group, s, dims_t, grid.shape, chunks, options.zarr_format) for s in specs}
+        if whole is not None:
+            for spec in specs:
+                if whole[spec.name].size:
+                    arrays[spec.name][...] = spec.encode(whole[spec.name], None)
+            return
         rows.append(write_chunks(source, grid, chunks, arrays, {s.name: s for s in specs}, old={}))
 
     publish_new(store, mode, storage_options, write, zarr_format=options.zarr_format,
                 consolidated=options.consolidated)  # fmt: skip
     return rows[0]
+
+
+def _output_bytes(grid: Grid, variables: Mapping[str, str], schema: pa.Schema) -> int:
+    """The size of the output arrays held whole (8 bytes a cell for times, text and promoted
+    integers: the widest they become)."""
+    cells = int(np.prod(grid.shape, dtype=np.int64))
+    width = 0
+    for name, kind in variables.items():
+        dtype = _numpy_dtype(schema.field(name).type, kind)
+        width += dtype.itemsize if kind == "float" and dtype is not None else 8
+    return cells * width
+
+
+def _has_every_cell(values: np.ndarray, kind: str) -> bool:
+    """Whether a pivoted variable has no missing cell (an integer promoted to float has one)."""
+    if kind in ("int", "bool"):
+        return values.dtype.kind != "f"
+    if kind == "string":
+        return not bool(pd.isna(values).any())
+    return True
 
 
 def grid_columns(
@@ -129,7 +170,7 @@ def completeness(source: Source, grid: Grid, variables: Mapping[str, str]) -> di
 def _open_root(zarr_store: Any, zarr_format: int) -> Any:
     import zarr
 
-    return zarr.open_group(store=zarr_store, mode="w", zarr_format=zarr_format)
+    return zarr.open_group(store=zarr_store, mode="w", zarr_format=2 if zarr_format == 2 else 3)
 
 
 def create_array(

@@ -76,6 +76,7 @@ def append_grid(
         rows.append(write_chunks(source, full, chunks, grown, specs, old=stored, first={append_dim: start}))
         for name in [*variables, append_dim]:  # the metadata, after every chunk
             array = root[name]
+            assert isinstance(array, zarr.Array)  # checked when the append was planned
             shape = list(array.shape)
             shape[axis if name != append_dim else 0] = len(full.indexes[axis])
             array.resize(tuple(shape))
