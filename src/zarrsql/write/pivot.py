@@ -25,10 +25,10 @@ from zarrsql.write.source import Source, batches, schema_of
 
 __all__ = ["ONE_READ_BYTES", "Kept", "fill", "keep_rows", "pivot"]
 
-#: The rows a single read may keep before it gives up for two reads: 64 MiB holds millions
-#: of rows of a few columns, where a second run of the query (an aggregate over a whole
-#: store) costs far more than the memory.
-ONE_READ_BYTES = 64 * 2**20
+#: The rows a single read may keep before it gives up for two reads: 256 MiB holds ten
+#: million rows of three dimensions and a float32 (16 bytes a row), where a second run of the
+#: query (an aggregate over a whole store) costs far more than the memory.
+ONE_READ_BYTES = 256 * 2**20
 
 
 def pivot(
@@ -85,7 +85,7 @@ def keep_rows(source: Source, dims: tuple[str, ...], kinds: dict[str, str], vari
             data = dimension_values(d, batch.column(d), kinds[d])
             index = grow(found[k], data)
             found[k] = index
-            positions.append(index.get_indexer(data).astype(np.int64))
+            positions.append(index.get_indexer(data).astype(np.int32 if len(index) < 2**31 - 1 else np.int64))
         values = {name: column_values(name, batch.column(name), kind) for name, kind in variables.items()}
         parts.append((positions, values))
         rows += batch.num_rows
@@ -99,6 +99,15 @@ def _nbytes(values: Values) -> int:
     extra = values.nulls.nbytes if values.nulls is not None else 0
     width = 8 if values.data.dtype == object else values.data.dtype.itemsize  # a pointer per text
     return values.data.size * width + extra
+
+
+def _first_repeat(flat: np.ndarray, again: np.ndarray) -> int:
+    """The first cell of `flat` taken before, or else the first repeated within it."""
+    if again.any():
+        return int(flat[np.argmax(again)])
+    order = np.sort(flat)
+    same = order[1:] == order[:-1]
+    return int(order[1:][np.argmax(same)])
 
 
 def _empty(kind: str, dtype: np.dtype | None, shape: tuple[int, ...]) -> np.ndarray:
@@ -127,6 +136,7 @@ class _Cells:
             self.out[name] = _empty(kind, dtype, shape)
         self.got = {name: np.zeros(shape, dtype=bool) for name, kind in variables.items() if kind in ("int", "bool")}
         self.taken = np.zeros(shape, dtype=bool)
+        self.filled = 0
 
     def place(self, positions: list[np.ndarray], values: dict[str, Values]) -> None:
         shape = self.grid.shape
@@ -139,16 +149,14 @@ class _Cells:
                 self.got[name].flat[flat] = True if v.nulls is None else ~v.nulls
 
     def _check_unique(self, flat: np.ndarray) -> None:
-        """Refuse a cell written twice (in this batch or an earlier one), naming the tuple."""
+        """Refuse a cell written twice (in this batch or an earlier one), naming the tuple:
+        a batch that takes fewer new cells than it has rows repeats one."""
         again = self.taken.flat[flat]
-        if again.any():
-            raise self.grid.duplicate_error(int(flat[np.argmax(again)]))
-        if len(flat) > 1:
-            order = np.sort(flat)
-            same = order[1:] == order[:-1]
-            if same.any():
-                raise self.grid.duplicate_error(int(order[1:][np.argmax(same)]))
         self.taken.flat[flat] = True
+        filled = int(np.count_nonzero(self.taken))
+        if again.any() or filled - self.filled != len(flat):
+            raise self.grid.duplicate_error(_first_repeat(flat, again))
+        self.filled = filled
 
     def finish(self) -> dict[str, np.ndarray]:
         for name, mask in self.got.items():
