@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+import zarr
 
 import zarrsql
 from tests.write.frames import PATHS, pivot, use_path, weather
@@ -122,3 +123,15 @@ def test_a_descending_dimension_appends_downwards(con: zarrsql.Connection, tmp_p
     opened = xr.open_zarr(out)
     np.testing.assert_array_equal(opened.t.values, [10, 9, 8, 7])
     np.testing.assert_array_equal(opened.v.values, [0.0, 1.0, 2.0, 3.0])
+
+
+def test_append_to_a_store_xarray_wrote(con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path) -> None:
+    """xarray's own time units (`hours since 2020-01-01 ...`) and encodings are kept: the new
+    steps are encoded in them, and the store opens as the pivot of all rows."""
+    out = tmp_path / "by_xarray.zarr"
+    full = pivot(frame, DIMS)
+    full.isel(time=slice(0, 6)).to_zarr(out)
+    units = zarr.open_array(out / "time").attrs["units"]
+    zarrsql.to_zarr(_steps(con, frame, slice(6, 11)), out, mode="a", append_dim="time", connection=con)
+    xr.testing.assert_equal(xr.open_zarr(out).load(), full)
+    assert zarr.open_array(out / "time").attrs["units"] == units
