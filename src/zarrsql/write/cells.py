@@ -22,7 +22,17 @@ import pyarrow.compute as pc
 from zarrsql.errors import WriteError
 from zarrsql.write.source import Source, batches, kind_of, schema_of
 
-__all__ = ["Grid", "Values", "column_values", "dimension_values", "discover_grid", "finish_grid", "grow", "quote"]
+__all__ = [
+    "Grid",
+    "Values",
+    "column_values",
+    "dimension_values",
+    "discover_grid",
+    "finish_grid",
+    "grow",
+    "grow_and_place",
+    "quote",
+]
 
 
 def quote(name: str) -> str:
@@ -137,6 +147,20 @@ def grow(known: pd.Index | None, values: np.ndarray) -> pd.Index:
         return pd.Index(fresh)  # keeps the column's dtype (float32 stays float32)
     seen = known.get_indexer(fresh)
     return known.append(pd.Index(fresh[seen < 0])) if (seen < 0).any() else known
+
+
+def grow_and_place(known: pd.Index | None, values: np.ndarray) -> tuple[pd.Index, np.ndarray]:
+    """`grow`, and each value's position in the grown index, in one hash pass over the batch
+    (factorize, then look up only the batch's distinct values)."""
+    codes, fresh = pd.factorize(values, use_na_sentinel=False)  # a NaN coordinate is a value
+    if known is None:
+        return pd.Index(fresh), codes
+    seen = known.get_indexer(fresh)
+    if (seen < 0).any():
+        new = seen < 0
+        seen[new] = len(known) + np.arange(int(new.sum()))
+        known = known.append(pd.Index(fresh[new]))
+    return known, seen[codes]
 
 
 def finish_grid(dims: tuple[str, ...], kinds: dict[str, str], found: list[pd.Index | None]) -> Grid:

@@ -20,7 +20,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from zarrsql.write.cells import Grid, Values, column_values, dimension_values, discover_grid, finish_grid, grow
+from zarrsql.write.cells import (
+    Grid,
+    Values,
+    column_values,
+    dimension_values,
+    discover_grid,
+    finish_grid,
+    grow_and_place,
+)
 from zarrsql.write.source import Source, batches, schema_of
 
 __all__ = ["ONE_READ_BYTES", "Kept", "fill", "keep_rows", "pivot"]
@@ -82,10 +90,9 @@ def keep_rows(source: Source, dims: tuple[str, ...], kinds: dict[str, str], vari
     for batch in batches(source):
         positions = []
         for k, d in enumerate(dims):
-            data = dimension_values(d, batch.column(d), kinds[d])
-            index = grow(found[k], data)
+            index, at = grow_and_place(found[k], dimension_values(d, batch.column(d), kinds[d]))
             found[k] = index
-            positions.append(index.get_indexer(data).astype(np.int32 if len(index) < 2**31 - 1 else np.int64))
+            positions.append(at.astype(np.int32 if len(index) < 2**31 - 1 else np.int64))
         values = {name: column_values(name, batch.column(name), kind) for name, kind in variables.items()}
         parts.append((positions, values))
         rows += batch.num_rows
