@@ -64,8 +64,6 @@ def _unwritable(name: str, arrow: pa.DataType, fix: str) -> UnwritableColumnErro
 
 
 def _fix_for(arrow: pa.DataType) -> str:
-    if pa.types.is_decimal(arrow):
-        return "cast it, e.g. CAST(col AS DOUBLE)"
     if pa.types.is_struct(arrow):
         return "split it into columns (SELECT col.* ...), or name its fields x, y[, z, m] for a point"
     if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_list_view(arrow):
