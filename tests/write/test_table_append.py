@@ -179,3 +179,15 @@ def test_appending_to_no_store_says_how_to_create_it(con: duckdb.DuckDBPyConnect
         write_table(con.sql("SELECT 1 AS v").to_arrow_reader(), str(tmp_path / "none.zarr"), mode="a")
     assert isinstance(info.value, ZarrSQLError)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_connection_sees_the_append_once_committed(con: duckdb.DuckDBPyConnection, table: Path) -> None:
+    """A zarrsql connection that read the table before the append (its node tree cached)
+    reads the new rows after it: the consolidated root it revalidates against changed."""
+    import zarrsql
+
+    zc = zarrsql.connect()
+    query = f"SELECT count(*), max(id) FROM read_zarr('{table}')"
+    assert zc.sql(query).fetchall() == [(13, 12)]
+    write_table(_rows(con, 13, 31, 4).to_arrow_reader(), str(table), mode="a")
+    assert zc.sql(query).fetchall() == [(31, 30)]
