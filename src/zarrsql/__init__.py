@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from zarrsql.api import read_zarr, read_zarr_groups, read_zarr_metadata, read_zarr_tables, read_zarr_views, sql
     from zarrsql.engine.connection import Connection, connect, register
     from zarrsql.mount import mount, unmount
+    from zarrsql.write.api import to_zarr
+    from zarrsql.write.xarray_out import to_xarray
 
 __version__ = "0.1.0"
 
@@ -55,6 +57,8 @@ _LAZY = {
     "sql": "zarrsql.api",
     "mount": "zarrsql.mount",
     "unmount": "zarrsql.mount",
+    "to_xarray": "zarrsql.write.xarray_out",
+    "to_zarr": "zarrsql.write.api",
 }
 
 __all__ = [
@@ -85,6 +89,8 @@ __all__ = [
     "read_zarr_views",
     "register",
     "sql",
+    "to_xarray",
+    "to_zarr",
     "trace",
     "unmount",
 ]
