@@ -47,6 +47,43 @@ def append_forever(store: str, started: Any) -> None:
         write_table(rows(n, n + ROWS_PER_APPEND).to_reader(max_chunksize=3), store, mode="a")
 
 
+# ----------------------------------------------------------------------------- grid appends
+GRID_STEPS = 2  # time steps per grid append
+GRID_X = 3
+GRID_CHUNKS = {"time": 3, "x": 2}  # steps of 2 in chunks of 3: the chunk across the end is rewritten
+
+
+def grid_sql(lo: int, hi: int) -> str:
+    """Time steps lo..hi-1 of the grid: v = 10 * time + x."""
+    return (
+        f"SELECT t AS time, x, (10 * t + x)::DOUBLE AS v FROM range({lo}, {hi}) a(t), range({GRID_X}) b(x) "
+        "ORDER BY time, x"
+    )
+
+
+def grid_steps(store: str) -> int:
+    return int(zarr.open_group(store, mode="r", use_consolidated=True)["time"].shape[0])
+
+
+def create_grid(store: str) -> None:
+    import zarrsql
+
+    con = zarrsql.connect()
+    zarrsql.to_zarr(con.sql(grid_sql(0, GRID_STEPS)), store, dims=["time", "x"], chunks=GRID_CHUNKS, connection=con)
+
+
+def append_grid_forever(store: str, started: Any) -> None:
+    """Append GRID_STEPS time steps at a time along `time`, for ever."""
+    import zarrsql
+
+    con = zarrsql.connect()
+    started.set()
+    while True:
+        n = grid_steps(store)
+        zarrsql.to_zarr(con.sql(grid_sql(n, n + GRID_STEPS)), store, dims=["time", "x"], mode="a",
+                        append_dim="time", connection=con)  # fmt: skip
+
+
 def _warm_up() -> None:
     """Write and append once in a scratch directory, so that every module the writer loads
     lazily is loaded in the forkserver already (a fresh writer then appends at once)."""
@@ -56,6 +93,13 @@ def _warm_up() -> None:
         store = f"{scratch}/warm.zarr"
         create(store)
         write_table(rows(ROWS_PER_APPEND, 2 * ROWS_PER_APPEND).to_reader(), store, mode="a")
+        import dask.array  # noqa: F401 - xarray's chunk managers load it on first open
+        import xarray as xr
+
+        import zarrsql.write.api
+        import zarrsql.write.grid_append  # noqa: F401
+
+        xr.open_zarr(store).close()  # loads xarray's backends and chunk managers once
 
 
 _warm_up()
