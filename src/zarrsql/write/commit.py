@@ -262,6 +262,16 @@ def _root_last_class() -> type:
                 return
             await self._store.set(key, value)
 
+        async def set_if_not_exists(self, key: str, value: Any) -> None:
+            if key in self._keys:
+                self._held.setdefault(key, value)
+                return
+            await self._store.set_if_not_exists(key, value)
+
+        async def _set_many(self, values: Any) -> None:
+            for key, value in values:
+                await self.set(key, value)
+
         async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
             if key in self._held and byte_range is None:
                 return self._held[key]

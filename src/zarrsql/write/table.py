@@ -64,8 +64,6 @@ def _unwritable(name: str, arrow: pa.DataType, fix: str) -> UnwritableColumnErro
 
 
 def _fix_for(arrow: pa.DataType) -> str:
-    if pa.types.is_decimal(arrow):
-        return "cast it, e.g. CAST(col AS DOUBLE)"
     if pa.types.is_struct(arrow):
         return "split it into columns (SELECT col.* ...), or name its fields x, y[, z, m] for a point"
     if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_list_view(arrow):
@@ -235,8 +233,8 @@ def _start(writer: tc.Writer, plan: ColumnPlan, first: pa.Table | None, first_ro
     if isinstance(writer, tc.CategoricalColumn):
         writer.create(_first_chunk(first, plan.name))  # type: ignore[arg-type]
     elif isinstance(writer, tc.GeometryColumn):
-        has_rows = first is not None and first.num_rows
-        writer.create(block_of(plan.name, plan.source, first.column(plan.name), first_row) if has_rows else None)
+        rows = first is not None and first.num_rows > 0
+        writer.create(block_of(plan.name, plan.source, first.column(plan.name), first_row) if rows else None)  # type: ignore[union-attr]
     else:
         writer.create()
 
@@ -246,7 +244,7 @@ def _create(
 ) -> None:
     import zarr
 
-    group = zarr.open_group(target.zarr_store, mode="w", zarr_format=target.zarr_format)
+    group = zarr.open_group(target.zarr_store, mode="w", zarr_format=target.zarr_format)  # type: ignore[arg-type]
     group.update_attributes(_root_attrs(plans, index))
     layout = tc.Layout(group, chunk, target.zarr_format, index or "row", appending=False)
     stream = blocks(iter(batches), chunk, 0)

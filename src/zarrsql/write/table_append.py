@@ -46,15 +46,17 @@ def _rows(node: Any) -> tuple[int, int | None]:
         return node.shape[0], node.chunks[0]
     for child in ("values", "codes"):
         if child in node:
-            return node[child].shape[0], node[child].chunks[0]
-    return node["geom_offsets"].shape[0] - 1, None
+            array: Any = node[child]
+            return array.shape[0], array.chunks[0]
+    offsets: Any = node["geom_offsets"]
+    return offsets.shape[0] - 1, None
 
 
 def open_table(target: StoreTarget) -> tuple[Any, dict[str, tuple[str, Any]], int, int, str]:
     """(root group, name → (node, zarr node) in table order, rows, row chunk, row dimension)."""
     import zarr
 
-    group = zarr.open_group(target.zarr_store, mode="r+", zarr_format=target.zarr_format)
+    group = zarr.open_group(target.zarr_store, mode="r+", zarr_format=target.zarr_format)  # type: ignore[arg-type]
     attrs = dict(group.attrs)
     columns = attrs.get("table:columns")
     if not _registered(attrs) or not isinstance(columns, list):

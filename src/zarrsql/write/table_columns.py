@@ -9,7 +9,8 @@ chunk boundary writes whole chunks and memory is one block.
 
 Encodings chosen (docs/writing.md, "Table layout and appends"):
 
-- integers, floats, bool, strings, timestamps, dates: a plain array; on the first NULL the
+- integers, floats, bool, strings, timestamps, dates (and DECIMALs as float64 when every
+  value comes back exactly): a plain array; on the first NULL the
   column becomes a `nullable` group (values + mask);
 - dictionaries (DuckDB ENUM, pandas categorical): integer codes, with inline `categories` (up
   to `INLINE_CATEGORIES`) or as a `categorical` group (codes + categories); NULL is code -1;
@@ -114,6 +115,8 @@ def scalar_dtype(name: str, arrow: pa.DataType) -> np.dtype | None:
     """The numpy dtype a scalar Arrow type is stored as; None when it is not a scalar type."""
     if pa.types.is_boolean(arrow):
         return np.dtype(bool)
+    if pa.types.is_decimal(arrow):
+        return np.dtype(np.float64)  # each value checked to come back exactly (`_doubles`)
     if pa.types.is_integer(arrow) or pa.types.is_floating(arrow):
         return np.dtype(arrow.to_pandas_dtype())
     if pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_string_view(arrow):
@@ -128,6 +131,21 @@ def scalar_dtype(name: str, arrow: pa.DataType) -> np.dtype | None:
     if pa.types.is_date32(arrow) or pa.types.is_date64(arrow):
         return np.dtype("datetime64[D]")
     return None
+
+
+def _doubles(name: str, block: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A DECIMAL block as float64, refused unless every value casts back to itself (a double
+    holds about 15 significant digits: SQL literals and money amounts fit)."""
+    doubles = block.cast(pa.float64())
+    back = pc.cast(doubles, block.type, safe=False)
+    same = pc.all(pc.or_kleene(pc.equal(back, block), pc.is_null(block))).as_py()
+    if same is False:
+        raise UnwritableColumnError(
+            f"column '{name}' ({block.type}) has values with more digits than a double holds "
+            "exactly, and the table layout stores decimals as float64; CAST(col AS DOUBLE) to accept "
+            "the rounding, or AS VARCHAR to keep every digit"
+        )
+    return doubles
 
 
 def _numpy(block: pa.ChunkedArray | pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
@@ -179,6 +197,8 @@ class ScalarColumn:
         _check_dtype(self.name, self.values.dtype, self.dtype)
 
     def write(self, block: pa.ChunkedArray, start: int) -> None:
+        if pa.types.is_decimal(block.type):
+            block = _doubles(self.name, block)
         values, mask = _numpy(block, self.dtype)
         if mask is not None and self.mask is None:
             self._become_nullable(start)
