@@ -199,6 +199,7 @@ def chunk_row_mb(reference: str) -> float:
 
 
 def markdown(doc: dict) -> str:
+    engines = [e for e in ENGINES if any(e in cell["engines"] for cell in doc["cases"].values())]
     lines = [
         f"# Writing results to Zarr ({'quick' if doc['quick'] else 'full'} ERA5-like store)",
         "",
@@ -206,12 +207,12 @@ def markdown(doc: dict) -> str:
         f"{doc['repeat']} run(s) per cell, each in a fresh process; median seconds of the write "
         "(open, query, pivot, write; imports excluded) / peak RSS of the process.",
         "",
-        "| case | rows | " + " | ".join(ENGINES) + " | one row of chunks |",
-        "|---|---|" + "---|" * len(ENGINES) + "---|",
+        "| case | rows | " + " | ".join(engines) + " | one row of chunks |",
+        "|---|---|" + "---|" * len(engines) + "---|",
     ]
     for case, cell in doc["cases"].items():
         parts = []
-        for e in ENGINES:
+        for e in engines:
             r = cell["engines"].get(e, {})
             if not r.get("ok"):
                 parts.append(f"failed: {r.get('error', '')[:60]}")
