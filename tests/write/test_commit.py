@@ -200,3 +200,17 @@ def test_a_committed_append_is_not_rolled_back_by_recovery(tmp_path: Path) -> No
     commit.recover(out, 3)
     np.testing.assert_array_equal(_read(out), np.arange(9))
     assert not (out / commit.BACKUP_NAME).exists()
+
+
+def test_recovery_removes_only_the_temporary_files_of_killed_writers(tmp_path: Path) -> None:
+    out = tmp_path / "s.zarr"
+    publish_new(str(out), "w-", None, _writer(np.arange(6, dtype="int32")))
+    hex32 = "0123456789abcdef" * 2
+    left = [out / f"zarr.{hex32}.partial", out / "x" / f"zarr.{hex32}.partial", out / f"{lock.LOCK_NAME}.{hex32}.tmp"]
+    kept = [out / "notes.partial", out / "x" / "c" / "0"]
+    for p in left:
+        p.write_text("half")
+    (out / "notes.partial").write_text("someone else's")
+    commit.recover(out, 3)
+    assert [p.exists() for p in left] == [False, False, False]
+    assert all(p.exists() for p in kept)

@@ -56,6 +56,8 @@ _DOCUMENTS = {3: ("zarr.json",), 2: (".zgroup", ".zarray", ".zattrs", ".zmetadat
 COMMIT_KEY = {3: "zarr.json", 2: ".zmetadata"}
 #: Temporary files zarr's local store writes before renaming (`<name>.<32 hex>.partial`).
 _PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
+#: What a writer killed while taking the lock leaves beside it (see `write.lock`).
+_LOCK_LEFTOVER = re.compile(r"^\.zarrsql-write\.lock\.[0-9a-f]{32}\.(tmp|stale)$")
 
 
 @dataclass(frozen=True)
@@ -448,7 +450,7 @@ def recover(root: Path, zarr_format: int) -> None:
     zarr's temporary `.partial` files in node directories are removed."""
     for here in _node_dirs(root, zarr_format):
         for p in here.iterdir():
-            if p.is_file() and _PARTIAL.search(p.name):
+            if p.is_file() and (_PARTIAL.search(p.name) or (here == root and _LOCK_LEFTOVER.match(p.name))):
                 p.unlink(missing_ok=True)
     backup_path = root / BACKUP_NAME
     try:

@@ -26,19 +26,20 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from zarrsql.conventions.table import UUID
 from zarrsql.errors import AppendSchemaError, ParameterError, UnwritableColumnError
 from zarrsql.write import commit
 from zarrsql.write import table_columns as tc
 from zarrsql.write.geometry_input import block_of, geometry_source
+from zarrsql.write.table_append import open_table, stored_kind
 
 #: Rows per chunk along the row axis when `chunks` is not given: about a megabyte of float64
 #: per column chunk, few enough chunks that a million-row table is 8 files per column.
 DEFAULT_CHUNK = 131072
-UUID = "d517ea5f-92bb-4df1-8bbf-db736286a307"
 REGISTRATION = {
     "schema_url": "https://raw.githubusercontent.com/R-CF/zarr_convention_table/main/schema.json",
     "spec_url": "https://github.com/R-CF/zarr_convention_table/blob/main/README.md",
-    "uuid": UUID,
+    "uuid": UUID,  # the reader's: what zarrsql recognises is what it writes
     "name": "table",
     "description": "Tabular data as a group of row-aligned column arrays",
 }
@@ -276,7 +277,6 @@ def _chain(first: tuple[pa.Table, int], rest: Iterator[tuple[pa.Table, int]]) ->
 
 # ----------------------------------------------------------------------------- appends
 def _append(target: commit.StoreTarget, plans: list[ColumnPlan], batches: pa.RecordBatchReader) -> None:
-    from zarrsql.write.table_append import open_table
 
     group, stored, rows, chunk, row_dim = open_table(target)
     by_name = {p.name: p for p in plans}
@@ -298,7 +298,6 @@ def _append(target: commit.StoreTarget, plans: list[ColumnPlan], batches: pa.Rec
 
 def _opened(plan: ColumnPlan, layout: tc.Layout, node: Any) -> tc.Writer:
     """The writer of a stored column, opened on its arrays (its kind checked against the rows')."""
-    from zarrsql.write.table_append import stored_kind
 
     kind = stored_kind(node)
     text_into_categories = kind == "categorical" and plan.kind == "scalar" and plan.dtype == np.dtype(object)

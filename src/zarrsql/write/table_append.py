@@ -9,18 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from zarrsql.conventions.table import registered
 from zarrsql.errors import AppendSchemaError
 from zarrsql.write.commit import StoreTarget
-from zarrsql.write.table import UUID
 
 _GEOMETRY = ("point", "linestring", "polygon")
-
-
-def _registered(attrs: dict[str, Any]) -> bool:
-    entries = attrs.get("zarr_conventions")
-    return isinstance(entries, list) and any(
-        isinstance(e, dict) and (e.get("uuid") == UUID or e.get("name") == "table") for e in entries
-    )
 
 
 def stored_kind(node: Any) -> str:
@@ -59,7 +52,7 @@ def open_table(target: StoreTarget) -> tuple[Any, dict[str, tuple[str, Any]], in
     group = zarr.open_group(target.zarr_store, mode="r+", zarr_format=target.zarr_format)  # type: ignore[arg-type]
     attrs = dict(group.attrs)
     columns = attrs.get("table:columns")
-    if not _registered(attrs) or not isinstance(columns, list):
+    if not registered(attrs) or not isinstance(columns, list):
         raise AppendSchemaError(
             f"'{target.url}' is not a table-layout store (its root group does not register the "
             'Zarr table convention); append with layout="grid" to a grid, or write a new table'
