@@ -16,14 +16,19 @@ from typing import TYPE_CHECKING, Any
 
 from zarrsql.counters import Trace, trace
 from zarrsql.errors import (
+    AppendSchemaError,
     DecodeError,
     MetadataError,
     ParameterError,
     SelectionError,
     StoreArgumentError,
+    StoreExistsError,
+    StoreLockedError,
     StoreNotFoundError,
     StoreReadError,
     UnsupportedError,
+    UnwritableColumnError,
+    WriteError,
     ZarrSQLError,
     ZarrSQLWarning,
 )
@@ -43,6 +48,8 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from zarrsql.engine.connection import Connection, connect, register
     from zarrsql.notebook.describe import describe
+    from zarrsql.write.api import to_zarr
+    from zarrsql.write.xarray_out import to_xarray
 
 __version__ = "0.1.0"
 
@@ -61,19 +68,26 @@ _LAZY = {
     "mount": "zarrsql.engine.api",
     "unmount": "zarrsql.engine.api",
     "describe": "zarrsql.notebook.describe",
+    "to_xarray": "zarrsql.write.xarray_out",
+    "to_zarr": "zarrsql.write.api",
 }
 
 __all__ = [
+    "AppendSchemaError",
     "Connection",
     "DecodeError",
     "MetadataError",
     "ParameterError",
     "SelectionError",
     "StoreArgumentError",
+    "StoreExistsError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "StoreReadError",
     "Trace",
     "UnsupportedError",
+    "UnwritableColumnError",
+    "WriteError",
     "ZarrSQLError",
     "ZarrSQLWarning",
     "__version__",
@@ -90,6 +104,8 @@ __all__ = [
     "sample",
     "set_option",
     "sql",
+    "to_xarray",
+    "to_zarr",
     "trace",
     "unmount",
 ]

@@ -10,8 +10,13 @@
     │   └── StoreArgumentError    (also TypeError)          a store given as an object zarrsql cannot read (pass a path)
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
     ├── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
-    └── QueryInterrupted                                    Ctrl-C (or a notebook's interrupt) met while a scan
+    ├── QueryInterrupted                                    Ctrl-C (or a notebook's interrupt) met while a scan
                                                             read; the connection re-raises it as KeyboardInterrupt
+    └── WriteError                                          writing a store failed or was refused; nothing half-written
+        ├── StoreExistsError      (also FileExistsError)    mode="w-" and something is already at the target
+        ├── StoreLockedError      (also BlockingIOError)    another live writer holds the store's writer lock
+        ├── AppendSchemaError     (also ValueError)         appended columns differ from the store's columns
+        └── UnwritableColumnError (also TypeError)          a column type the chosen layout cannot hold
 
     ZarrSQLWarning                (a UserWarning)           something left out rather than refused (a table-
                                                             convention column of an unknown encoding-type)
@@ -23,15 +28,20 @@ Inside SQL the same text reaches the user as a DuckDB error.
 from __future__ import annotations
 
 __all__ = [
+    "AppendSchemaError",
     "DecodeError",
     "MetadataError",
     "ParameterError",
     "QueryInterrupted",
     "SelectionError",
     "StoreArgumentError",
+    "StoreExistsError",
+    "StoreLockedError",
     "StoreNotFoundError",
     "StoreReadError",
     "UnsupportedError",
+    "UnwritableColumnError",
+    "WriteError",
     "ZarrSQLError",
     "ZarrSQLWarning",
 ]
@@ -79,6 +89,27 @@ class QueryInterrupted(ZarrSQLError):
     It travels through DuckDB as the scan's error (so the query ends at once, whichever thread
     met the signal); `zarrsql.Connection` turns it back into `KeyboardInterrupt`.
     """
+
+
+class WriteError(ZarrSQLError):
+    """Writing a store failed or was refused; the message says what is left at the target
+    (nothing for a new store, the old store unchanged for a replacement or an append)."""
+
+
+class StoreExistsError(WriteError, FileExistsError):
+    """mode="w-" and the target already holds something (pass mode="w" to replace it)."""
+
+
+class StoreLockedError(WriteError, BlockingIOError):
+    """Another live process holds the store's writer lock (one writer at a time)."""
+
+
+class AppendSchemaError(WriteError, ValueError):
+    """The rows to append do not have the store's columns and types."""
+
+
+class UnwritableColumnError(WriteError, TypeError):
+    """A column whose type the chosen layout cannot store (e.g. a STRUCT in a grid)."""
 
 
 class ZarrSQLWarning(UserWarning):

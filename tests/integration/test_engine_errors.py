@@ -63,12 +63,16 @@ def message(run: Callable[[], object], cls: type[BaseException], *fragments: str
         ("x", " (FORMAT 'zarr')"),
     ],
 )
-def test_copy_to_zarr_is_refused(con: zarrsql.Connection, tmp_path: Path, target: str, options: str) -> None:
+def test_copy_to_zarr_without_dims_is_refused(
+    con: zarrsql.Connection, tmp_path: Path, target: str, options: str
+) -> None:
+    """A COPY to Zarr is zarrsql's (tests/write/test_copy_statement.py); without DIMS for rows
+    not read from a store it is refused, and nothing is written (not even DuckDB's CSV)."""
     con.execute("CREATE TABLE t AS SELECT 1 AS a")
     out = tmp_path / target
     for sql in (f"COPY (SELECT * FROM t) TO '{out}'{options}", f"COPY t TO '{out}'{options}"):
-        message(lambda s=sql: con.execute(s), zarrsql.UnsupportedError, "writing Zarr is not supported yet", "Parquet")
-        message(lambda s=sql: con.sql(s), zarrsql.UnsupportedError, "writing Zarr is not supported yet")
+        message(lambda s=sql: con.execute(s), zarrsql.ParameterError, "dimensions cannot be known", "DIMS (")
+        message(lambda s=sql: con.sql(s), zarrsql.ParameterError, "dimensions cannot be known")
     assert not out.exists()  # nothing was written (a plain DuckDB would write CSV at 'out.zarr')
     plain = duckdb.connect()
     plain.execute(f"COPY (SELECT 1 AS a) TO '{tmp_path / 'plain.zarr'}'")

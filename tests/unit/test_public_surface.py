@@ -42,6 +42,12 @@ ERRORS = {
     "StoreNotFoundError",
     "StoreReadError",
     "UnsupportedError",
+    # the writers' (zarrsql issue 12): refusals that leave nothing half-written
+    "WriteError",
+    "StoreExistsError",
+    "StoreLockedError",
+    "AppendSchemaError",
+    "UnwritableColumnError",
 }
 #: Planned in the contract for the open issues (writers, places, notebooks, clients), and
 #: `get_option`, the reading side of `set_option` that came with it.

@@ -1,9 +1,9 @@
 """`zarrsql.Connection`: a DuckDB connection with the zarrsql SQL functions installed.
 
 Every method it does not need to change is DuckDB's own (delegated). The ones that run SQL
-(`sql`, `query`, `execute`, `from_query`, `table`, `view`) first prepare the statement's text
-(`name = value` as `name :=` in zarrsql calls, `SHOW TABLES` without internal names, COPY to
-Zarr refused), then go through `_run`, which:
+(`sql`, `query`, `execute`, `from_query`, `table`, `view`) first hand a COPY to Zarr to the
+writers (`_copy_to_zarr`), prepare the statement's text (`name = value` as `name :=` in
+zarrsql calls, `SHOW TABLES` without internal names), then go through `_run`, which:
 1. runs the statement from a frame that sees the caller's variables, so `FROM df` finds the
    user's DataFrame as on plain DuckDB (see `frames`);
 2. on a catalog error, registers the scans that the scan UDF asked for during binding
@@ -17,6 +17,7 @@ Registration happens outside any running query, so DuckDB's no-re-entrancy rule 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import threading
@@ -50,7 +51,7 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
-from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, UnsupportedError, ZarrSQLError
+from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, ZarrSQLError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan import TableScan, open_table
 from zarrsql.scan.reader import INTERRUPTED
@@ -113,6 +114,7 @@ class _State:
         self.scan_keys: dict[str, tuple[int, str]] = {}
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
+        self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -358,6 +360,7 @@ class Connection:
         state = self._state
         if state.depth == 0:
             state.generation += 1
+            self._finish_copy_result()
         state.depth += 1
         frame = caller_frame()
         try:
@@ -365,19 +368,33 @@ class Connection:
         finally:
             state.depth -= 1
 
+    def _copy_to_zarr(self, query: Any) -> DuckDBPyRelation | None:
+        """Run `COPY ... TO 'x.zarr'` / `(FORMAT zarr)` with zarrsql's writers (DuckDB alone would
+        write CSV under that name) and return its one-row `Count`; None for any other statement.
+
+        The writers sit above the engine (they run relations on this connection), so they are
+        found by module name when such a statement runs, not imported by the engine."""
+        if not isinstance(query, str) or copy_to_zarr(query) is None:
+            return None
+        self._state.copy_result = True  # DuckDB 2: finish an earlier execute() result, as a new
+        self._finish_copy_result()  # execute() would, before the writer runs its queries
+        rows = importlib.import_module("zarrsql.write.copy_statement").run_copy(self, query)
+        return self._con.sql(f"SELECT {'NULL' if rows is None else int(rows)}::BIGINT AS Count")
+
+    def _finish_copy_result(self) -> None:
+        """DuckDB's own COPY leaves no open result to block the next query; the Count row of a
+        COPY to Zarr is a query result, so it is finished (unread rows dropped) first."""
+        if self._state.copy_result:
+            self._state.copy_result = False
+            complete = getattr(self._con, "complete", None)
+            if complete is not None:
+                complete()
+
     def _statement(self, query: Any) -> Any:
         """The statement as DuckDB should run it: `name = value` arguments of zarrsql's
-        functions as `name := value`, `SHOW TABLES` without zarrsql's internal names, and
-        `COPY ... TO 'x.zarr'` refused (DuckDB would write a CSV file by that name)."""
+        functions as `name := value`, and `SHOW TABLES` without zarrsql's internal names."""
         if not isinstance(query, str):
             return query
-        target = copy_to_zarr(query)
-        if target is not None:
-            raise UnsupportedError(
-                f"COPY ... TO '{target}' asks for Zarr, and writing Zarr is not supported yet (DuckDB alone would "
-                "write a CSV file under a .zarr name); COPY to Parquet or CSV instead (TO 'out.parquet'), or "
-                "write Zarr with xarray or zarr-python"
-            )
         if show_tables(query):
             body = query.strip().rstrip(";")
             hidden = "".join(f" AND name != {quote_text(t)}" for t in sorted(self._state.literal_views))
@@ -555,10 +572,14 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        if (copied := self._copy_to_zarr(query)) is not None:
+            return copied
         query = self._rewritten(query, bool(args or kwargs))
         return self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        if (copied := self._copy_to_zarr(query)) is not None:
+            return copied
         query = self._rewritten(query, bool(args or kwargs))
         return self._run(query, self._con.query, query, *args, **kwargs)
 
@@ -567,6 +588,10 @@ class Connection:
         return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
+        if (copied := self._copy_to_zarr(query)) is not None:
+            self._con.execute(copied.sql_query())
+            self._state.copy_result = True
+            return self
         query = self._rewritten(query, bool(args or kwargs))
         self._run(query, self._con.execute, query, *args, **kwargs)
         return self

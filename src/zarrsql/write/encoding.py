@@ -1,0 +1,132 @@
+"""How a column is stored in a grid store, the way xarray writes (and reads back) it.
+
+Floats keep their dtype with NaN as fill value (`_FillValue` NaN, as xarray records it);
+integers and booleans keep theirs when every cell has a value and become float64 with NaN
+otherwise (as `to_xarray` does); times are int64 counts of `<unit> since 1970-01-01` with
+calendar `proleptic_gregorian`, NaT stored as the int64 minimum (which xarray reads as NaT),
+also the array's fill value so a chunk never written reads as NaT; text is Zarr's
+variable-length UTF-8 and must have no missing cell (an empty string would read back in its
+place). Every array is compressed with zstd.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zarrsql.errors import UnwritableColumnError, WriteError
+
+__all__ = ["ArraySpec", "spec_for", "time_unit"]
+
+NAT = np.iinfo(np.int64).min
+#: Units a time coordinate is written in, coarsest first: the first that holds every value
+#: exactly is used, as xarray does, so `days since ...` for daily data.
+_UNITS = (("days", "D"), ("hours", "h"), ("minutes", "m"), ("seconds", "s"), ("milliseconds", "ms"),
+          ("microseconds", "us"), ("nanoseconds", "ns"))  # fmt: skip
+#: Nanoseconds in one of each numpy time unit used here.
+_NS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+#: zstd level: 3 is zstd's own default, a good speed/size balance for numeric arrays.
+ZSTD_LEVEL = 3
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """One array to create: stored dtype, fill value, attributes and the kind of its values."""
+
+    name: str
+    kind: str  # float, int, bool, time, string (as the relation holds it)
+    dtype: np.dtype[Any] | str
+    fill_value: Any
+    attributes: dict[str, Any]
+    time_code: str | None = None  # numpy unit of a time array
+    time_origin: np.datetime64 | None = None  # the `since` of its units (None: 1970-01-01)
+
+    @property
+    def promoted(self) -> bool:
+        return self.kind in ("int", "bool") and np.dtype(self.dtype).kind == "f"
+
+    def encode(self, data: np.ndarray, nulls: np.ndarray | None) -> np.ndarray:
+        """Values of the relation's kind as the stored dtype (NULLs as the fill value)."""
+        if self.kind == "time":
+            return self._encode_time(data)
+        if self.promoted:
+            out = data.astype(np.float64)
+            if nulls is not None:
+                out[nulls] = np.nan
+            return out
+        if self.kind == "string":
+            return np.asarray(data, dtype=object)
+        return data
+
+    def _encode_time(self, data: np.ndarray) -> np.ndarray:
+        """Counts of the unit since the origin; a value the unit cannot hold exactly is refused
+        (it would be truncated)."""
+        origin = np.datetime64(0, "ns") if self.time_origin is None else self.time_origin.astype("datetime64[ns]")
+        delta = data.astype("datetime64[ns]") - origin
+        step = _NS[self.time_code or "us"]
+        raw = delta.view(np.int64)
+        finite = ~np.isnat(delta)
+        if (raw[finite] % step).any():
+            bad = data[finite][np.argmax(raw[finite] % step != 0)]
+            units = self.attributes.get("units")
+            raise WriteError(
+                f"time column '{self.name}' has the value {bad}, which the array's units '{units}' cannot hold "
+                "exactly; round it (date_trunc) or write to a new store"
+            )
+        out = raw // step
+        out[~finite] = NAT
+        return out
+
+    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
+        """A chunk buffer holding only the fill value."""
+        if self.kind == "string":
+            return np.full(shape, "", dtype=object)
+        return np.full(shape, 0 if self.fill_value is None else self.fill_value, dtype=self.dtype)
+
+
+def time_unit(values: np.ndarray) -> tuple[str, str]:
+    """The coarsest CF unit (name, numpy code) holding every datetime64 value exactly."""
+    finite = values[~np.isnat(values)].astype("datetime64[ns]").view(np.int64)
+    for name, code in _UNITS:
+        step = _NS[code]
+        if not len(finite) or not (finite % step).any():
+            return name, code
+    return "nanoseconds", "ns"
+
+
+def _float_fill(dtype: np.dtype[Any], zarr_format: int) -> dict[str, Any]:
+    """The `_FillValue` attribute xarray writes for a float array (v3: NaN as a little-endian
+    double in base64, whatever the float's width; v2 keeps it in the array's fill_value)."""
+    if zarr_format == 2:
+        return {}
+    return {"_FillValue": base64.standard_b64encode(struct.pack("<d", float("nan"))).decode()}
+
+
+def spec_for(
+    name: str, kind: str, dtype: np.dtype[Any] | None, *, complete: bool, zarr_format: int, time_code: str | None
+) -> ArraySpec:
+    """The array for a column; `complete` says every cell gets a non-NULL value."""
+    if kind == "float":
+        assert dtype is not None
+        return ArraySpec(name, kind, dtype, np.nan, _float_fill(dtype, zarr_format))
+    if kind in ("int", "bool"):
+        assert dtype is not None
+        if complete:  # v2: no fill value, as xarray reads a v2 fill value as `_FillValue` (a mask)
+            return ArraySpec(name, kind, dtype, None if zarr_format == 2 else (False if kind == "bool" else 0), {})
+        f8 = np.dtype(np.float64)
+        return ArraySpec(name, kind, f8, np.nan, _float_fill(f8, zarr_format))
+    if kind == "time":
+        code = time_code or "us"
+        unit = dict((c, n) for n, c in _UNITS)[code]
+        attrs = {"units": f"{unit} since 1970-01-01", "calendar": "proleptic_gregorian"}
+        return ArraySpec(name, kind, np.dtype(np.int64), NAT, attrs, code)
+    if not complete:
+        raise UnwritableColumnError(
+            f"text column '{name}' would have missing cells (the grid has holes or the column is NULL), which a "
+            "Zarr text array cannot mark; COALESCE it to a value of your choice, or write with layout='table'"
+        )
+    return ArraySpec(name, kind, "str", "", {})

@@ -1,0 +1,538 @@
+"""One writer per column of a table-layout store: how an Arrow column becomes the convention's
+arrays, block by block.
+
+Every writer is created (a new store) or opened (an append) on the table group, then gets
+consecutive blocks of rows (`write(block, start)`: rows `start .. start+len(block)` of the
+table) and, once the stream ends, `finish()` for what is only known at the end (categories).
+Row-aligned arrays grow with each block (resize, then write), so a block that starts on a
+chunk boundary writes whole chunks and memory is one block.
+
+Encodings chosen (docs/writing.md, "Table layout and appends"):
+
+- integers, floats, bool, strings, timestamps, dates (and DECIMALs as float64 when every
+  value comes back exactly): a plain array; on the first NULL the
+  column becomes a `nullable` group (values + mask);
+- dictionaries (DuckDB ENUM, pandas categorical): integer codes, with inline `categories` (up
+  to `INLINE_CATEGORIES`) or as a `categorical` group (codes + categories); NULL is code -1;
+- fixed-size lists (DuckDB `T[K]`, nested): a plain (N, K, ...) array;
+- WKB (DuckDB GEOMETRY) or GeoArrow structs: a `point` (N, D) array, or a `linestring` /
+  `polygon` group (coords + offsets).
+
+A NULL in a float column is never turned into NaN: a NaN in the data would become NULL when
+read back (or the converse), so NULLs always get a mask.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from zarrsql.errors import AppendSchemaError, UnwritableColumnError
+from zarrsql.write import geometry_input
+from zarrsql.write.wkb import GeometryBlock
+
+#: Most categories kept in the codes array's attributes; more go to a `categorical` group
+#: (the convention's advice: inline only for a small list).
+INLINE_CATEGORIES = 64
+#: Rows of coordinates per chunk of a geometry's `coords` (not row-aligned, chunked freely).
+VERTEX_CHUNK = 65536
+_ANNDATA_CODES = {"encoding-type": "array", "encoding-version": "0.2.0"}
+_ANNDATA_CATEGORIES = {"encoding-type": "string-array", "encoding-version": "0.2.0"}
+
+
+@dataclass
+class Layout:
+    """What every column writer of one table shares: the group, the row chunk, the format."""
+
+    group: Any  # zarr.Group of the table
+    chunk: int
+    zarr_format: int
+    row_dim: str
+    appending: bool
+
+
+def type_name(dtype: np.dtype) -> str:
+    """The Zarr v3 name of a numpy dtype, for the column's `type` attribute."""
+    if dtype.kind in "OUT":
+        return "string"
+    if dtype.kind == "M":
+        return "numpy.datetime64"
+    return str(dtype)
+
+
+def _dims(layout: Layout, names: list[str]) -> dict[str, Any]:
+    """dimension_names (v3) keyword, or {} (v2 names go in `_ARRAY_DIMENSIONS`)."""
+    return {"dimension_names": names} if layout.zarr_format == 3 else {}
+
+
+def _attrs(layout: Layout, attrs: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    return attrs if layout.zarr_format == 3 else {**attrs, "_ARRAY_DIMENSIONS": names}
+
+
+def create_array(
+    layout: Layout,
+    parent: Any,
+    name: str,
+    dtype: Any,
+    trailing: tuple[int, ...],
+    chunk: int,
+    *,
+    attrs: dict[str, Any],
+    dims: list[str],
+    fill: Any = None,
+) -> Any:
+    """An empty (0, ...) array growing along axis 0, zstd-compressed (zarr's default)."""
+    fill_value = fill if fill is not None else ("" if np.dtype(dtype).kind in "OU" else None)
+    return parent.create_array(
+        name,
+        shape=(0, *trailing),
+        chunks=(chunk, *trailing),
+        dtype=str if np.dtype(dtype).kind in "OU" else dtype,
+        fill_value=fill_value,
+        attributes=_attrs(layout, attrs, dims),
+        **_dims(layout, dims),
+    )
+
+
+def grow(array: Any, values: np.ndarray, start: int) -> None:
+    """Write `values` at rows `start..` of `array`, growing it first when needed."""
+    stop = start + len(values)
+    if array.shape[0] < stop:
+        array.resize((stop, *array.shape[1:]))
+    if len(values):
+        array[start:stop] = values
+
+
+# ----------------------------------------------------------------------------- scalars
+def scalar_dtype(name: str, arrow: pa.DataType) -> np.dtype | None:
+    """The numpy dtype a scalar Arrow type is stored as; None when it is not a scalar type."""
+    if pa.types.is_boolean(arrow):
+        return np.dtype(bool)
+    if pa.types.is_decimal(arrow):
+        return np.dtype(np.float64)  # each value checked to come back exactly (`_doubles`)
+    if pa.types.is_integer(arrow) or pa.types.is_floating(arrow):
+        return np.dtype(arrow.to_pandas_dtype())
+    if pa.types.is_string(arrow) or pa.types.is_large_string(arrow) or pa.types.is_string_view(arrow):
+        return np.dtype(object)
+    if pa.types.is_timestamp(arrow):
+        if arrow.tz is not None:
+            raise UnwritableColumnError(
+                f"column '{name}' is a TIMESTAMP WITH TIME ZONE; the table layout stores times "
+                f'without a zone: convert it in SQL, e.g. ("{name}" AT TIME ZONE \'UTC\') AS "{name}"'
+            )
+        return np.dtype(f"datetime64[{arrow.unit}]")
+    if pa.types.is_date32(arrow) or pa.types.is_date64(arrow):
+        return np.dtype("datetime64[D]")
+    return None
+
+
+def _doubles(name: str, block: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A DECIMAL block as float64, refused unless every value casts back to itself (a double
+    holds about 15 significant digits: SQL literals and money amounts fit)."""
+    doubles = block.cast(pa.float64())
+    back = pc.cast(doubles, block.type, safe=False)
+    same = pc.all(pc.or_kleene(pc.equal(back, block), pc.is_null(block))).as_py()
+    if same is False:
+        raise UnwritableColumnError(
+            f"column '{name}' ({block.type}) has values with more digits than a double holds "
+            "exactly, and the table layout stores decimals as float64; CAST(col AS DOUBLE) to accept "
+            "the rounding, or AS VARCHAR to keep every digit"
+        )
+    return doubles
+
+
+def _numpy(block: pa.ChunkedArray | pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values with NULLs replaced by a placeholder, the NULL mask or None)."""
+    mask = None
+    if block.null_count:
+        mask = np.asarray(block.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        placeholder: Any = "" if dtype.kind == "O" else (False if dtype.kind == "b" else 0)
+        if dtype.kind == "M":
+            block = block.cast(pa.int64())
+        block = pc.fill_null(block, placeholder)
+    values = block.to_numpy(zero_copy_only=False) if isinstance(block, pa.Array) else block.to_numpy()
+    if dtype.kind == "M":
+        values = np.asarray(values).astype(np.int64).view(dtype) if values.dtype.kind != "M" else values.astype(dtype)
+    return np.asarray(values, dtype=dtype), mask
+
+
+@dataclass
+class ScalarColumn:
+    """A one-value-per-row column: a plain array, a `nullable` group once a NULL arrives."""
+
+    name: str
+    node: str
+    dtype: np.dtype
+    layout: Layout
+    values: Any = None
+    mask: Any = None
+
+    def create(self) -> None:
+        dims = [self.layout.row_dim]
+        self.values = create_array(
+            self.layout,
+            self.layout.group,
+            self.node,
+            self.dtype,
+            (),
+            self.layout.chunk,
+            attrs={"type": type_name(self.dtype)},
+            dims=dims,
+        )
+
+    def open(self, node: Any) -> None:
+        import zarr
+
+        if isinstance(node, zarr.Group):
+            self.values, self.mask = node["values"], node["mask"]
+        else:
+            self.values = node
+        _check_dtype(self.name, self.values.dtype, self.dtype)
+
+    def write(self, block: pa.ChunkedArray, start: int) -> None:
+        if pa.types.is_decimal(block.type):
+            block = _doubles(self.name, block)
+        values, mask = _numpy(block, self.dtype)
+        if mask is not None and self.mask is None:
+            self._become_nullable(start)
+        grow(self.values, values, start)
+        if self.mask is not None:
+            grow(self.mask, np.zeros(len(values), bool) if mask is None else mask, start)
+
+    def finish(self) -> None:
+        """Nothing is left to write at the end."""
+
+    def _become_nullable(self, rows: int) -> None:
+        """Move the plain array written so far to `<node>/values` and add an empty mask."""
+        if self.layout.appending:
+            raise AppendSchemaError(
+                f"column '{self.name}' holds no NULLs in the store (a plain array), but the rows to "
+                f'append have NULLs in it; append COALESCE("{self.name}", <value>) instead, or '
+                'rewrite the whole table with mode="w"'
+            )
+        moved = move_node(self.layout.group, self.node, "values")
+        group = self.layout.group.create_group(
+            self.node, attributes={"type": type_name(self.dtype), "encoding-type": "nullable"}, overwrite=False
+        )
+        self.values = moved
+        self.mask = create_array(
+            self.layout, group, "mask", bool, (), self.layout.chunk, attrs={}, dims=[self.layout.row_dim], fill=False
+        )
+        if rows:
+            self.mask.resize((rows,))  # fill (False) where the rows so far were all present
+
+
+def _check_dtype(name: str, stored: np.dtype, given: np.dtype) -> None:
+    same_kind = stored.kind == given.kind or (stored.kind in "OUT" and given.kind in "OUT")
+    if same_kind and (stored.kind in "OUTM" or np.can_cast(given, stored, "safe")):
+        return
+    raise AppendSchemaError(
+        f"column '{name}' is stored as {stored} but the rows to append give {given}; append "
+        f'CAST("{name}" AS <the stored type>) (check read_zarr_metadata for the store\'s types)'
+    )
+
+
+def move_node(group: Any, node: str, child: str) -> Any:
+    """Move the array `node` of `group` to `node/child`, returning it opened there.
+
+    On a local store the directory is renamed (instant); elsewhere its keys are copied and
+    the originals deleted."""
+    import zarr
+    from zarr.core.sync import sync
+
+    store = group.store
+    prefix = f"{group.path}/{node}" if group.path else node
+    root = getattr(store, "root", None)
+    if isinstance(root, Path):
+        here = root / prefix
+        aside = here.with_name(f".{here.name}.zarrsql-move-{uuid.uuid4().hex}")
+        os.rename(here, aside)
+        here.mkdir()
+        os.rename(aside, here / child)
+    else:
+        keys = sync(_keys(store, f"{prefix}/"))
+        for key in keys:
+            value = sync(store.get(key, zarr.core.buffer.default_buffer_prototype()))
+            sync(store.set(f"{prefix}/{child}/{key[len(prefix) + 1 :]}", value))
+        for key in keys:
+            sync(store.delete(key))
+    return zarr.open_array(store, path=f"{prefix}/{child}", mode="r+", zarr_format=group.metadata.zarr_format)
+
+
+async def _keys(store: Any, prefix: str) -> list[str]:
+    return [k async for k in store.list_prefix(prefix)]
+
+
+# ----------------------------------------------------------------------------- categorical
+@dataclass
+class CategoricalColumn:
+    """Dictionary-encoded values: integer codes into categories that only ever grow."""
+
+    name: str
+    node: str
+    layout: Layout
+    categories: list[Any] = field(default_factory=list)
+    lookup: dict[Any, int] = field(default_factory=dict)
+    codes: Any = None
+    stored: Any = None  # the categories array (a categorical group), or None (inline)
+    inline: bool = True
+
+    def create(self, first: pa.DictionaryArray | None) -> None:
+        size = len(first.dictionary) if first is not None else 0
+        self.inline = size <= INLINE_CATEGORIES
+        dtype = np.int8 if size < 100 else (np.int16 if size < 30000 else np.int32)
+        dims = [self.layout.row_dim]
+        if self.inline:
+            self.codes = create_array(
+                self.layout,
+                self.layout.group,
+                self.node,
+                dtype,
+                (),
+                self.layout.chunk,
+                attrs={"type": "string", "categories": [], "ordered": False},
+                dims=dims,
+                fill=-1,
+            )
+            return
+        group = self.layout.group.create_group(
+            self.node,
+            attributes={
+                "type": "string",
+                "encoding-type": "categorical",
+                "ordered": False,
+                "encoding-version": "0.2.0",
+            },
+        )
+        # AnnData's element tags on the children, so that anndata reads the group as its own
+        codes, categories = _ANNDATA_CODES, _ANNDATA_CATEGORIES
+        self.codes = create_array(
+            self.layout, group, "codes", dtype, (), self.layout.chunk, attrs=codes, dims=dims, fill=-1
+        )
+        self.stored = create_array(
+            self.layout,
+            group,
+            "categories",
+            object,
+            (),
+            VERTEX_CHUNK,
+            attrs=categories,
+            dims=[f"{self.node}_categories"],
+        )
+
+    def open(self, node: Any) -> None:
+        import zarr
+
+        if isinstance(node, zarr.Group):
+            self.inline, self.codes, self.stored = False, node["codes"], node["categories"]
+            self.categories = list(self.stored[:].tolist())
+        else:
+            self.codes = node
+            self.categories = list(node.attrs.get("categories", []))
+        if self.codes.dtype.kind not in "iu" or any(not isinstance(c, str) for c in self.categories):
+            raise AppendSchemaError(
+                f"column '{self.name}' is stored as categories of another kind than text; append "
+                "the column as it is stored (see read_zarr_metadata)"
+            )
+        self.lookup = {c: i for i, c in enumerate(self.categories)}
+
+    def write(self, block: pa.ChunkedArray, start: int) -> None:
+        parts = [self._codes(chunk) for chunk in block.chunks]
+        codes = np.concatenate(parts) if parts else np.zeros(0, self.codes.dtype)
+        limit = np.iinfo(self.codes.dtype).max
+        if len(self.categories) > limit:
+            raise UnwritableColumnError(
+                f"column '{self.name}' has {len(self.categories)} categories, more than its "
+                f'{self.codes.dtype} codes can hold; rewrite the table with mode="w"'
+            )
+        grow(self.codes, codes.astype(self.codes.dtype), start)
+
+    def _codes(self, chunk: pa.Array) -> np.ndarray:
+        if not isinstance(chunk, pa.DictionaryArray):
+            chunk = chunk.dictionary_encode()  # text appended to a categorical column
+        words = chunk.dictionary.cast(pa.string()).to_pylist()
+        remap = np.empty(len(words) + 1, dtype=np.int64)
+        for i, word in enumerate(words):
+            code = self.lookup.get(word)
+            if code is None:
+                code = self.lookup[word] = len(self.categories)
+                self.categories.append(word)
+            remap[i] = code
+        remap[-1] = -1
+        indices = pc.fill_null(chunk.indices.cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+        return remap[indices]  # -1 (NULL) picks the last entry, -1
+
+    def finish(self) -> None:
+        if self.inline:
+            self.codes.update_attributes({"categories": self.categories})
+            return
+        grow(self.stored, np.array(self.categories, dtype=object), 0)
+
+
+# ----------------------------------------------------------------------------- fixed lists
+def fixed_shape(arrow: pa.DataType) -> tuple[tuple[int, ...], pa.DataType]:
+    """The trailing shape (K, ...) of a (nested) fixed-size list, and its value type."""
+    shape: list[int] = []
+    while pa.types.is_fixed_size_list(arrow):
+        shape.append(arrow.list_size)
+        arrow = arrow.value_type
+    return tuple(shape), arrow
+
+
+@dataclass
+class FixedListColumn:
+    """A fixed number of values per row: one (N, K, ...) array."""
+
+    name: str
+    node: str
+    dtype: np.dtype
+    trailing: tuple[int, ...]
+    layout: Layout
+    values: Any = None
+
+    def create(self) -> None:
+        dims = [self.layout.row_dim, *(f"{self.node}_{i + 1}" for i in range(len(self.trailing)))]
+        self.values = create_array(
+            self.layout,
+            self.layout.group,
+            self.node,
+            self.dtype,
+            self.trailing,
+            self.layout.chunk,
+            attrs={"type": type_name(self.dtype)},
+            dims=dims,
+        )
+
+    def open(self, node: Any) -> None:
+        if tuple(node.shape[1:]) != self.trailing:
+            raise AppendSchemaError(
+                f"column '{self.name}' holds {list(node.shape[1:])} values per row in the store but "
+                f"the rows to append give {list(self.trailing)}"
+            )
+        _check_dtype(self.name, node.dtype, self.dtype)
+        self.values = node
+
+    def write(self, block: pa.ChunkedArray, start: int) -> None:
+        flat = block.combine_chunks() if isinstance(block, pa.ChunkedArray) else block
+        n = len(flat)
+        for level in range(len(self.trailing) + 1):
+            if flat.null_count:
+                raise UnwritableColumnError(
+                    f"column '{self.name}' is a fixed-size list with NULLs (a NULL list or a NULL "
+                    "inside one); the table layout stores it as one (N, K) array with no mask: "
+                    "fill them in SQL (e.g. list_transform(col, x -> coalesce(x, 0))) or filter them"
+                )
+            if level < len(self.trailing):
+                flat = flat.flatten()
+        values, _ = _numpy(flat, self.dtype)
+        grow(self.values, values.reshape((n, *self.trailing)), start)
+
+    def finish(self) -> None:
+        """Nothing is left to write at the end."""
+
+
+# ----------------------------------------------------------------------------- geometry
+@dataclass
+class GeometryColumn:
+    """A point (N, D) array, or a linestring/polygon group of coords and offsets."""
+
+    name: str
+    node: str
+    layout: Layout
+    source: str  # "wkb" or "native"
+    kind: str | None = None
+    axes: tuple[str, ...] = ()
+    arrays: dict[str, Any] = field(default_factory=dict)
+
+    def create(self, first: GeometryBlock | None) -> None:
+        self.kind, self.axes = (first.kind, first.axes) if first is not None else ("point", ("x", "y"))
+        width, row = len(self.axes), [self.layout.row_dim]
+        attrs = {"type": "float64", "encoding-type": self.kind, "axes": list(self.axes)}
+        if self.kind == "point":
+            self.arrays["point"] = create_array(
+                self.layout,
+                self.layout.group,
+                self.node,
+                np.float64,
+                (width,),
+                self.layout.chunk,
+                attrs=attrs,
+                dims=[*row, f"{self.node}_axis"],
+            )
+            return
+        group = self.layout.group.create_group(self.node, attributes=attrs)
+        self.arrays["coords"] = create_array(
+            self.layout,
+            group,
+            "coords",
+            np.float64,
+            (width,),
+            VERTEX_CHUNK,
+            attrs={},
+            dims=[f"{self.node}_vertex", f"{self.node}_axis"],
+        )
+        names = ("ring_offsets", "geom_offsets") if self.kind == "polygon" else ("geom_offsets",)
+        for name in names:
+            array = create_array(
+                self.layout,
+                group,
+                name,
+                np.int64,
+                (),
+                VERTEX_CHUNK if name == "ring_offsets" else self.layout.chunk,
+                attrs={},
+                dims=[f"{self.node}_{name}"],
+            )
+            grow(array, np.zeros(1, np.int64), 0)  # offsets start with 0
+            self.arrays[name] = array
+
+    def open(self, node: Any) -> None:
+        import zarr
+
+        attrs = dict(node.attrs)
+        self.kind, self.axes = attrs.get("encoding-type"), tuple(attrs.get("axes", ()))
+        if isinstance(node, zarr.Group):
+            self.arrays = {k: node[k] for k in ("coords", "ring_offsets", "geom_offsets") if k in node}
+        else:
+            self.arrays = {"point": node}
+
+    def write(self, block: pa.ChunkedArray, start: int) -> None:
+        if not len(block):
+            return
+        geometry = geometry_input.block_of(self.name, self.source, block, start)
+        if (geometry.kind, geometry.axes) != (self.kind, self.axes):
+            raise UnwritableColumnError(
+                f"geometry column '{self.name}', from row {start}: {geometry.kind.upper()} "
+                f"{''.join(geometry.axes)} values in a column stored as {str(self.kind).upper()} "
+                f"{''.join(self.axes)}; the table convention holds one geometry type per column"
+            )
+        if self.kind == "point":
+            grow(self.arrays["point"], geometry.coords, start)
+            return
+        self._append_ragged(geometry, start)
+
+    def _append_ragged(self, geometry: GeometryBlock, start: int) -> None:
+        coords, geom = self.arrays["coords"], self.arrays["geom_offsets"]
+        vertices = coords.shape[0]
+        if geometry.ring_offsets is not None:
+            rings = self.arrays["ring_offsets"]
+            ring_count = rings.shape[0] - 1
+            grow(rings, geometry.ring_offsets[1:] + vertices, ring_count + 1)
+            base = ring_count
+        else:
+            base = vertices
+        grow(coords, geometry.coords, vertices)
+        grow(geom, geometry.geom_offsets[1:] + base, start + 1)
+
+    def finish(self) -> None:
+        """Nothing is left to write at the end."""
+
+
+Writer = ScalarColumn | CategoricalColumn | FixedListColumn | GeometryColumn

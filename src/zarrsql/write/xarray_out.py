@@ -1,0 +1,76 @@
+"""`zarrsql.to_xarray`: a relation pivoted into an xarray Dataset.
+
+The dimension columns become dimensions (coordinates in order of first appearance), every
+other column a data variable over all of them. Missing cells are NaN (floats), NaT (times),
+NaN (text, as objects); an integer or boolean variable with a missing cell or a NULL becomes
+float64 with NaN, as xarray's own pivot does. A dimension tuple given twice is an error
+naming it: nothing is silently kept or dropped. `pivot` reads the relation once when it is
+small, twice otherwise; memory: the output arrays, a byte per cell to find duplicates, and
+one batch of rows (or the rows of a small result).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from zarrsql.write.cells import dim_kinds
+from zarrsql.write.pivot import pivot
+from zarrsql.write.source import dims_of, kind_of, schema_of, source_of
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = ["to_xarray"]
+
+#: Encoding keys a template's variable keeps: how values are stored, not how they were chunked
+#: in the template's store (the new arrays have their own shape).
+_DROPPED_ENCODING = frozenset({"chunks", "preferred_chunks", "shape", "source", "original_shape", "chunksizes"})
+
+
+def to_xarray(relation: Any, dims: Sequence[str] | None = None, *, template: Any = None) -> xr.Dataset:
+    """The relation (or SQL text) as an xarray Dataset with `dims` as its dimensions.
+
+    `dims` defaults to the dimensions of the zarrsql table the relation reads, when it kept
+    them all. `template` (a Dataset, or the path of a store xarray opens) gives back the
+    attributes, encodings and non-dimension coordinates the SQL did not carry.
+    """
+    import xarray as xr
+
+    source = source_of(relation)
+    dims_t = dims_of(source, dims)
+    kinds = dim_kinds(source, dims_t, "xarray")
+    schema = schema_of(source)
+    variables = {f.name: kind_of(f.name, f.type, "xarray") for f in schema if f.name not in dims_t}
+    grid, data, _ = pivot(source, dims_t, kinds, variables)
+    ds = xr.Dataset({name: (dims_t, values) for name, values in data.items()}, coords=grid.coords())
+    return ds if template is None else _apply_template(ds, template)
+
+
+def _apply_template(ds: xr.Dataset, template: Any) -> xr.Dataset:
+    """Attributes, encodings and non-dimension coordinates back from `template`."""
+    import xarray as xr
+
+    if isinstance(template, (str, os.PathLike)):
+        template = xr.open_zarr(template)
+    if not isinstance(template, xr.Dataset):
+        from zarrsql.errors import ParameterError
+
+        raise ParameterError(
+            f"template must be an xarray Dataset or the path of a store xarray opens, got {type(template).__name__}"
+        )
+    extra = {}
+    for name, coord in template.coords.items():
+        if name in ds.variables or not set(coord.dims) <= set(ds.dims) or not coord.dims:
+            continue
+        if all(d in template.indexes for d in coord.dims):
+            extra[name] = coord.reset_coords(drop=True).reindex({d: ds.indexes[d] for d in coord.dims}).variable
+    ds = ds.assign_coords(extra)
+    ds.attrs = dict(template.attrs)
+    for name in ds.variables:
+        if name in template.variables:
+            ds.variables[name].attrs = {**template.variables[name].attrs, **ds.variables[name].attrs}
+            encoding = template.variables[name].encoding
+            ds.variables[name].encoding = {k: v for k, v in encoding.items() if k not in _DROPPED_ENCODING}
+    return ds
