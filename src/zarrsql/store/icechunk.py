@@ -591,3 +591,26 @@ class SnapshotStore:
     def zarr_python_store(self) -> Any:
         """The session's own zarr-python store, for codecs zarrsql does not decode itself."""
         return self._zarr_store
+
+
+def writable_session(location: str) -> Any:
+    """The writable Icechunk `Session` a location from `session_location` names (a writer's
+    target); a read-only one, or one that no longer exists, is refused with the fix."""
+    with _registry_lock:
+        ref = _registered.get(location)
+    given = ref() if ref is not None else None
+    if given is None:
+        raise StoreNotFoundError(
+            f"'{location}' named an Icechunk session that no longer exists; pass the session itself to the writer"
+        )
+    session = given.session if type(given).__name__ == "IcechunkStore" else given
+    if type(session).__name__ != "Session" or session.read_only:
+        raise ParameterError(
+            "zarrsql writes into a writable Icechunk session: open one with repo.writable_session('main'), "
+            "pass it (or its store) as the target, then session.commit(...) to publish the write"
+        )
+    return session
+
+
+def is_session_location(location: str) -> bool:
+    return location.startswith(SESSION_PREFIX)

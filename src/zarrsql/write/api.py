@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarrsql.errors import ParameterError, UnsupportedError
+from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
 from zarrsql.write.source import source_of
 
 __all__ = ["to_zarr"]
@@ -82,10 +83,15 @@ def write_zarr(
 def _store_text(store: Any) -> str:
     if isinstance(store, str):
         return store
+    if is_icechunk_object(store):  # a writable session: written through a fork, committed by the user
+        location = session_location(store)
+        writable_session(location)
+        return location
     if isinstance(store, os.PathLike):
         return os.fspath(store)  # type: ignore[return-value]
     raise ParameterError(
-        f"to_zarr writes to a path or URL (str or os.PathLike), got a {type(store).__name__}; pass the store's path"
+        f"to_zarr writes to a path or URL (str or os.PathLike) or a writable Icechunk session, got a "
+        f"{type(store).__name__}; pass the store's path"
     )
 
 

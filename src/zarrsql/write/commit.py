@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zarrsql.errors import StoreExistsError, StoreNotFoundError, WriteError
+from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError
+from zarrsql.store.icechunk import is_session_location
 from zarrsql.write import lock as writer_lock
 
 BACKUP_NAME = ".zarrsql-append-backup.json"
@@ -148,6 +149,9 @@ def publish_new(
     remote store's root document is still written last).
     """
     _check_mode(mode, MODES)
+    if is_session_location(store):
+        _write_session(store, mode, write, zarr_format)
+        return
     path = local_path(store)
     if path is None:
         _publish_remote(store, mode, storage_options, write, zarr_format, consolidated=consolidated)
@@ -306,6 +310,9 @@ def append_commit(
     """Append to the existing store at `store`, committed by its consolidated root document
     (see the module doc). Raises `StoreNotFoundError` when there is no store to append to and
     `StoreLockedError` when a live writer holds the lock."""
+    if is_session_location(store):
+        _write_session(store, "a", write, 3)
+        return
     path = local_path(store)
     if path is None:
         _append_remote(store, storage_options, write)
@@ -466,3 +473,41 @@ def recover(root: Path, zarr_format: int) -> None:
         backup_path.unlink(missing_ok=True)  # committed: the new documents are the store
         return
     _restore(root, backup.get("documents", {}))
+
+
+def _write_session(store: str, mode: str, write: Callable[[StoreTarget], None], zarr_format: int) -> None:
+    """Write into a writable Icechunk session, through a fork merged back only when the write
+    is complete: a failure leaves the session as it was. Icechunk's commit (the user's
+    `session.commit(...)`) is the commit point, so there is no lock and no consolidated
+    metadata; concurrent writers are Icechunk's to reconcile (a conflicting commit fails)."""
+    import zarr
+
+    from zarrsql.store.icechunk import writable_session
+
+    if zarr_format != 3:
+        raise ParameterError("an Icechunk repository holds Zarr format 3 only; pass zarr_format=3")
+    session = writable_session(store)
+    if session.has_uncommitted_changes:
+        raise WriteError(
+            "the Icechunk session has uncommitted changes, which a failed write could not be separated from; "
+            "commit them (session.commit(...)) or discard them (session.discard_changes()) first"
+        )
+    fork = session.fork()
+    try:
+        existing = zarr.open_group(fork.store, mode="r")
+        occupied = bool(list(existing.keys())) or bool(dict(existing.attrs))
+    except (FileNotFoundError, KeyError, ValueError):
+        occupied = False
+    if mode == "w-" and occupied:
+        raise StoreExistsError(
+            "the Icechunk session's root group already holds arrays; pass mode='w' to replace them or mode='a' "
+            "to append (nothing was written)"
+        )
+    if mode == "a" and not occupied:
+        raise StoreNotFoundError(
+            'cannot append: the Icechunk session\'s root group is empty; create the store first with mode="w-"'
+        )
+    if mode == "w" and occupied:
+        zarr.open_group(fork.store, mode="w")  # cleared in the fork only
+    write(StoreTarget(store, fork.store, 3))
+    session.merge(fork)

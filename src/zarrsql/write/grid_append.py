@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
+from zarrsql.store.icechunk import is_session_location, writable_session
 from zarrsql.write.cells import Grid, discover_grid
 from zarrsql.write.commit import append_commit
 from zarrsql.write.encoding import ArraySpec
@@ -50,7 +51,10 @@ def append_grid(
         return None
     import xarray as xr
 
-    old = xr.open_zarr(store, storage_options=dict(storage_options) if storage_options else None)
+    if is_session_location(store):
+        old = xr.open_zarr(writable_session(store).store, consolidated=False)
+    else:
+        old = xr.open_zarr(store, storage_options=dict(storage_options) if storage_options else None)
     _check_variables(store, old, dims, variables)
     new = discover_grid(source, dims, kinds)
     if not len(new.indexes[dims.index(append_dim)]):
@@ -100,6 +104,12 @@ def stored_dims(store: str, storage_options: Mapping[str, str] | None) -> tuple[
 def _open_existing(store: str, storage_options: Mapping[str, str] | None) -> Any:
     import zarr
 
+    if is_session_location(store):
+        try:
+            group = zarr.open_group(writable_session(store).store, mode="r")
+        except (FileNotFoundError, KeyError, ValueError):
+            return None
+        return group if list(group.keys()) else None
     if "://" not in store and not os.path.exists(os.path.expanduser(store)):
         return None
     try:
@@ -228,6 +238,11 @@ def _future(array: Any, axis: int, length: int) -> Any:
 
     shape = list(array.shape)
     shape[axis] = length
+    if type(array.store).__name__ == "IcechunkStore":
+        # Icechunk takes no chunk beyond an array's shape; its session is the transaction
+        # (written through a fork, published by the user's commit), so grow it first
+        array.resize(tuple(shape))
+        return array
     inner = array._async_array
     grown = AsyncArray(metadata=inner.metadata.update_shape(tuple(shape)), store_path=inner.store_path,
                        config=inner.config)  # fmt: skip
