@@ -215,3 +215,31 @@ def test_no_modules_import_each_other() -> None:
     cycles = set(_cycles(_graph(name=str)))
     assert cycles - KNOWN_MODULE_CYCLES == set()
     assert KNOWN_MODULE_CYCLES - cycles == set(), "a known cycle is gone: remove it from KNOWN_MODULE_CYCLES"
+
+
+def _third_party(module_path: Path) -> Iterator[tuple[int, str]]:
+    """(line, top-level package) of every non-zarrsql import of a file, lazy ones included."""
+    for node in _executed(ast.parse(module_path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.lineno, node.module.split(".")[0]
+
+
+#: The Zarr core, below the engine adapters: no DuckDB anywhere in it (lazy imports included).
+_CORE = {"scan", "expand", "plan", "decode", "tables", "conventions", "discovery", "metadata", "store"}
+#: Below `expand/`: no pyarrow either (Arrow is built by expand/arrow.py and scan/reader.py).
+_BELOW_EXPAND = _CORE - {"scan", "expand"}
+
+
+@pytest.mark.parametrize(("layers", "package"), [(_CORE, "duckdb"), (_BELOW_EXPAND, "pyarrow")])
+def test_the_core_imports_no_engine_library(layers: set[str], package: str) -> None:
+    found = [
+        f"{_module_name(path)}:{line}"
+        for path in sorted(ROOT.rglob("*.py"))
+        if layer(_module_name(path)) in layers
+        for line, name in _third_party(path)
+        if name == package
+    ]
+    assert found == [], f"{package} imported below the layer allowed to: {found}"
