@@ -20,6 +20,9 @@ from zarrsql.store.base import Store, is_url
 from zarrsql.store.files import file_error
 from zarrsql.store.local import LocalStore
 
+#: Remote names read as HDF5 files in place (`.h5ad` stays AnnData's, refused with a hint).
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4")
+
 #: Given (location, storage_options), a store of the engine's own, or None for the default.
 Opener = Callable[[str, Mapping[str, Any]], "Store | None"]
 _opener: contextvars.ContextVar[Opener | None] = contextvars.ContextVar("zarrsql_store_opener", default=None)
@@ -35,12 +38,58 @@ def using_opener(opener: Opener | None) -> Iterator[None]:
         _opener.reset(token)
 
 
-def open_store(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
-    """Open the store at a local path, a `file://` URL or a remote URL."""
+def _open_kerchunk(location: str, storage_options: Mapping[str, Any] | None) -> Store:
+    from zarrsql.store.references import open_references
+
+    return open_references(location, storage_options)
+
+
+def _open_hdf5(location: str, storage_options: Mapping[str, Any] | None) -> Store:
+    from zarrsql.store.hdf5 import open_hdf5
+
+    return open_hdf5(location, storage_options)
+
+
+#: Store formats chosen by name (`format :=`) rather than detected.
+FORMATS: dict[str, Callable[[str, Mapping[str, Any] | None], Store]] = {
+    "kerchunk": _open_kerchunk,
+    "hdf5": _open_hdf5,
+}
+
+
+def _virtual(location: str, path: str | None) -> Callable[[str, Mapping[str, Any] | None], Store] | None:
+    """The opener of a location that is a reference set or an HDF5 file, told by its name
+    (remote) or its content (local), or None."""
+    from zarrsql.store import refsets
+    from zarrsql.store.files import is_hdf5_file
+
+    name = location.rstrip("/").lower()
+    if path is None:  # remote: by the name alone
+        if name.endswith(refsets.JSON_SUFFIXES + refsets.PARQUET_SUFFIXES):
+            return _open_kerchunk
+        return _open_hdf5 if name.endswith(HDF5_SUFFIXES) else None
+    if os.path.isdir(path):
+        return _open_kerchunk if refsets.is_parquet_layout(path) else None
+    if os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES):
+        return _open_kerchunk
+    if os.path.isfile(path) and not name.endswith(".h5ad") and is_hdf5_file(path):
+        return _open_hdf5
+    return None
+
+
+def open_store(location: str, storage_options: Mapping[str, Any] | None = None, *, format: str | None = None) -> Store:
+    """Open the store at a local path, a `file://` URL or a remote URL; a kerchunk reference
+    set or an HDF5 file is detected, or named with `format`."""
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
+    if format is not None and format in FORMATS:
+        return FORMATS[format](location, storage_options)
     if location.lower().startswith("file://"):
         location = location[len("file://") :]
+    local = None if is_url(location) else os.path.abspath(os.path.expanduser(location))
+    virtual = _virtual(location, local)
+    if virtual is not None:
+        return virtual(location, storage_options)
     if is_url(location):
         opener = _opener.get()
         store = opener(location, dict(storage_options or {})) if opener is not None else None

@@ -1,0 +1,138 @@
+"""An HDF5 (or NetCDF4) file read in place: its chunks are byte ranges of the file.
+
+`open_hdf5(location, storage_options)` scans the file's metadata once with kerchunk's
+`SingleHdf5ToZarr` (which needs h5py) into a reference set held in memory, and reads it as
+a `ReferenceStore`, so an `.h5` file and a kerchunk reference set of the same file are one
+code path: the same tables, conventions, pushdown and `trace()` counts. Small chunks are not
+inlined, every chunk is a ranged read of the file.
+
+Two things the in-memory scan keeps that a saved kerchunk set loses: attributes holding HDF5
+object references (H5Col's `CATEGORIES`, `SEARCH_INDEX_LIST`, `INDEX_COLUMNS`) become the
+store paths of the objects they point at, instead of kerchunk's placeholder text; and each
+dataset's fill value is kept as a Zarr fill value even where kerchunk would leave it out.
+Conventions that need these (conventions/h5col.py) fall back to names when reading a saved
+set. The scanned set is cached by the file's path, mtime and size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
+from zarrsql.store.base import is_url
+from zarrsql.store.references import ReferenceStore
+from zarrsql.store.refsets import RefSet, parse_json_refs
+
+#: Scanned files kept (path+mtime+size → reference set); a scan reads every object header.
+_CACHE_SIZE = 16
+_cache: dict[str, RefSet] = {}
+_lock = threading.Lock()
+
+
+def _need_h5py() -> Any:
+    try:
+        import h5py
+        import kerchunk.hdf  # noqa: F401
+    except ImportError as err:
+        raise UnsupportedError(
+            f"reading HDF5 and NetCDF4 files needs h5py and kerchunk ({err}); install them with: "
+            "pip install 'zarrsql[hdf5]'"
+        ) from err
+    return h5py
+
+
+def _reference_paths(h5: Any, obj: Any) -> dict[str, Any]:
+    """Attributes of `obj` that hold object references, as store paths ('' for unresolved)."""
+    import h5py
+
+    out: dict[str, Any] = {}
+    for name, value in obj.attrs.items():
+        if isinstance(value, h5py.Reference):
+            out[name] = _deref(h5, value)
+        elif getattr(value, "dtype", None) is not None and h5py.check_dtype(ref=value.dtype) is h5py.Reference:
+            out[name] = [_deref(h5, v) for v in value.ravel()]
+    return out
+
+
+def _deref(h5: Any, ref: Any) -> str:
+    try:
+        return str(h5[ref].name).lstrip("/") if ref else ""
+    except (ValueError, KeyError):
+        return ""
+
+
+def _fix_attrs(refs: dict[str, Any], h5: Any) -> None:
+    """Object-reference attributes → paths, in the `.zattrs` documents of `refs`."""
+
+    def visit(name: str, obj: Any) -> None:
+        fixes = _reference_paths(h5, obj)
+        if not fixes:
+            return
+        key = f"{name}/.zattrs" if name else ".zattrs"
+        doc = json.loads(refs.get(key) or "{}")
+        doc.update(fixes)
+        refs[key] = json.dumps(doc)
+
+    visit("", h5)
+    h5.visititems(visit)
+
+
+def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    h5py = _need_h5py()
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    url = location if is_url(location) else "file://" + location
+    try:
+        refs: dict[str, Any] = SingleHdf5ToZarr(
+            url, storage_options=dict(storage_options) or None, inline_threshold=0
+        ).translate()["refs"]
+        source = _open_remote(location, storage_options) if is_url(location) else location
+        with h5py.File(source, "r") as h5:
+            _fix_attrs(refs, h5)
+    except OSError as err:
+        raise MetadataError(f"cannot read the HDF5 file '{location}': {err}") from err
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise UnsupportedError(
+            f"the HDF5 file '{location}' holds something zarrsql cannot read in place ({err}); convert it "
+            f"once, e.g. xarray.open_dataset('{location}').to_zarr(...)"
+        ) from err
+    return refs
+
+
+def _open_remote(location: str, storage_options: Mapping[str, Any]) -> Any:
+    import fsspec
+
+    return fsspec.open(location, "rb", **dict(storage_options)).open()
+
+
+def _key(location: str) -> str:
+    if is_url(location):
+        return location
+    st = os.stat(location)
+    return f"{location}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def open_hdf5(location: str, storage_options: Mapping[str, Any] | None = None) -> ReferenceStore:
+    """A store over the HDF5 file at `location` (a path or URL), read in place."""
+    options = dict(storage_options or {})
+    if location.lower().startswith("file://"):
+        location = location[7:]
+    if not is_url(location):
+        location = os.path.abspath(os.path.expanduser(location))
+        if not os.path.isfile(location):
+            raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
+    key = _key(location)
+    with _lock:
+        refset = _cache.get(key)
+    if refset is None:
+        refs = _scan(location, options)
+        refset = RefSet(location, parse_json_refs(refs, os.path.dirname(location), location))
+        with _lock:
+            if len(_cache) >= _CACHE_SIZE:
+                _cache.pop(next(iter(_cache)))
+            _cache[key] = refset
+    return ReferenceStore(refset, options, token=key)
