@@ -90,6 +90,14 @@ def open_store(location: str, storage_options: Mapping[str, Any] | None = None, 
     virtual = _virtual(location, local)
     if virtual is not None:
         return virtual(location, storage_options)
+    return open_folder(location, storage_options)
+
+
+def open_folder(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
+    """The plain store of keys below a folder or URL, never a virtual one: how a reference
+    set reads its own files and the files it points at."""
+    if location.lower().startswith("file://"):
+        location = location[len("file://") :]
     if is_url(location):
         opener = _opener.get()
         store = opener(location, dict(storage_options or {})) if opener is not None else None

@@ -101,9 +101,9 @@ class ReferenceStore:
             store = self._stores.get(folder)
         if store is None:
             from zarrsql.store.local import LocalStore
-            from zarrsql.store.opening import open_store
+            from zarrsql.store.opening import open_folder
 
-            store = open_store(folder, self.storage_options) if is_url(folder) else LocalStore(folder)
+            store = open_folder(folder, self.storage_options) if is_url(folder) else LocalStore(folder)
             with self._lock:
                 store = self._stores.setdefault(folder, store)
         return store

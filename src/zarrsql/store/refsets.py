@@ -145,8 +145,10 @@ class RefSet:
             raise StoreReadError(f"cannot read the reference of '{key}' in '{self.location}': {err}") from err
         if isinstance(value, (bytes, str)):
             return Inline(value if isinstance(value, bytes) else _decode_inline(value))
-        base = _folder(_parquet_root(self.location))
-        return _ref(key, list(value) if not isinstance(value, list) else value, base, self.location)
+        items = list(value)
+        if items and isinstance(items[0], str):  # numpy integers from the Parquet columns
+            items = [items[0], *(int(v) for v in items[1:])]
+        return _ref(key, items, _folder(_parquet_root(self.location)), self.location)
 
 
 def _folder(location: str) -> str:
@@ -158,12 +160,12 @@ def _parquet_root(location: str) -> str:
 
 
 def _read_bytes(location: str, storage_options: Mapping[str, Any]) -> bytes:
-    from zarrsql.store.opening import open_store  # the store layer reads the set's own bytes
+    from zarrsql.store.opening import open_folder  # the store layer reads the set's own bytes
 
     folder, name = _folder(location) or ".", location.rstrip("/").rsplit("/", 1)[-1]
     if not is_url(location):
         name = os.path.basename(location)
-    data = open_store(folder, storage_options).get(name)
+    data = open_folder(folder, storage_options).get(name)
     if data is None:
         raise StoreNotFoundError(f"no reference set at '{location}': the file does not exist; check the path")
     return data
