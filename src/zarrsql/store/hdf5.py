@@ -6,12 +6,13 @@ a `ReferenceStore`, so an `.h5` file and a kerchunk reference set of the same fi
 code path: the same tables, conventions, pushdown and `trace()` counts. Small chunks are not
 inlined, every chunk is a ranged read of the file.
 
-Two things the in-memory scan keeps that a saved kerchunk set loses: attributes holding HDF5
-object references (H5Col's `CATEGORIES`, `SEARCH_INDEX_LIST`, `INDEX_COLUMNS`) become the
-store paths of the objects they point at, instead of kerchunk's placeholder text; and each
-dataset's fill value is kept as a Zarr fill value even where kerchunk would leave it out.
-Conventions that need these (conventions/h5col.py) fall back to names when reading a saved
-set. The scanned set is cached by the file's path, mtime and size.
+What the in-memory scan keeps that a saved kerchunk set loses: attributes holding HDF5 object
+references (H5Col's `CATEGORIES`, `SEARCH_INDEX_LIST`, `INDEX_COLUMNS`) become the store paths
+of the objects they point at, instead of kerchunk's placeholder text, and a group's `CLASS =
+COLUMN_TABLE` (which kerchunk drops as a netCDF attribute) is kept; conventions/h5col.py falls
+back to names when reading a saved set. A dataset kerchunk cannot describe (an lzf, szip,
+lz4, bitshuffle or scaleoffset filter) is listed as unsupported, naming the filter, instead
+of failing the file. The scanned set is cached by the file's path, mtime and size.
 """
 
 from __future__ import annotations
@@ -65,20 +66,66 @@ def _deref(h5: Any, ref: Any) -> str:
         return ""
 
 
+#: HDF5 filter ids kerchunk cannot express as Zarr codecs, by the name users know them by.
+_FILTER_NAMES = {"32004": "lz4", "32008": "bitshuffle", "32013": "zfp", "32017": "sz", "307": "bzip2"}
+
+
+def _filter_name(ds: Any) -> str:
+    """The HDF5 filter (or feature) that kept kerchunk from describing `ds`."""
+    if ds.scaleoffset:
+        return "scaleoffset"
+    if ds.compression in ("szip", "lzf"):
+        return str(ds.compression)
+    known = {"shuffle", "gzip", "fletcher32", "32001", "32015"}
+    odd = [str(f) for f in ds._filters if str(f) not in known]
+    return _FILTER_NAMES.get(odd[0], f"HDF5 filter {odd[0]}") if odd else f"HDF5 data type {ds.dtype}"
+
+
+def _placeholder(ds: Any) -> str:
+    """A `.zarray` for a dataset kerchunk skipped: its shape, and a codec named after what
+    it uses, so the array is listed as unsupported, naming the filter, and the rest of the
+    file still reads."""
+    dtype = ds.dtype.str if ds.dtype.kind in "biufcSU" and ds.dtype.names is None else f"|V{ds.dtype.itemsize}"
+    doc = {
+        "zarr_format": 2,
+        "shape": list(ds.shape),
+        "chunks": list(ds.chunks or ds.shape or (1,)) if ds.shape else [],
+        "dtype": dtype,
+        "fill_value": None,
+        "order": "C",
+        "compressor": {"id": f"hdf5:{_filter_name(ds)}"},  # metadata.codecs.HDF5_FILTER
+        "filters": None,
+    }
+    return json.dumps(doc)
+
+
 def _fix_attrs(refs: dict[str, Any], h5: Any) -> None:
-    """Object-reference attributes → paths, in the `.zattrs` documents of `refs`."""
+    """Object-reference attributes → paths, in the `.zattrs` documents of `refs`; a dataset
+    kerchunk skipped gets a placeholder (`_placeholder`)."""
+    import h5py
 
     def visit(name: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
+            refs[f"{name}/.zarray"] = _placeholder(obj)
+        if isinstance(obj, h5py.Group) and _text(obj.attrs.get("CLASS")) == "COLUMN_TABLE":
+            _merge(refs, name, {"CLASS": "COLUMN_TABLE"})
         fixes = _reference_paths(h5, obj)
-        if not fixes:
-            return
-        key = f"{name}/.zattrs" if name else ".zattrs"
-        doc = json.loads(refs.get(key) or "{}")
-        doc.update(fixes)
-        refs[key] = json.dumps(doc)
+        if fixes:
+            _merge(refs, name, fixes)
 
     visit("", h5)
     h5.visititems(visit)
+
+
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else None
+
+
+def _merge(refs: dict[str, Any], name: str, attrs: dict[str, Any]) -> None:
+    key = f"{name}/.zattrs" if name else ".zattrs"
+    doc = json.loads(refs.get(key) or "{}")
+    doc.update(attrs)
+    refs[key] = json.dumps(doc)
 
 
 def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,7 +135,7 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
     url = location if is_url(location) else "file://" + location
     try:
         refs: dict[str, Any] = SingleHdf5ToZarr(
-            url, storage_options=dict(storage_options) or None, inline_threshold=0
+            url, storage_options=dict(storage_options) or None, inline_threshold=0, error="ignore"
         ).translate()["refs"]
         source = _open_remote(location, storage_options) if is_url(location) else location
         with h5py.File(source, "r") as h5:
