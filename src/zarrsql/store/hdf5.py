@@ -26,7 +26,7 @@ from typing import Any
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import is_url
 from zarrsql.store.references import ReferenceStore
-from zarrsql.store.refsets import RefSet, parse_json_refs
+from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
 
 #: Scanned files kept (path+mtime+size → reference set); a scan reads every object header.
 _CACHE_SIZE = 16
@@ -163,8 +163,9 @@ def _key(location: str) -> str:
     return f"{location}:{st.st_mtime_ns}:{st.st_size}"
 
 
-def open_hdf5(location: str, storage_options: Mapping[str, Any] | None = None) -> ReferenceStore:
-    """A store over the HDF5 file at `location` (a path or URL), read in place."""
+def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener) -> ReferenceStore:
+    """A store over the HDF5 file at `location` (a path or URL), read in place; `open_folder`
+    opens the plain store its chunks are read from."""
     options = dict(storage_options or {})
     if location.lower().startswith("file://"):
         location = location[7:]
@@ -182,4 +183,4 @@ def open_hdf5(location: str, storage_options: Mapping[str, Any] | None = None) -
             if len(_cache) >= _CACHE_SIZE:
                 _cache.pop(next(iter(_cache)))
             _cache[key] = refset
-    return ReferenceStore(refset, options, token=key)
+    return ReferenceStore(refset, options, open_folder, token=key)

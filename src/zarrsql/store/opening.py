@@ -41,13 +41,13 @@ def using_opener(opener: Opener | None) -> Iterator[None]:
 def _open_kerchunk(location: str, storage_options: Mapping[str, Any] | None) -> Store:
     from zarrsql.store.references import open_references
 
-    return open_references(location, storage_options)
+    return open_references(location, storage_options, open_folder)
 
 
 def _open_hdf5(location: str, storage_options: Mapping[str, Any] | None) -> Store:
     from zarrsql.store.hdf5 import open_hdf5
 
-    return open_hdf5(location, storage_options)
+    return open_hdf5(location, storage_options, open_folder)
 
 
 #: Store formats chosen by name (`format :=`) rather than detected.

@@ -27,7 +27,8 @@ from typing import Any
 
 from zarrsql.errors import StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
-from zarrsql.store.refsets import Inline, RefSet, Target
+from zarrsql.store.local import LocalStore
+from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
 
 #: Largest gap (bytes) between two ranges of one file that are still read as one request:
 #: below a page of waste, one round trip saved is worth far more than the bytes.
@@ -78,8 +79,11 @@ class ReferenceStore:
     can_list = True
     metadata_ttl = 0.0
 
-    def __init__(self, refset: RefSet, storage_options: Mapping[str, Any] | None = None, *, token: str = "") -> None:
+    def __init__(
+        self, refset: RefSet, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener, *, token: str = ""
+    ) -> None:
         self.refset = refset
+        self._open_folder = open_folder
         self.url = refset.location
         self.storage_options = dict(storage_options or {})
         self._token = token
@@ -100,10 +104,7 @@ class ReferenceStore:
         with self._lock:
             store = self._stores.get(folder)
         if store is None:
-            from zarrsql.store.local import LocalStore
-            from zarrsql.store.opening import open_folder
-
-            store = open_folder(folder, self.storage_options) if is_url(folder) else LocalStore(folder)
+            store = self._open_folder(folder, self.storage_options) if is_url(folder) else LocalStore(folder)
             with self._lock:
                 store = self._stores.setdefault(folder, store)
         return store
@@ -189,12 +190,16 @@ def _refset_token(location: str) -> str:
     return f"{location}:{st.st_mtime_ns}:{st.st_size}"
 
 
-def open_references(location: str, storage_options: Mapping[str, Any] | None = None) -> ReferenceStore:
-    """The store over the kerchunk reference set at `location` (JSON file or Parquet folder)."""
+def open_references(
+    location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener
+) -> ReferenceStore:
+    """The store over the kerchunk reference set at `location` (JSON file or Parquet folder);
+    `open_folder` opens the plain stores its files are read from."""
     from zarrsql.store.refsets import load_refset
 
     if location.lower().startswith("file://"):
         location = location[7:]
     if not is_url(location):
         location = os.path.abspath(os.path.expanduser(location))
-    return ReferenceStore(load_refset(location, storage_options), storage_options, token=_refset_token(location))
+    refset = load_refset(location, storage_options, open_folder)
+    return ReferenceStore(refset, storage_options, open_folder, token=_refset_token(location))

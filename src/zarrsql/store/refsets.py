@@ -21,12 +21,15 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, UnsupportedError
-from zarrsql.store.base import is_url
+from zarrsql.store.base import Store, is_url
+
+#: Given (folder or URL, storage_options), the plain store of the keys below it.
+FolderOpener = Callable[[str, Mapping[str, Any] | None], Store]
 
 #: File names that mark a reference set by its extension (a folder ending so is Parquet).
 JSON_SUFFIXES = (".json",)
@@ -159,9 +162,7 @@ def _parquet_root(location: str) -> str:
     return location.rstrip("/")
 
 
-def _read_bytes(location: str, storage_options: Mapping[str, Any]) -> bytes:
-    from zarrsql.store.opening import open_folder  # the store layer reads the set's own bytes
-
+def _read_bytes(location: str, storage_options: Mapping[str, Any], open_folder: FolderOpener) -> bytes:
     folder, name = _folder(location) or ".", location.rstrip("/").rsplit("/", 1)[-1]
     if not is_url(location):
         name = os.path.basename(location)
@@ -171,8 +172,8 @@ def _read_bytes(location: str, storage_options: Mapping[str, Any]) -> bytes:
     return data
 
 
-def _json_refset(location: str, storage_options: Mapping[str, Any]) -> RefSet:
-    raw = _read_bytes(location, storage_options)
+def _json_refset(location: str, storage_options: Mapping[str, Any], open_folder: FolderOpener) -> RefSet:
+    raw = _read_bytes(location, storage_options, open_folder)
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -180,13 +181,13 @@ def _json_refset(location: str, storage_options: Mapping[str, Any]) -> RefSet:
     return RefSet(location, parse_json_refs(doc, _folder(location), location))
 
 
-def _parquet_refset(location: str, storage_options: Mapping[str, Any]) -> RefSet:
+def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_folder: FolderOpener) -> RefSet:
     """The Parquet layout: its metadata documents at once, chunk records when asked for."""
     import fsspec
     from fsspec.implementations.reference import LazyReferenceMapper
 
     root = _parquet_root(location)
-    raw = _read_bytes(root + "/.zmetadata", storage_options)
+    raw = _read_bytes(root + "/.zmetadata", storage_options, open_folder)
     try:
         doc = json.loads(raw)
         metadata = doc["metadata"]
@@ -218,17 +219,18 @@ def is_parquet_layout(location: str) -> bool:
     return isinstance(doc, dict) and "record_size" in doc
 
 
-def load_refset(location: str, storage_options: Mapping[str, Any] | None = None) -> RefSet:
+def load_refset(location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener) -> RefSet:
     """The reference set at `location`: a JSON file, or a Parquet layout folder (told by
-    its `.zmetadata`, or by a `.parq`/`.parquet` name when remote)."""
+    its `.zmetadata`, or by a `.parq`/`.parquet` name when remote); its files are read
+    through `open_folder` (store/opening.py's, passed in so that no import cycle forms)."""
     options = dict(storage_options or {})
     local_parquet = not is_url(location) and os.path.isdir(location) and is_parquet_layout(location)
     remote_parquet = is_url(location) and location.rstrip("/").lower().endswith(PARQUET_SUFFIXES)
     if local_parquet or remote_parquet:
-        return _parquet_refset(location, options)
+        return _parquet_refset(location, options, open_folder)
     if not is_url(location) and os.path.isdir(location):
         raise StoreNotFoundError(
             f"'{location}' is a folder but not a kerchunk Parquet reference set (no .zmetadata with "
             "'record_size'); give the reference set's .json file or its Parquet folder"
         )
-    return _json_refset(location, options)
+    return _json_refset(location, options, open_folder)
