@@ -50,8 +50,15 @@ def _values(rng: np.random.Generator) -> dict[str, Any]:
     # reserved rows: junk that is not missing, so that reading them would show
     t_air[NROWS:] = 999.0
     samples[NROWS:] = 12345
-    return {"station": station, "kind": kind, "t_air": t_air, "samples": samples, "offsets": offsets,
-            "values": values, "ok": ok}
+    return {
+        "station": station,
+        "kind": kind,
+        "t_air": t_air,
+        "samples": samples,
+        "offsets": offsets,
+        "values": values,
+        "ok": ok,
+    }
 
 
 def write_obs(path: Path, *, stale: bool = False, seed: int = 0, generation: int = 3) -> dict[str, Any]:
@@ -102,12 +109,14 @@ def expected_obs(path: Path) -> list[dict[str, Any]]:
             code = int(g["kind"][i])
             t = float(g["t_air"][i])
             s = int(g["samples"][i])
-            rows.append({
-                "station": g["station"][i].decode("utf-8"),
-                "kind": None if code == kind_fill else labels[code],
-                "t_air": None if np.isnan(t) else t,
-                "samples": None if s == samples_fill else s,
-                "tags": [int(x) for x in values[offsets[i]:offsets[i + 1]]],
-                "ok": bool(g["ok"][i]),
-            })
+            rows.append(
+                {
+                    "station": g["station"][i].decode("utf-8"),
+                    "kind": None if code == kind_fill else labels[code],
+                    "t_air": None if np.isnan(t) else t,
+                    "samples": None if s == samples_fill else s,
+                    "tags": [int(x) for x in values[offsets[i] : offsets[i + 1]]],
+                    "ok": bool(g["ok"][i]),
+                }
+            )
     return rows

@@ -70,7 +70,7 @@ def _virtual(location: str, path: str | None) -> Callable[[str, Mapping[str, Any
         return _open_hdf5 if name.endswith(HDF5_SUFFIXES) else None
     if os.path.isdir(path):
         return _open_kerchunk if refsets.is_parquet_layout(path) else None
-    if os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES):
+    if os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES) and os.path.basename(name) != "zarr.json":
         return _open_kerchunk
     if os.path.isfile(path) and not name.endswith(".h5ad") and is_hdf5_file(path):
         return _open_hdf5
