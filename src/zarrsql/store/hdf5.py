@@ -128,18 +128,28 @@ def _merge(refs: dict[str, Any], name: str, attrs: dict[str, Any]) -> None:
     refs[key] = json.dumps(doc)
 
 
+def _remote_file(location: str, storage_options: Mapping[str, Any]) -> Any:
+    """A random-access file object for a remote HDF5 file, through the filesystem zarrsql
+    configures for the URL (endpoint, anonymous access and retries as for any store)."""
+    from zarrsql.store.remote import FsspecStore
+
+    folder, _, name = location.rstrip("/").rpartition("/")
+    store = FsspecStore(folder, dict(storage_options))
+    return store.fs.open(f"{store.root}/{name}", "rb")
+
+
 def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
     h5py = _need_h5py()
     from kerchunk.hdf import SingleHdf5ToZarr
 
-    url = location if is_url(location) else "file://" + location
+    remote = is_url(location)
     try:
-        refs: dict[str, Any] = SingleHdf5ToZarr(
-            url, storage_options=dict(storage_options) or None, inline_threshold=0, error="ignore"
-        ).translate()["refs"]
-        source = _open_remote(location, storage_options) if is_url(location) else location
-        with h5py.File(source, "r") as h5:
-            _fix_attrs(refs, h5)
+        with _remote_file(location, storage_options) if remote else open(location, "rb") as f:
+            url = location if remote else "file://" + location
+            refs: dict[str, Any] = SingleHdf5ToZarr(f, url, inline_threshold=0, error="ignore").translate()["refs"]
+            f.seek(0)
+            with h5py.File(f, "r") as h5:
+                _fix_attrs(refs, h5)
     except OSError as err:
         raise MetadataError(f"cannot read the HDF5 file '{location}': {err}") from err
     except (TypeError, ValueError, RuntimeError) as err:
@@ -148,12 +158,6 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
             f"once, e.g. xarray.open_dataset('{location}').to_zarr(...)"
         ) from err
     return refs
-
-
-def _open_remote(location: str, storage_options: Mapping[str, Any]) -> Any:
-    import fsspec
-
-    return fsspec.open(location, "rb", **dict(storage_options)).open()
 
 
 def _key(location: str) -> str:

@@ -197,10 +197,13 @@ def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_fold
             f"'{location}' is not a kerchunk Parquet reference set: its .zmetadata lacks 'metadata' or "
             f"'record_size' ({err})"
         ) from err
-    protocol = root.split("://", 1)[0] if is_url(root) else "file"
-    options = {k: v for k, v in storage_options.items()} if is_url(root) else {}
-    fs = fsspec.filesystem(protocol, **options)
-    lazy = LazyReferenceMapper(root, fs=fs)
+    if is_url(root):
+        from zarrsql.store.remote import FsspecStore  # its filesystem, configured as for any store
+
+        remote = FsspecStore(root, dict(storage_options))
+        lazy = LazyReferenceMapper(remote.root, fs=remote.fs)
+    else:
+        lazy = LazyReferenceMapper(root, fs=fsspec.filesystem("file"))
     refs = {k: Inline(json.dumps(v).encode() if not isinstance(v, str) else v.encode()) for k, v in metadata.items()}
     return RefSet(location, refs, lazy)
 
