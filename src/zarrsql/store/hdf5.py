@@ -10,9 +10,10 @@ What the in-memory scan keeps that a saved kerchunk set loses: attributes holdin
 references (H5Col's `CATEGORIES`, `SEARCH_INDEX_LIST`, `INDEX_COLUMNS`) become the store paths
 of the objects they point at, instead of kerchunk's placeholder text, and a group's `CLASS =
 COLUMN_TABLE` (which kerchunk drops as a netCDF attribute) is kept; conventions/h5col.py falls
-back to names when reading a saved set. A dataset kerchunk cannot describe (an lzf, szip,
-lz4, bitshuffle or scaleoffset filter) is listed as unsupported, naming the filter, instead
-of failing the file. The scanned set is cached by the file's path, mtime and size.
+back to names when reading a saved set. A dataset kerchunk leaves out is described from
+h5py's chunk index when it only adds HDF5's fletcher32 checksum (store/hdf5_chunks.py), and
+otherwise (an lzf, szip, lz4, bitshuffle or scaleoffset filter) is listed as unsupported,
+naming the filter, instead of failing the file. The scanned set is cached by the file's path, mtime and size.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import is_url
+from zarrsql.store.hdf5_chunks import checksummed_refs
 from zarrsql.store.references import ReferenceStore
 from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
 
@@ -99,14 +101,14 @@ def _placeholder(ds: Any) -> str:
     return json.dumps(doc)
 
 
-def _fix_attrs(refs: dict[str, Any], h5: Any) -> None:
+def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
     """Object-reference attributes → paths, in the `.zattrs` documents of `refs`; a dataset
-    kerchunk skipped gets a placeholder (`_placeholder`)."""
+    kerchunk skipped is described here (store/hdf5_chunks.py) or gets a placeholder."""
     import h5py
 
     def visit(name: str, obj: Any) -> None:
         if isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
-            refs[f"{name}/.zarray"] = _placeholder(obj)
+            refs.update(checksummed_refs(name, obj, url) or {f"{name}/.zarray": _placeholder(obj)})
         if isinstance(obj, h5py.Group) and _text(obj.attrs.get("CLASS")) == "COLUMN_TABLE":
             _merge(refs, name, {"CLASS": "COLUMN_TABLE"})
         fixes = _reference_paths(h5, obj)
@@ -149,7 +151,7 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
             refs: dict[str, Any] = SingleHdf5ToZarr(f, url, inline_threshold=0, error="ignore").translate()["refs"]
             f.seek(0)
             with h5py.File(f, "r") as h5:
-                _fix_attrs(refs, h5)
+                _fix_attrs(refs, h5, url)
     except OSError as err:
         raise MetadataError(f"cannot read the HDF5 file '{location}': {err}") from err
     except (TypeError, ValueError, RuntimeError) as err:
