@@ -36,7 +36,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from engines import QUERIES, Q3_LAT, Q3_LON, Q4_LIMIT, sql_for  # noqa: E402
+from engines import Q3_LAT, Q3_LON, Q4_LIMIT, QUERIES, sql_for  # noqa: E402
 
 ENGINES = ("zarrsql:zarr", "zarrsql:json", "zarrsql:parquet", "xarray:netcdf")
 RUN_QUERIES = ("Q1", "Q2", "Q3", "Q4")
@@ -128,10 +128,7 @@ def child(engine: str, query: str, source: str, day: str) -> None:
     for module in IMPORTS[engine]:
         importlib.import_module(module)  # imports are not timed, as in engines.py
     t0 = time.perf_counter()
-    if engine == "xarray:netcdf":
-        out = _xarray(query, json.loads(source), day)
-    else:
-        out = _zarrsql(query, source, day)
+    out = _xarray(query, json.loads(source), day) if engine == "xarray:netcdf" else _zarrsql(query, source, day)
     seconds = time.perf_counter() - t0
     if query in ("Q1", "Q3"):
         value = float(out) if isinstance(out, float) else float(out.column(0)[0].as_py())
@@ -188,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(*args.child)
         return 0
-    from make_era5 import N_TIME_FULL, N_TIME_QUICK, build as build_store, default_out
+    from make_era5 import N_TIME_FULL, N_TIME_QUICK, default_out
+    from make_era5 import build as build_store
 
     store = build_store(default_out(args.quick), N_TIME_QUICK if args.quick else N_TIME_FULL, verbose=False)
     paths = build(store, args.quick)
