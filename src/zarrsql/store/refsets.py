@@ -216,9 +216,12 @@ def is_parquet_layout(location: str) -> bool:
         return False
     try:
         with open(path, "rb") as f:
-            doc = json.loads(f.read())
-    except (OSError, ValueError):
-        return False
+            raw = f.read()
+        if b'"record_size"' not in raw:  # a consolidated Zarr store's, not parsed twice
+            return False
+        doc = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return False  # left to the Zarr reader, which names what is wrong
     return isinstance(doc, dict) and "record_size" in doc
 
 
