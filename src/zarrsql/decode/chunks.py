@@ -33,7 +33,7 @@ _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 #: numcodecs' bytes-to-bytes codecs, decoded here when a v3 array names them `numcodecs.<id>`
 #: after `bytes` (HDF5's shuffle, zlib and fletcher32 filters as VirtualiZarr writes them).
 NUMCODECS_BYTES = frozenset(
-    {"shuffle", "zlib", "gzip", "bz2", "lzma", "lz4", "zstd", "blosc", "fletcher32", "crc32", "crc32c", "adler32"}
+    {"shuffle", "zlib", "gzip", "bz2", "lzma", "zstd", "blosc", "fletcher32", "crc32", "crc32c", "adler32"}
 )
 
 
