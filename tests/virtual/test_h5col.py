@@ -144,3 +144,41 @@ def test_a_group_without_the_class_is_no_table(tmp_path: Path) -> None:
         g.attrs["NROWS"] = np.uint64(3)  # NROWS alone (no column-order, no CLASS): not H5Col
     rows = zarrsql.connect().execute(f"SELECT * FROM read_zarr('{path}', group_path := 'obs')").fetchall()
     assert [r[-1] for r in rows] == list(range(5))
+
+
+# ----------------------------------------------------------------------------- search indexes
+def _oracle(path: Path, keep) -> list[tuple]:
+    return [tuple(r.values()) for r in expected_obs(path) if keep(r)]
+
+
+PREDICATES = [
+    ("t_air > 20", lambda r: r["t_air"] is not None and r["t_air"] > 20),
+    ("t_air BETWEEN 5 AND 9.5", lambda r: r["t_air"] is not None and 5 <= r["t_air"] <= 9.5),
+    ("t_air IS NULL", lambda r: r["t_air"] is None),
+    ("t_air < 0 OR samples = 20", lambda r: (r["t_air"] is not None and r["t_air"] < 0) or r["samples"] == 20),
+]
+
+
+@pytest.mark.parametrize(("where", "keep"), PREDICATES)
+@pytest.mark.parametrize("source", ["obs", "obs_json"])
+def test_a_valid_sorted_rows_index_prunes_exactly(source: str, where: str, keep, virtual: VirtualFiles) -> None:
+    path = getattr(virtual, source)
+    with zarrsql.trace() as t:
+        rows = _rows(path, f"WHERE {where}")
+    expected = _oracle(virtual.obs, keep)
+    assert rows == expected
+    if where != "t_air < 0 OR samples = 20":  # samples has no index: that OR cannot prune
+        assert t.work_units_read < t.work_units_planned
+        assert t.rows == len(expected)  # applied in the scan: exactly the matching rows
+
+
+@pytest.mark.parametrize(("where", "keep"), PREDICATES)
+def test_a_stale_index_is_ignored(where: str, keep, virtual: VirtualFiles) -> None:
+    """The stale index's token is behind GENERATION and its rows are wrong: it must not be
+    used, every unit is read, and the rows are still right."""
+    with h5py.File(virtual.obs_stale) as f:
+        assert f["obs/SEARCH_INDEXES/t_air__sorted_rows"].attrs["GENERATION"] != f["obs"].attrs["GENERATION"]
+    with zarrsql.trace() as t:
+        rows = _rows(virtual.obs_stale, f"WHERE {where}")
+    assert rows == _oracle(virtual.obs_stale, keep)
+    assert t.work_units_read == t.work_units_planned

@@ -20,9 +20,10 @@ kerchunk reference set of it:
   after decoding (kerchunk writes an empty string fill as a blank);
 - metadata: each dataset's `units`, `valid_min`, `valid_max`, `description` are array
   attributes, so `read_zarr_metadata` lists them with the column;
-- search indexes: `SEARCH_INDEXES/<column>__sorted_rows` datasets of KIND `SORTED_ROWS` are
-  found by `sorted_index` only when their `GENERATION` validity token equals the table's
-  `GENERATION` (and, when given, their `NROWS` the table's); a stale index is ignored.
+- search indexes: a `SEARCH_INDEXES/<column>__sorted_rows` dataset of KIND `SORTED_ROWS`
+  whose `GENERATION` validity token equals the table's `GENERATION` (and, when given, whose
+  `NROWS` equals the table's) makes its column a `RowIndex`: a WHERE on it prunes work
+  units (scan/indexes.py). A stale index is ignored: no pruning, every unit is read.
 
 The table is named after the group's last path segment. A broken rule makes the table
 unreadable with a problem naming the column and the rule.
@@ -34,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zarrsql.conventions.model import GroupInfo, ProblemKind, TableInfo, group_members, resolve_names
+from zarrsql.conventions.model import GroupInfo, ProblemKind, RowIndex, TableInfo, group_members, resolve_names
 from zarrsql.conventions.records import Categorical, EncodedVariable, OffsetList, StringSentinel, Variable
 from zarrsql.discovery.roles import Member
 from zarrsql.metadata.arrays import ArrayMeta
@@ -203,6 +204,7 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
         raise _Invalid(f"NROWS is {n} but the columns hold only {extent} rows")
     chunk = max(c.chunk for c in cols)
     grid = (max(1, min(chunk, n)) if n else max(chunk, 1),)
+    indexes = tuple(i for c in cols if (i := sorted_index(tree, path, c.name)) is not None)
     return TableInfo(
         path,
         None,
@@ -215,6 +217,7 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
         name_hint=label,
         column_names=tuple(c.name for c in cols),
         column_order=tuple(c.name for c in cols),
+        indexes=indexes,
     )
 
 
@@ -268,16 +271,7 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class SortedIndex:
-    """A valid SORTED_ROWS index: `rows` is the dataset of row numbers in ascending order of
-    the column's values."""
-
-    column: str
-    rows: ArrayMeta
-
-
-def sorted_index(tree: NodeTree, path: str, column: str) -> SortedIndex | None:
+def sorted_index(tree: NodeTree, path: str, column: str) -> RowIndex | None:
     """The column's SORTED_ROWS index when its validity tokens match the table's, else None."""
     group = tree.groups.get(path)
     node = tree.arrays.get(_join(path, "SEARCH_INDEXES", f"{column}__sorted_rows"))
@@ -288,4 +282,4 @@ def sorted_index(tree: NodeTree, path: str, column: str) -> SortedIndex | None:
         return None
     if "NROWS" in node.attrs and node.attrs["NROWS"] != group.attrs.get("NROWS"):
         return None
-    return SortedIndex(column, node)
+    return RowIndex(column, node)

@@ -27,8 +27,9 @@ from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, cached_tree
 from zarrsql.plan.bounds import bounds_predicate
-from zarrsql.plan.predicate import And, Predicate
+from zarrsql.plan.predicate import And, Predicate, columns_of
 from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
+from zarrsql.scan.indexes import IndexedColumns
 from zarrsql.scan.request import ReadRequest, open_store_for
 from zarrsql.store import Store
 from zarrsql.tables.model import Derived, ReadTable
@@ -140,6 +141,7 @@ class TableScan:
         self._patterns: dict[Any, tuple[Any, Any]] = {}
         self._patterns_lock = threading.Lock()
         self.codecs = self._make_codecs()
+        self.indexed = IndexedColumns(self.table, self.codecs)  # data columns an index lets WHERE prune by
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
         if self.table.column_order:  # a declared order (the table convention's table:columns)
@@ -173,7 +175,10 @@ class TableScan:
         """Plan the work units for rows where `predicate` (and `bounds :=`) holds."""
         parts = [p for p in (self.base_predicate, predicate) if p is not None]
         combined = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
-        return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
+        aliases = list(self.derived)
+        if combined is not None and self.indexed.columns:
+            aliases += self.indexed.aliases(self.store, columns_of(combined))
+        return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=aliases)
 
     def unit_columns(self, unit: WorkUnit, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:
         """The unit's row count and (values, nulls) of each column, in `columns` order."""
@@ -229,4 +234,5 @@ class TableScan:
         column (its coordinate values) and every derived coordinate."""
         out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
         out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
+        out.update(self.indexed.filterable())
         return out

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zarrsql.conventions.model import Derived, TableInfo
+from zarrsql.conventions.model import Derived, RowIndex, TableInfo
 from zarrsql.conventions.records import Variable
 from zarrsql.metadata.arrays import ArrayMeta
 
-__all__ = ["DataColumn", "Derived", "ReadTable", "TableInfo"]
+__all__ = ["DataColumn", "Derived", "ReadTable", "RowIndex", "TableInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,7 @@ class ReadTable:
     hidden: tuple[int, ...] = ()
     layout: str = "dense"
     column_order: tuple[str, ...] = ()
+    indexes: tuple[RowIndex, ...] = ()
 
     @property
     def num_rows(self) -> int:

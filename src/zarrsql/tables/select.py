@@ -78,6 +78,7 @@ def _read_table(t: TableInfo) -> ReadTable:
         t.hidden,
         t.layout,
         t.column_order,
+        t.indexes,
     )
 
 
