@@ -50,46 +50,52 @@ def _open_hdf5(location: str, storage_options: Mapping[str, Any] | None) -> Stor
     return open_hdf5(location, storage_options, open_folder)
 
 
-#: Store formats chosen by name (`format :=`) rather than detected.
-FORMATS: dict[str, Callable[[str, Mapping[str, Any] | None], Store]] = {
-    "kerchunk": _open_kerchunk,
-    "hdf5": _open_hdf5,
-}
+def _local_path(location: str) -> str | None:
+    if location.lower().startswith("file://"):
+        location = location[len("file://") :]
+    return None if is_url(location) else os.path.abspath(os.path.expanduser(location))
 
 
-def _virtual(location: str, path: str | None) -> Callable[[str, Mapping[str, Any] | None], Store] | None:
-    """The opener of a location that is a reference set or an HDF5 file, told by its name
-    (remote) or its content (local), or None."""
+def _is_kerchunk(location: str) -> bool:
+    """A kerchunk reference set: a remote name ending .json/.parq/.parquet, a local .json
+    file (not zarr.json), or a local folder whose .zmetadata has `record_size`."""
     from zarrsql.store import refsets
+
+    name, path = location.rstrip("/").lower(), _local_path(location)
+    if path is None:
+        return name.endswith(refsets.JSON_SUFFIXES + refsets.PARQUET_SUFFIXES)
+    if os.path.isdir(path):
+        return refsets.is_parquet_layout(path)
+    return os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES) and os.path.basename(name) != "zarr.json"
+
+
+def _is_hdf5(location: str) -> bool:
+    """An HDF5 (NetCDF4) file: by its signature when local, by its name when remote; an
+    .h5ad file is AnnData's and keeps its conversion hint."""
     from zarrsql.store.files import is_hdf5_file
 
-    name = location.rstrip("/").lower()
-    if path is None:  # remote: by the name alone
-        if name.endswith(refsets.JSON_SUFFIXES + refsets.PARQUET_SUFFIXES):
-            return _open_kerchunk
-        return _open_hdf5 if name.endswith(HDF5_SUFFIXES) else None
-    if os.path.isdir(path):
-        return _open_kerchunk if refsets.is_parquet_layout(path) else None
-    if os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES) and os.path.basename(name) != "zarr.json":
-        return _open_kerchunk
-    if os.path.isfile(path) and not name.endswith(".h5ad") and is_hdf5_file(path):
-        return _open_hdf5
-    return None
+    name, path = location.rstrip("/").lower(), _local_path(location)
+    if path is None:
+        return name.endswith(HDF5_SUFFIXES)
+    return os.path.isfile(path) and not name.endswith(".h5ad") and is_hdf5_file(path)
+
+
+#: Formats besides plain Zarr: name (`format :=`) → (how its store opens, whether a
+#: location's layout shows it). Detection asks them in order.
+FORMATS: dict[str, tuple[Callable[[str, Mapping[str, Any] | None], Store], Callable[[str], bool]]] = {
+    "kerchunk": (_open_kerchunk, _is_kerchunk),
+    "hdf5": (_open_hdf5, _is_hdf5),
+}
 
 
 def open_store(location: str, storage_options: Mapping[str, Any] | None = None, *, format: str | None = None) -> Store:
     """Open the store at a local path, a `file://` URL or a remote URL; a kerchunk reference
-    set or an HDF5 file is detected, or named with `format`."""
+    set or an HDF5 file is detected (`FORMATS`), or named with `format`."""
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
-    if format is not None and format in FORMATS:
-        return FORMATS[format](location, storage_options)
-    if location.lower().startswith("file://"):
-        location = location[len("file://") :]
-    local = None if is_url(location) else os.path.abspath(os.path.expanduser(location))
-    virtual = _virtual(location, local)
-    if virtual is not None:
-        return virtual(location, storage_options)
+    name = format or next((n for n, (_, detect) in FORMATS.items() if detect(location)), None)
+    if name in FORMATS:
+        return FORMATS[name][0](location, storage_options)
     return open_folder(location, storage_options)
 
 
