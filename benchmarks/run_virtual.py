@@ -61,8 +61,6 @@ def _paths(quick: bool) -> dict[str, Path]:
 
 def build(store: Path, quick: bool) -> dict[str, Path]:
     """The NetCDF files and reference sets of `store` (idempotent)."""
-    import shutil
-
     paths = _paths(quick)
     stamp = {"version": BUILD_VERSION, "store": str(store), "days_per_file": DAYS_PER_FILE}
     if paths["stamp"].exists() and json.loads(paths["stamp"].read_text()) == stamp:
@@ -72,17 +70,19 @@ def build(store: Path, quick: bool) -> dict[str, Path]:
     from kerchunk.df import refs_to_dataframe
     from kerchunk.hdf import SingleHdf5ToZarr
 
-    shutil.rmtree(paths["base"], ignore_errors=True)
-    paths["base"].mkdir(parents=True)
+    paths["base"].mkdir(parents=True, exist_ok=True)  # files already written whole are kept
     ds = xr.open_zarr(store, consolidated=True)
     step = 24 * DAYS_PER_FILE
     files = []
     for k, start in enumerate(range(0, ds.sizes["time"], step)):
         part = ds.isel(time=slice(start, start + step))
-        enc = {v: {"zlib": True, "complevel": 1, "shuffle": True, "chunksizes": (24, 121, 240)} for v in part.data_vars}
+        days = (min(24, part.sizes["time"]), part.sizes["latitude"], part.sizes["longitude"])
+        enc = {v: {"zlib": True, "complevel": 1, "shuffle": True, "chunksizes": days} for v in part.data_vars}
         enc["time"] = {"units": "hours since 1900-01-01 00:00:00", "dtype": "int64"}
         path = paths["base"] / f"era5_{k:02d}.nc"
-        part.to_netcdf(path, engine="h5netcdf", encoding=enc)
+        if not path.exists():
+            part.to_netcdf(path.with_suffix(".tmp"), engine="h5netcdf", encoding=enc)
+            path.with_suffix(".tmp").rename(path)
         files.append(path)
     singles = [SingleHdf5ToZarr(str(f), inline_threshold=0).translate() for f in files]
     combined = MultiZarrToZarr(singles, concat_dims=["time"], identical_dims=["latitude", "longitude"]).translate()
