@@ -76,12 +76,12 @@ def build(store: Path, quick: bool) -> dict[str, Path]:
     files = []
     for k, start in enumerate(range(0, ds.sizes["time"], step)):
         part = ds.isel(time=slice(start, start + step))
-        days = (min(24, part.sizes["time"]), part.sizes["latitude"], part.sizes["longitude"])
+        days = (24, part.sizes["latitude"], part.sizes["longitude"])  # time is unlimited: 24 fits a shorter file
         enc = {v: {"zlib": True, "complevel": 1, "shuffle": True, "chunksizes": days} for v in part.data_vars}
         enc["time"] = {"units": "hours since 1900-01-01 00:00:00", "dtype": "int64"}
         path = paths["base"] / f"era5_{k:02d}.nc"
         if not path.exists():
-            part.to_netcdf(path.with_suffix(".tmp"), engine="h5netcdf", encoding=enc)
+            part.to_netcdf(path.with_suffix(".tmp"), engine="h5netcdf", encoding=enc, unlimited_dims=["time"])
             path.with_suffix(".tmp").rename(path)
         files.append(path)
     singles = [SingleHdf5ToZarr(str(f), inline_threshold=0).translate() for f in files]
