@@ -193,13 +193,6 @@ def _h5ad(path: Path) -> None:
     anndata.AnnData(np.arange(6.0, dtype="f4").reshape(2, 3)).write_h5ad(path)
 
 
-def _hdf5(path: Path) -> None:
-    import h5py
-
-    with h5py.File(path, "w") as f:
-        f["v"] = np.arange(4.0)
-
-
 def _netcdf3(path: Path) -> None:
     _dataset().to_netcdf(path, engine="scipy")  # scipy writes NetCDF3 (classic)
 
@@ -226,8 +219,7 @@ def _parquet(path: Path) -> None:
 FILES: dict[str, tuple[str, Callable[[Path], None], type[zarrsql.ZarrSQLError], tuple[str, ...]]] = {
     # name: (file name, writer, error class, message fragments)
     "h5ad": ("pbmc.h5ad", _h5ad, zarrsql.StoreNotFoundError, ("is a file", "HDF5", "anndata.read_h5ad", "write_zarr")),
-    "netcdf4-named-nc": ("x.nc", _hdf5, zarrsql.StoreNotFoundError, ("HDF5", "xarray.open_dataset", "to_zarr")),
-    "hdf5-unusual-name": ("data.bin", _hdf5, zarrsql.StoreNotFoundError, ("HDF5", "read_h5ad", "open_dataset")),
+    # plain HDF5 and NetCDF4 files are read in place (tests/virtual/test_hdf5_files.py)
     "netcdf3": ("x.nc", _netcdf3, zarrsql.StoreNotFoundError, ("NetCDF3", "xarray.open_dataset", "to_zarr")),
     "zipped-store": ("x.zarr.zip", _zipped_store, zarrsql.UnsupportedError, ("zip", "unzip")),
     "zip": ("x.zip", _plain_zip, zarrsql.StoreNotFoundError, ("zip archive", "no Zarr store")),

@@ -67,7 +67,7 @@ def _callables(value: object) -> list[str]:
 
 def test_every_encoding_record_is_frozen_with_slots_and_has_a_decoder() -> None:
     kinds = set(typing.get_args(records.Encoding))
-    assert len(kinds) == 8
+    assert len(kinds) == 9
     assert set(DECODERS) == kinds
     for kind in kinds:
         assert kind.__dataclass_params__.frozen, kind  # type: ignore[attr-defined]
@@ -75,10 +75,16 @@ def test_every_encoding_record_is_frozen_with_slots_and_has_a_decoder() -> None:
     assert records.EncodedVariable.__dataclass_params__.frozen  # type: ignore[attr-defined]
 
 
-def test_conventions_return_only_data(table_stores: dict[str, Path], adata_path: tuple[Path, ad.AnnData]) -> None:
+def test_conventions_return_only_data(
+    table_stores: dict[str, Path], adata_path: tuple[Path, ad.AnnData], tmp_path: Path
+) -> None:
     """Every encoded column of real stores is a record: no function anywhere inside it, and
     its attributes are JSON (no reader or matrix handed through them)."""
-    found = [v for p in [*table_stores.values(), adata_path[0]] for v in _encoded(p)]
+    from tests.virtual.h5col_files import write_obs  # an H5Col table (its list column)
+
+    write_obs(tmp_path / "obs.h5")
+    stores = [*table_stores.values(), adata_path[0], tmp_path / "obs.h5"]
+    found = [v for p in stores for v in _encoded(p)]
     assert {type(v.encoding) for v in found} == set(typing.get_args(records.Encoding))
     for v in found:
         assert _callables(v) == [], v.path
@@ -123,7 +129,7 @@ def test_an_encoding_without_a_decoder_is_refused_by_name(adata_path: tuple[Path
 def test_conventions_are_asked_in_their_stated_order(tmp_path: Path) -> None:
     """The table convention outranks OME-Zarr: a registered table group that also carries
     `multiscales` is one table; CF comes last and claims every group."""
-    assert [name for name, _ in CONVENTIONS] == ["table", "ome", "anndata", "cf"]
+    assert [name for name, _ in CONVENTIONS] == ["table", "h5col", "ome", "anndata", "cf"]
     root = zarr.open_group(str(tmp_path / "both.zarr"), mode="w", zarr_format=3)
     g = root.create_group("t")
     values = np.arange(6, dtype="int32")

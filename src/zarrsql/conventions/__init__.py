@@ -2,7 +2,8 @@
 
 Each is one module with `analyze(tree, path) -> GroupInfo | None`, None when the group is
 not its own. `CONVENTIONS` asks them in this order and the first answer wins: the table
-convention (a group registers it explicitly), OME-Zarr (a `multiscales` attribute), AnnData
+convention (a group registers it explicitly), H5Col (an HDF5 group of `CLASS`
+COLUMN_TABLE), OME-Zarr (a `multiscales` attribute), AnnData
 (an `encoding-type` of anndata/mudata at or above the group), and last xarray/CF, which
 reads every group. A convention returns records only (`model.GroupInfo`, `model.TableInfo`,
 `records.*` for encoded columns); `zarrsql.decode.registry` turns them into readers.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from zarrsql.conventions import anndata, cf, ome, table
+from zarrsql.conventions import anndata, cf, h5col, ome, table
 from zarrsql.conventions.model import GroupInfo
 from zarrsql.metadata.tree import NodeTree
 
@@ -21,6 +22,7 @@ Analyze = Callable[[NodeTree, str], GroupInfo | None]
 
 CONVENTIONS: tuple[tuple[str, Analyze], ...] = (
     ("table", table.analyze),
+    ("h5col", h5col.analyze),
     ("ome", ome.analyze),
     ("anndata", anndata.analyze),
     ("cf", cf.analyze),

@@ -57,6 +57,16 @@ class AuxCoord:
 
 
 @dataclass(frozen=True, slots=True)
+class RowIndex:
+    """A data column a valid search index covers (H5Col's SORTED_ROWS whose validity token
+    matches): a WHERE on `column` may prune work units by the column's values. `rows` is the
+    index dataset (row numbers in ascending order of the values), for listings."""
+
+    column: str
+    rows: ArrayMeta
+
+
+@dataclass(frozen=True, slots=True)
 class TableInfo:
     """A table of a group as `read_zarr_tables` lists it.
 
@@ -71,7 +81,8 @@ class TableInfo:
     (one row per stored entry of sparse matrices, compressed along the first or the second
     dimension). `coords` holds, per dimension, the coordinate array (from the group or an
     ancestor) or None for a positional dimension. `chunk_grid` is the largest chunk length
-    per dimension over the data arrays: the work-unit grid.
+    per dimension over the data arrays: the work-unit grid. `indexes` names data columns a
+    WHERE may prune by (`RowIndex`).
     """
 
     group_path: str
@@ -90,6 +101,7 @@ class TableInfo:
     column_order: tuple[str, ...] = ()
     problem_kind: ProblemKind | None = None
     aux: tuple[AuxCoord, ...] = ()
+    indexes: tuple[RowIndex, ...] = ()
 
     @property
     def default_name(self) -> str:

@@ -68,6 +68,17 @@ class FixedListArray:
 
 
 @dataclass(frozen=True, slots=True)
+class OffsetList:
+    """A variable-length list per row: row i holds `values[offsets[i]:offsets[i + 1]]`
+    (H5Col's list columns); `offsets` has one entry more than the column has rows."""
+
+    column: str
+    path: str
+    offsets: ArrayMeta
+    values: ArrayMeta
+
+
+@dataclass(frozen=True, slots=True)
 class PointArray:
     """An (N, D) array of point coordinates named by `axes`."""
 
@@ -110,6 +121,7 @@ Encoding = (
     | Nullable
     | StringSentinel
     | FixedListArray
+    | OffsetList
     | PointArray
     | RaggedGeometry
     | SparseMatrix

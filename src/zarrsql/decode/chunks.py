@@ -30,6 +30,17 @@ from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.store import Store, ZarrPythonAccess
 
 _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
+#: numcodecs' bytes-to-bytes codecs, decoded here when a v3 array names them `numcodecs.<id>`
+#: after `bytes` (HDF5's shuffle, zlib and fletcher32 filters as VirtualiZarr writes them).
+NUMCODECS_BYTES = frozenset(
+    {"shuffle", "zlib", "gzip", "bz2", "lzma", "zstd", "blosc", "fletcher32", "crc32", "crc32c", "adler32"}
+)
+
+
+def _bytes_codec_name(name: Any) -> bool:
+    return name in _BYTES_CODECS or (
+        isinstance(name, str) and name.startswith("numcodecs.") and name[10:] in NUMCODECS_BYTES
+    )
 
 
 class _Failure(Exception):
@@ -70,7 +81,17 @@ def _v3_bytes_codec(name: str, frozen: tuple) -> Any:
         return numcodecs.Blosc()
     if name == "crc32c":
         return numcodecs.CRC32C()
+    if name.startswith("numcodecs."):
+        return numcodecs.get_codec({**config, "id": name[10:]})
     raise UnsupportedError(name)
+
+
+def _bytes_config(name: str, config: Any, itemsize: int) -> Any:
+    """A numcodecs shuffle without `elementsize` shuffles by the array's item size, as
+    zarr-python's numcodecs wrapper does (numcodecs' own default, 4, would be wrong)."""
+    if name == "numcodecs.shuffle" and "elementsize" not in (config or {}):
+        return {**(config or {}), "elementsize": itemsize}
+    return config
 
 
 def _freeze(config: Any) -> tuple:
@@ -82,7 +103,7 @@ def _pipeline_ok(codecs: Any) -> bool:
     names = [c.get("name") for c in codecs]
     a2b = [n for n in names if n in ("bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed")]
     others = [n for n in names if n not in ("bytes", "vlen-utf8", "vlen-bytes", "transpose", "sharding_indexed")]
-    if len(a2b) != 1 or not all(n in _BYTES_CODECS for n in others):
+    if len(a2b) != 1 or not all(_bytes_codec_name(n) for n in others):
         return False
     for c in codecs:
         if c.get("name") == "sharding_indexed":
@@ -212,8 +233,9 @@ def _decode_codecs(
     last = None  # the bytes-to-bytes codec the array-to-bytes codec gets its input from
     for c in reversed(codecs):
         name = c.get("name")
-        if name in _BYTES_CODECS:
-            codec = _v3_bytes_codec(name, _freeze(c.get("configuration")))
+        if _bytes_codec_name(name):
+            itemsize = (dtype if dtype is not None else array.dtype.numpy or np.dtype("u1")).itemsize
+            codec = _v3_bytes_codec(name, _freeze(_bytes_config(name, c.get("configuration"), itemsize)))
             data = _stage(name, lambda d, codec=codec: _decode_bytes_codec(codec, d), data)
             last = name
     order = None

@@ -10,6 +10,8 @@ use these records; each says what `Codec.read` returns for it:
 - `Point`: an (n, len(axes)) float array; `LineString`: (offsets of length n+1, coords);
   `Polygon`: (geometry offsets n+1 into rings, ring offsets into coords, coords). Offsets
   start at 0 for the rows returned.
+- `List`: a variable-length list of `inner` scalars per row: (offsets of length n+1 from 0,
+  the flat values, their nulls or None); nulls per row.
 - `WKB`: an object array of bytes (well-known binary geometry).
 - `Labels`: int32 positions into a string coordinate's `values` (a VARCHAR column that never
   builds one Python string per row: AnnData's obs/var names over millions of entries).
@@ -31,6 +33,11 @@ class Enum:
 class FixedList:
     inner: str | FixedList
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class List:
+    inner: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +64,4 @@ class Labels:
 
 WKB = "wkb"
 
-Logical = str | Enum | FixedList | Point | LineString | Polygon | Labels
+Logical = str | Enum | FixedList | List | Point | LineString | Polygon | Labels

@@ -16,6 +16,7 @@ from zarrsql.conventions import records as r
 from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.encodings import categorical_codec, nullable_codec
 from zarrsql.decode.geometry import point_codec, ragged_codec
+from zarrsql.decode.lists import list_codec
 from zarrsql.decode.sparse import dense_codec
 from zarrsql.decode.table_columns import (
     FixedListCodec,
@@ -50,6 +51,10 @@ def _fixed_list(rec: r.FixedListArray, store: Store, options: DecodeOptions) -> 
     return FixedListCodec(values, fixed_list_logical(values.logical, rec.array.shape[1:]))
 
 
+def _offset_list(rec: r.OffsetList, store: Store, options: DecodeOptions) -> Codec:
+    return list_codec(rec, options)
+
+
 def _point(rec: r.PointArray, store: Store, options: DecodeOptions) -> Codec:
     return point_codec(rec.array, column_codec(rec.array, options), rec.axes, options.geometry)
 
@@ -70,6 +75,7 @@ DECODERS: dict[type, Callable[[Any, Store, DecodeOptions], Codec]] = {
     r.Nullable: _nullable,
     r.StringSentinel: _string_sentinel,
     r.FixedListArray: _fixed_list,
+    r.OffsetList: _offset_list,
     r.PointArray: _point,
     r.RaggedGeometry: _ragged,
     r.SparseMatrix: _sparse,

@@ -49,6 +49,8 @@ def arrow_type(logical: lg.Logical) -> pa.DataType:
         return pa.dictionary(pa.int32(), pa.string(), ordered=logical.ordered)
     if isinstance(logical, lg.FixedList):
         return pa.list_(arrow_type(logical.inner), logical.size)
+    if isinstance(logical, lg.List):
+        return pa.list_(arrow_type(logical.inner))
     if isinstance(logical, lg.Point):
         return _point_type(logical.axes)
     if isinstance(logical, lg.LineString):
@@ -119,6 +121,9 @@ def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Ar
             if mask is None
             else pa.StructArray.from_arrays(points.flatten(), fields=list(points.type), mask=mask)
         )
+    if isinstance(logical, lg.List):
+        offsets, flat, flat_nulls = values
+        return pa.ListArray.from_arrays(_offsets(offsets), to_arrow(flat, flat_nulls, logical.inner), mask=mask)
     if isinstance(logical, lg.LineString):
         offsets, coords = values
         return pa.ListArray.from_arrays(_offsets(offsets), _points(coords, logical.axes), mask=mask)

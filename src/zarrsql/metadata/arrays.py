@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zarrsql.errors import MetadataError
-from zarrsql.metadata.codecs import check_v2_codecs, check_v3_codecs, v2_codec_problem, v3_codec_problem
+from zarrsql.metadata.codecs import check_v2_codecs, check_v3_codecs, codec_fix, v2_codec_problem, v3_codec_problem
 from zarrsql.metadata.documents import expect_object, field_choice, field_list, field_object, shown
 from zarrsql.metadata.dtypes import DType, parse_v2_dtype, parse_v3_dtype
 
@@ -279,7 +279,8 @@ def _v2_dtype(zarray: Mapping[str, Any], filters: list[dict[str, Any]], chunks: 
     if not isinstance(spec, (str, list)):
         raise MetadataError(f"{where}: dtype must be a numpy type string or a list of fields, got {shown(spec)}")
     compressor = zarray.get("compressor")
-    dtype = _unsupported(parse_v2_dtype(spec, filters), v2_codec_problem(compressor, filters), "install the codec")
+    problem = v2_codec_problem(compressor, filters)
+    dtype = _unsupported(parse_v2_dtype(spec, filters), problem, codec_fix(problem or ""))
     return _unsupported(dtype, _chunk_size_problem(chunks, dtype), "rechunk it into smaller chunks")
 
 

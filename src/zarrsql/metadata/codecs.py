@@ -109,9 +109,23 @@ def check_v2_codecs(compressor: Any, filters: Any, where: str) -> list[dict[str,
     return filters
 
 
+#: The codec id prefix store/hdf5.py gives a dataset whose HDF5 filter kerchunk cannot express.
+HDF5_FILTER = "hdf5:"
+
+
+def codec_fix(problem: str) -> str:
+    """What to do about a codec `problem` (an HDF5 filter has no codec to install)."""
+    if problem.startswith("the HDF5 filter"):
+        return "rewrite the dataset with gzip, shuffle or no filter (e.g. h5repack -f GZIP=4), or convert the file"
+    return "install the codec"
+
+
 def v2_codec_problem(compressor: dict[str, Any] | None, filters: list[dict[str, Any]]) -> str | None:
     """Why (checked) v2 codecs cannot be decoded here, or None."""
     for c in ([compressor] if compressor else []) + filters:
+        if c["id"].startswith(HDF5_FILTER):
+            name = c["id"][len(HDF5_FILTER) :]
+            return f"the HDF5 filter '{name}' has no Zarr codec, so its chunks cannot be read in place"
         if not _numcodecs_known(c["id"]):
             return f"codec '{c['id']}' is not supported"
     return None

@@ -38,6 +38,7 @@ from zarrsql.scan.coords import (
     prefetch_coords,
     wrap_longitude,
 )
+from zarrsql.scan.indexes import IndexedColumns
 from zarrsql.scan.request import ReadRequest
 from zarrsql.store import Store
 from zarrsql.tables.model import ReadTable
@@ -96,6 +97,7 @@ class OpenedTable:
         if request.options.cell_bounds:
             self._add_cell_bounds()
         self.codecs = self._make_codecs()
+        self.indexed = IndexedColumns(self.table, self.codecs)  # data columns an index lets WHERE prune by
         for i, (dc, codec) in enumerate(zip(self.table.data, self.codecs, strict=True)):
             self.columns.append(Column(dc.column, codec.logical, data=i))
         if self.table.column_order:  # a declared order (the table convention's table:columns)
@@ -210,6 +212,7 @@ class OpenedTable:
         out = {self.dims[k].name: self.dim_logical[k] for k in range(len(self.dims)) if k not in self.table.hidden}
         out.update({dv.name: logical for (_, dv), logical in zip(self.derived, self.derived_logical, strict=True)})
         out.update({aux[0]: logical for aux, logical in zip(self.aux, self.aux_logical, strict=True)})
+        out.update(self.indexed.filterable())
         return out
 
 
@@ -234,14 +237,17 @@ class DenseScan(OpenedTable):
     def plan(self, predicate: Predicate | None = None) -> ScanPlan | CellMaskedPlan:
         """Plan the work units for rows where `predicate` (and `bounds :=`) holds."""
         combined = conjoin((self.base_predicate, predicate))
+        aliases = list(self.derived)
+        if combined is not None and self.indexed.columns:  # columns a valid row index covers
+            aliases += self.indexed.aliases(self.store, columns_of(combined))
         aux = {a[0] for a in self.aux}
         if combined is None or not aux:
-            return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=self.derived)
+            return plan_scan(self.table.shape, self.table.chunk_grid, self.dims, combined, aliases=aliases)
         # Conjuncts naming an auxiliary coordinate span several axes: the plan cannot split
         # them by axis, so each unit is masked by them (exactly) after the axes have pruned.
         on_axes = conjoin(c for c in conjuncts(combined) if not columns_of(c) & aux)
         on_cells = conjoin(c for c in conjuncts(combined) if columns_of(c) & aux)
-        base = plan_scan(self.table.shape, self.table.chunk_grid, self.dims, on_axes, aliases=self.derived)
+        base = plan_scan(self.table.shape, self.table.chunk_grid, self.dims, on_axes, aliases=aliases)
         return base if on_cells is None else CellMaskedPlan(base, on_cells, self)
 
     def unit_columns(self, unit: WorkUnit, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:

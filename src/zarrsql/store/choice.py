@@ -13,7 +13,7 @@ import datetime
 from dataclasses import dataclass
 
 #: The values `format :=` takes; `None` (not given) means: detect from the location.
-FORMATS = ("zarr", "icechunk", "kerchunk")
+FORMATS = ("zarr", "icechunk", "kerchunk", "hdf5")
 
 #: The parameters that pick a version of a versioned store, in the order errors name them.
 VERSION_PARAMETERS = ("branch", "tag", "snapshot", "as_of")

@@ -36,6 +36,11 @@ def _is_hdf5(path: str) -> bool:
     return any(_head(path, at) == HDF5_SIGNATURE for at in _HDF5_OFFSETS)
 
 
+def is_hdf5_file(path: str) -> bool:
+    """Whether the file at `path` starts (after any user block) with the HDF5 signature."""
+    return _is_hdf5(path)
+
+
 def _xarray_hint(location: str) -> str:
     return f"xarray.open_dataset('{location}').to_zarr('{os.path.splitext(location)[0]}.zarr')"
 

@@ -25,6 +25,9 @@ from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error
 from zarrsql.store.local import LocalStore
 
+#: Remote names read as HDF5 files in place (`.h5ad` stays AnnData's, refused with a hint).
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4")
+
 #: Given (location, storage_options), a store of the engine's own, or None for the default.
 Opener = Callable[[str, Mapping[str, Any]], "Store | None"]
 _opener: contextvars.ContextVar[Opener | None] = contextvars.ContextVar("zarrsql_store_opener", default=None)
@@ -49,7 +52,7 @@ def open_store(
         raise ParameterError("the store must be a non-empty path or URL string")
     choice = choice or StoreChoice()
     name = choice.format or next((n for n, (_, detect) in FORMATS.items() if detect(location)), "zarr")
-    if name == "zarr" and (choice.version_parameters() or choice.virtual_chunks):
+    if name in ("zarr", "hdf5") and (choice.version_parameters() or choice.virtual_chunks):
         given = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
         raise ParameterError(
             f"{' and '.join(p + ' :=' for p in given)} apply to Icechunk repositories (and virtual_chunks := to "
@@ -65,16 +68,65 @@ def open_store(
 
 
 def _open_zarr(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
+    return open_folder(location, storage_options)
+
+
+def _open_kerchunk(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
+    from zarrsql.store.references import open_references
+
+    return open_references(location, storage_options, open_folder)
+
+
+def _open_hdf5(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
+    from zarrsql.store.hdf5 import open_hdf5
+
+    return open_hdf5(location, storage_options, open_folder)
+
+
+def _local_path(location: str) -> str | None:
+    if location.lower().startswith("file://"):
+        location = location[len("file://") :]
+    return None if is_url(location) else os.path.abspath(os.path.expanduser(location))
+
+
+def _is_kerchunk(location: str) -> bool:
+    """A kerchunk reference set: a remote name ending .json/.parq/.parquet, a local .json
+    file (not zarr.json), or a local folder whose .zmetadata has `record_size`."""
+    from zarrsql.store import refsets
+
+    name, path = location.rstrip("/").lower(), _local_path(location)
+    if path is None:
+        return name.endswith(refsets.JSON_SUFFIXES + refsets.PARQUET_SUFFIXES)
+    if os.path.isdir(path):
+        return refsets.is_parquet_layout(path)
+    return os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES) and os.path.basename(name) != "zarr.json"
+
+
+def _is_hdf5(location: str) -> bool:
+    """An HDF5 (NetCDF4) file: by its signature when local, by its name when remote; an
+    .h5ad file is AnnData's and keeps its conversion hint."""
+    from zarrsql.store.files import is_hdf5_file
+
+    name, path = location.rstrip("/").lower(), _local_path(location)
+    if path is None:
+        return name.endswith(HDF5_SUFFIXES)
+    return os.path.isfile(path) and not name.endswith(".h5ad") and is_hdf5_file(path)
+
+
+def open_folder(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
+    """The plain store of keys below a folder or URL, never a virtual one: how a reference
+    set reads its own files and the files it points at."""
+    options = dict(storage_options or {})
     if location.lower().startswith("file://"):
         location = location[len("file://") :]
     if is_url(location):
         opener = _opener.get()
-        store = opener(location, storage_options) if opener is not None else None
+        store = opener(location, options) if opener is not None else None
         if store is not None:
             return store
         from zarrsql.store.remote import FsspecStore  # fsspec is imported only for URLs
 
-        return FsspecStore(location, storage_options)
+        return FsspecStore(location, options)
     path = os.path.abspath(os.path.expanduser(location))
     if os.path.exists(path) and not os.path.isdir(path):
         raise file_error(location, path)
@@ -106,5 +158,7 @@ def _never(location: str) -> bool:
 #: reading anything counted). Detection asks them in order; nothing claims a location: 'zarr'.
 FORMATS: dict[str, tuple[Callable[[str, dict[str, Any], StoreChoice], Store], Callable[[str], bool]]] = {
     "icechunk": (_open_icechunk, _is_icechunk),
+    "kerchunk": (_open_kerchunk, _is_kerchunk),
+    "hdf5": (_open_hdf5, _is_hdf5),
     "zarr": (_open_zarr, _never),
 }

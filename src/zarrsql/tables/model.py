@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zarrsql.conventions.model import AuxCoord, Derived, TableInfo
+from zarrsql.conventions.model import AuxCoord, Derived, RowIndex, TableInfo
 from zarrsql.conventions.records import Variable
 from zarrsql.metadata.arrays import ArrayMeta
 
-__all__ = ["AuxCoord", "DataColumn", "Derived", "ReadTable", "TableInfo"]
+__all__ = ["AuxCoord", "DataColumn", "Derived", "ReadTable", "RowIndex", "TableInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,7 @@ class ReadTable:
     layout: str = "dense"
     column_order: tuple[str, ...] = ()
     aux: tuple[AuxCoord, ...] = ()
+    indexes: tuple[RowIndex, ...] = ()
 
     @property
     def num_rows(self) -> int:

@@ -79,6 +79,7 @@ def _read_table(t: TableInfo) -> ReadTable:
         t.layout,
         t.column_order,
         t.aux,
+        t.indexes,
     )
 
 

@@ -1,0 +1,192 @@
+"""An HDF5 (or NetCDF4) file read in place: its chunks are byte ranges of the file.
+
+`open_hdf5(location, storage_options)` scans the file's metadata once with kerchunk's
+`SingleHdf5ToZarr` (which needs h5py) into a reference set held in memory, and reads it as
+a `ReferenceStore`, so an `.h5` file and a kerchunk reference set of the same file are one
+code path: the same tables, conventions, pushdown and `trace()` counts. Small chunks are not
+inlined, every chunk is a ranged read of the file.
+
+What the in-memory scan keeps that a saved kerchunk set loses: attributes holding HDF5 object
+references (H5Col's `CATEGORIES`, `SEARCH_INDEX_LIST`, `INDEX_COLUMNS`) become the store paths
+of the objects they point at, instead of kerchunk's placeholder text, and a group's `CLASS =
+COLUMN_TABLE` (which kerchunk drops as a netCDF attribute) is kept; conventions/h5col.py falls
+back to names when reading a saved set. A dataset kerchunk leaves out is described from
+h5py's chunk index when it only adds HDF5's fletcher32 checksum (store/hdf5_chunks.py), and
+otherwise (an lzf, szip, lz4, bitshuffle or scaleoffset filter) is listed as unsupported,
+naming the filter, instead of failing the file. The scanned set is cached by the file's path, mtime and size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
+from zarrsql.store.base import is_url
+from zarrsql.store.hdf5_chunks import checksummed_refs
+from zarrsql.store.references import ReferenceStore
+from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
+
+#: Scanned files kept (path+mtime+size → reference set); a scan reads every object header.
+_CACHE_SIZE = 16
+_cache: dict[str, RefSet] = {}
+_lock = threading.Lock()
+
+
+def _need_h5py() -> Any:
+    try:
+        import h5py
+        import kerchunk.hdf  # noqa: F401
+    except ImportError as err:
+        raise UnsupportedError(
+            f"reading HDF5 and NetCDF4 files needs h5py and kerchunk ({err}); install them with: "
+            "pip install 'zarrsql[hdf5]'"
+        ) from err
+    return h5py
+
+
+def _reference_paths(h5: Any, obj: Any) -> dict[str, Any]:
+    """Attributes of `obj` that hold object references, as store paths ('' for unresolved)."""
+    import h5py
+
+    out: dict[str, Any] = {}
+    for name, value in obj.attrs.items():
+        if isinstance(value, h5py.Reference):
+            out[name] = _deref(h5, value)
+        elif getattr(value, "dtype", None) is not None and h5py.check_dtype(ref=value.dtype) is h5py.Reference:
+            out[name] = [_deref(h5, v) for v in value.ravel()]
+    return out
+
+
+def _deref(h5: Any, ref: Any) -> str:
+    try:
+        return str(h5[ref].name).lstrip("/") if ref else ""
+    except (ValueError, KeyError):
+        return ""
+
+
+#: HDF5 filter ids kerchunk cannot express as Zarr codecs, by the name users know them by.
+_FILTER_NAMES = {"32004": "lz4", "32008": "bitshuffle", "32013": "zfp", "32017": "sz", "307": "bzip2"}
+
+
+def _filter_name(ds: Any) -> str:
+    """The HDF5 filter (or feature) that kept kerchunk from describing `ds`."""
+    if ds.scaleoffset:
+        return "scaleoffset"
+    if ds.compression in ("szip", "lzf"):
+        return str(ds.compression)
+    known = {"shuffle", "gzip", "fletcher32", "32001", "32015"}
+    odd = [str(f) for f in ds._filters if str(f) not in known]
+    return _FILTER_NAMES.get(odd[0], f"HDF5 filter {odd[0]}") if odd else f"HDF5 data type {ds.dtype}"
+
+
+def _placeholder(ds: Any) -> str:
+    """A `.zarray` for a dataset kerchunk skipped: its shape, and a codec named after what
+    it uses, so the array is listed as unsupported, naming the filter, and the rest of the
+    file still reads."""
+    dtype = ds.dtype.str if ds.dtype.kind in "biufcSU" and ds.dtype.names is None else f"|V{ds.dtype.itemsize}"
+    doc = {
+        "zarr_format": 2,
+        "shape": list(ds.shape),
+        "chunks": list(ds.chunks or ds.shape or (1,)) if ds.shape else [],
+        "dtype": dtype,
+        "fill_value": None,
+        "order": "C",
+        "compressor": {"id": f"hdf5:{_filter_name(ds)}"},  # metadata.codecs.HDF5_FILTER
+        "filters": None,
+    }
+    return json.dumps(doc)
+
+
+def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
+    """Object-reference attributes → paths, in the `.zattrs` documents of `refs`; a dataset
+    kerchunk skipped is described here (store/hdf5_chunks.py) or gets a placeholder."""
+    import h5py
+
+    def visit(name: str, obj: Any) -> None:
+        if isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
+            refs.update(checksummed_refs(name, obj, url) or {f"{name}/.zarray": _placeholder(obj)})
+        if isinstance(obj, h5py.Group) and _text(obj.attrs.get("CLASS")) == "COLUMN_TABLE":
+            _merge(refs, name, {"CLASS": "COLUMN_TABLE"})
+        fixes = _reference_paths(h5, obj)
+        if fixes:
+            _merge(refs, name, fixes)
+
+    visit("", h5)
+    h5.visititems(visit)
+
+
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value if isinstance(value, str) else None
+
+
+def _merge(refs: dict[str, Any], name: str, attrs: dict[str, Any]) -> None:
+    key = f"{name}/.zattrs" if name else ".zattrs"
+    doc = json.loads(refs.get(key) or "{}")
+    doc.update(attrs)
+    refs[key] = json.dumps(doc)
+
+
+def _remote_file(location: str, storage_options: Mapping[str, Any]) -> Any:
+    """A random-access file object for a remote HDF5 file, through the filesystem zarrsql
+    configures for the URL (endpoint, anonymous access and retries as for any store)."""
+    from zarrsql.store.remote import FsspecStore
+
+    folder, _, name = location.rstrip("/").rpartition("/")
+    store = FsspecStore(folder, dict(storage_options))
+    return store.fs.open(f"{store.root}/{name}", "rb")
+
+
+def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    h5py = _need_h5py()
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    remote = is_url(location)
+    try:
+        with _remote_file(location, storage_options) if remote else open(location, "rb") as f:
+            url = location if remote else "file://" + location
+            refs: dict[str, Any] = SingleHdf5ToZarr(f, url, inline_threshold=0, error="ignore").translate()["refs"]
+            f.seek(0)
+            with h5py.File(f, "r") as h5:
+                _fix_attrs(refs, h5, url)
+    except OSError as err:
+        raise MetadataError(f"cannot read the HDF5 file '{location}': {err}") from err
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise UnsupportedError(
+            f"the HDF5 file '{location}' holds something zarrsql cannot read in place ({err}); convert it "
+            f"once, e.g. xarray.open_dataset('{location}').to_zarr(...)"
+        ) from err
+    return refs
+
+
+def _key(location: str) -> str:
+    if is_url(location):
+        return location
+    st = os.stat(location)
+    return f"{location}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener) -> ReferenceStore:
+    """A store over the HDF5 file at `location` (a path or URL), read in place; `open_folder`
+    opens the plain store its chunks are read from."""
+    options = dict(storage_options or {})
+    if location.lower().startswith("file://"):
+        location = location[7:]
+    if not is_url(location):
+        location = os.path.abspath(os.path.expanduser(location))
+        if not os.path.isfile(location):
+            raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
+    key = _key(location)
+    with _lock:
+        refset = _cache.get(key)
+    if refset is None:
+        refs = _scan(location, options)
+        refset = RefSet(location, parse_json_refs(refs, os.path.dirname(location), location))
+        with _lock:
+            if len(_cache) >= _CACHE_SIZE:
+                _cache.pop(next(iter(_cache)))
+            _cache[key] = refset
+    return ReferenceStore(refset, options, open_folder, token=key)

@@ -1,0 +1,205 @@
+"""A store over a kerchunk reference set: each key is inline bytes or a byte range of a file.
+
+`ReferenceStore(refset, storage_options)` reads keys as `refsets.RefSet` resolves them.
+Inline keys cost nothing. Ranged keys are fetched from the files they point at through the
+ordinary stores (a local folder, or an fsspec URL with the same `storage_options`, which is
+how one set reaches files on local disk, HTTP and S3 alike), so `trace()` counts the requests
+and bytes of the underlying files and their errors read as any store's do.
+
+`get_many` groups the ranges by file and coalesces ranges that touch or lie at most
+`COALESCE_GAP` bytes apart into one request (at most `COALESCE_LIMIT` bytes), then cuts each
+key's bytes back out: an HDF5 file written in one pass stores a variable's chunks back to
+back, so a scan of a day of ERA5 costs one request instead of dozens. A referenced file that
+does not exist is an error naming the key and the file; it is never read as fill.
+
+Listing comes from the set's keys. A set of Zarr v2 documents without a consolidated
+`.zmetadata` gets one made from its inline documents, so the metadata walk reads no key twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zarrsql.errors import StoreNotFoundError, StoreReadError
+from zarrsql.store.base import ByteRange, Store, check_key, is_url
+from zarrsql.store.local import LocalStore
+from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
+
+#: Largest gap (bytes) between two ranges of one file that are still read as one request:
+#: below a page of waste, one round trip saved is worth far more than the bytes.
+COALESCE_GAP = 4096
+#: Largest coalesced request (bytes): keeps one request's answer a bounded buffer.
+COALESCE_LIMIT = 32 * 1024 * 1024
+_DOCUMENTS = (".zarray", ".zgroup", ".zattrs")
+
+
+def _split(url: str) -> tuple[str, str]:
+    """(folder, name) of a file URL or path, so the file is a key of its folder's store."""
+    if is_url(url):
+        folder, _, name = url.rstrip("/").rpartition("/")
+        return folder, name
+    return os.path.dirname(os.path.abspath(url)), os.path.basename(url)
+
+
+def _coalesce(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, merged (start, end) spans covering every span given."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start - out[-1][1] <= COALESCE_GAP and max(end, out[-1][1]) - out[-1][0] <= COALESCE_LIMIT:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _consolidated(refset: RefSet) -> bytes | None:
+    """A `.zmetadata` from the set's inline v2 documents (None for a v3 set)."""
+    metadata: dict[str, Any] = {}
+    for key in refset.keys:
+        if key.rsplit("/", 1)[-1] in _DOCUMENTS:
+            ref = refset.lookup(key)
+            if isinstance(ref, Inline):
+                try:
+                    metadata[key] = json.loads(ref.data)
+                except ValueError:
+                    return None  # left to the walk, which names the broken document
+    if not metadata or ".zgroup" not in metadata:
+        return None
+    return json.dumps({"zarr_consolidated_format": 1, "metadata": metadata}).encode()
+
+
+class ReferenceStore:
+    """The keys of a reference set (see the module docstring)."""
+
+    can_list = True
+    metadata_ttl = 0.0
+
+    def __init__(
+        self, refset: RefSet, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener, *, token: str = ""
+    ) -> None:
+        self.refset = refset
+        self._open_folder = open_folder
+        self.url = refset.location
+        self.storage_options = dict(storage_options or {})
+        self._token = token
+        self.cache_key = "kerchunk:" + refset.location + ":" + hashlib.sha1(token.encode()).hexdigest()[:12]
+        self.remote = is_url(refset.location) or any(is_url(u) for u in refset.target_urls())
+        self.concurrency = 32 if self.remote else max(1, min(os.cpu_count() or 1, 8))
+        self._stores: dict[str, Store] = {}
+        self._lock = threading.Lock()
+        self._extra: dict[str, bytes] = {}
+        if ".zmetadata" not in refset.keys:
+            made = _consolidated(refset)
+            if made is not None:
+                self._extra[".zmetadata"] = made
+        self._names = refset.keys | frozenset(self._extra)
+
+    # ------------------------------------------------------------------ reading
+    def _store_for(self, folder: str) -> Store:
+        with self._lock:
+            store = self._stores.get(folder)
+        if store is None:
+            store = self._open_folder(folder, self.storage_options) if is_url(folder) else LocalStore(folder)
+            with self._lock:
+                store = self._stores.setdefault(folder, store)
+        return store
+
+    def get(self, key: str) -> bytes | None:
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        out: list[bytes | None] = [None] * len(keys)
+        ranged: dict[str, list[tuple[int, Target]]] = {}
+        for i, key in enumerate(keys):
+            check_key(key)
+            if key in self._extra:
+                out[i] = self._extra[key]
+                continue
+            ref = self.refset.lookup(key)
+            if isinstance(ref, Inline):
+                out[i] = ref.data
+            elif isinstance(ref, Target):
+                ranged.setdefault(ref.url, []).append((i, ref))
+        for url, wanted in ranged.items():
+            for i, data in self._fetch(url, wanted):
+                out[i] = data
+        return out
+
+    def _fetch(self, url: str, wanted: list[tuple[int, Target]]) -> list[tuple[int, bytes]]:
+        folder, name = _split(url)
+        store = self._store_for(folder)
+        whole = [(i, t) for i, t in wanted if t.length is None]
+        parts = [(i, t) for i, t in wanted if t.length is not None]
+        got: list[tuple[int, bytes]] = []
+        if whole:
+            data = store.get(name)
+            got += [(i, self._found(data, t)) for i, t in whole]
+        if parts:
+            spans = _coalesce([(t.offset, t.offset + (t.length or 0)) for _, t in parts])
+            answers = store.get_ranges([(name, ByteRange(s, e - s)) for s, e in spans])  # type: ignore[attr-defined]
+            for i, t in parts:
+                k = next(j for j, (s, e) in enumerate(spans) if s <= t.offset and t.offset + (t.length or 0) <= e)
+                data = self._found(answers[k], t)
+                start = t.offset - spans[k][0]
+                piece = data[start : start + (t.length or 0)]
+                if len(piece) != t.length:
+                    raise StoreReadError(
+                        f"the reference set '{self.url}' points at bytes {t.offset}..{t.offset + (t.length or 0)} "
+                        f"of '{t.url}', but the file ends at byte {spans[k][0] + len(data)}; the file changed "
+                        "since the references were made: make them again"
+                    )
+                got.append((i, piece))
+        return got
+
+    def _found(self, data: bytes | None, target: Target) -> bytes:
+        if data is None:
+            raise StoreNotFoundError(
+                f"the reference set '{self.url}' points at '{target.url}', which does not exist; the "
+                "referenced file moved or was deleted: restore it or make the references again"
+            )
+        return data
+
+    # ------------------------------------------------------------------ listing
+    def list_dir(self, prefix: str) -> list[str]:
+        prefix = prefix.strip("/")
+        start = prefix + "/" if prefix else ""
+        names = {k[len(start) :].split("/", 1)[0] for k in self._names if k.startswith(start) and k != prefix}
+        return sorted(n for n in names if n)
+
+    def token(self, key: str) -> str | None:
+        return f"{self._token}:{key}" if key in self._names or self.refset.lookup(key) else None
+
+    def token_many(self, keys: Sequence[str]) -> list[str | None]:
+        return [self.token(k) for k in keys]
+
+
+def _refset_token(location: str) -> str:
+    """A validator of the reference set's own file (mtime and size), empty when remote."""
+    if is_url(location):
+        return location
+    path = os.path.join(location, ".zmetadata") if os.path.isdir(location) else location
+    try:
+        st = os.stat(path)
+    except OSError:
+        return location
+    return f"{location}:{st.st_mtime_ns}:{st.st_size}"
+
+
+def open_references(
+    location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener
+) -> ReferenceStore:
+    """The store over the kerchunk reference set at `location` (JSON file or Parquet folder);
+    `open_folder` opens the plain stores its files are read from."""
+    from zarrsql.store.refsets import load_refset
+
+    if location.lower().startswith("file://"):
+        location = location[7:]
+    if not is_url(location):
+        location = os.path.abspath(os.path.expanduser(location))
+    refset = load_refset(location, storage_options, open_folder)
+    return ReferenceStore(refset, storage_options, open_folder, token=_refset_token(location))
