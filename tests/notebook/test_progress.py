@@ -185,7 +185,7 @@ def test_an_executed_notebook_shows_the_widget(slow_store: Path, tiny_store: Pat
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(
-            "from zarrsql.notebook import progress\nprogress.DELAY, progress.TICK = 0.5, 0.05\n"
+            "from zarrsql.notebook import progress\nprogress.DELAY, progress.TICK = 0.2, 0.05\n"
             "import zarrsql\ncon = zarrsql.connect()"
         ),
         nbformat.v4.new_code_cell(f"con.sql(\"SELECT sum(v) FROM read_zarr('{tiny_store}')\").fetchall()"),
@@ -195,7 +195,7 @@ def test_an_executed_notebook_shows_the_widget(slow_store: Path, tiny_store: Pat
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute(env=_env())
     quick, slow = nb.cells[1].outputs, nb.cells[2].outputs
     assert not any(WIDGET in o.get("data", {}) for o in quick)  # under DELAY: nothing
-    assert float(nb.cells[3].outputs[0]["data"]["text/plain"]) > 0.5 + 0.1  # long enough to show
+    assert float(nb.cells[3].outputs[0]["data"]["text/plain"]) > 0.2 + 0.1  # long enough to show
     widgets = [o for o in slow if WIDGET in o.get("data", {})]
     assert len(widgets) == 1, slow
     assert "zarrsql" in widgets[0]["data"]["text/plain"]
