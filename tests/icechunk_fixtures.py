@@ -105,7 +105,7 @@ class Virtual:
 #: HDF5 filters on the NetCDF files. Off: zarrsql decodes the `numcodecs.*` v3 codecs that
 #: VirtualiZarr writes for zlib and shuffle only once issue 13's codec item lands (until then a
 #: zarr-python fallback reads them); the Icechunk reading tested here does not depend on them.
-COMPRESSED = False
+COMPRESSED = True
 
 
 def write_netcdf(data: Path) -> tuple[Path, ...]:
