@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from zarrsql.api import read_zarr, read_zarr_groups, read_zarr_metadata, read_zarr_tables, read_zarr_views, sql
     from zarrsql.engine.connection import Connection, connect, register
     from zarrsql.mount import mount, unmount
+    from zarrsql.server.serving import serve
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ _LAZY = {
     "sql": "zarrsql.api",
     "mount": "zarrsql.mount",
     "unmount": "zarrsql.mount",
+    "serve": "zarrsql.server.serving",
 }
 
 __all__ = [
@@ -74,6 +76,7 @@ __all__ = [
     "read_zarr_tables",
     "read_zarr_views",
     "register",
+    "serve",
     "sql",
     "trace",
     "unmount",

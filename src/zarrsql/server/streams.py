@@ -14,7 +14,6 @@ was freed.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Iterator
