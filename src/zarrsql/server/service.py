@@ -137,9 +137,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
                 rel = cursor.sql(statement.text, params=list(rows[0])) if rows else cursor.sql(statement.text)
                 if rel is None:
                     return pa.schema([])
-                limited = rel.limit(0)
-                fetch = getattr(limited, "to_arrow_table", None) or limited.arrow
-                return fetch().schema
+                return _arrow(rel.limit(0)).schema
             except (duckdb.Error, ZarrSQLError) as err:
                 raise user_error(err, cursor) from None
 
@@ -238,13 +236,13 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
 
     def _write(self, context: Any, statement: Statement, rows: tuple[tuple[Any, ...], ...]) -> pa.Table:
         """Run a statement that is not a query (writes are allowed, or classify refused it)
-        once per parameter row; the last run's result."""
+        once per parameter row; its result (DuckDB's `Count` summed over the rows)."""
         result = pa.table({})
         with self._session(context).lease(self.registry.spare_cursor) as cursor:
             for params in rows or [()]:
-                cursor.execute(statement.text, list(params)) if params else cursor.execute(statement.text)
-                fetch = getattr(cursor, "to_arrow_table", None) or cursor.fetch_arrow_table
-                result = _counted(result, fetch())
+                # DuckDB runs a statement that is not a SELECT at once and holds its result
+                rel = cursor.sql(statement.text, params=list(params)) if params else cursor.sql(statement.text)
+                result = _counted(result, _arrow(rel))
         return result
 
     # -- DoAction: prepared statements and cancellation ----------------------------------
@@ -318,6 +316,14 @@ class _Lease(contextlib.AbstractContextManager):  # type: ignore[type-arg]
         if self.cursor is not None:
             with contextlib.suppress(Exception):
                 self.cursor.duckdb.interrupt()
+
+
+def _arrow(rel: Any) -> pa.Table:
+    """A relation's rows as a table (None, DuckDB 1.5's answer to a DDL statement: none)."""
+    if rel is None:
+        return pa.table({})
+    fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+    return fetch()
 
 
 def _parameter_rows(reader: Any) -> list[tuple[Any, ...]]:
