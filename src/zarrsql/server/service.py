@@ -190,7 +190,8 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
 
     def _catalog_table(self, context: Any, command: commands.Command) -> pa.Table:
         if isinstance(command, commands.SqlInfo):
-            return sqlinfo.table(list(command.info), read_only=not self.allow_writes)
+            held = {**self.registry.counts(), "streams": self.streams.open}
+            return sqlinfo.table(list(command.info), read_only=not self.allow_writes, held=held)
         if isinstance(command, commands.TableTypes):
             return catalog.table_types()
         if isinstance(command, commands.Keys):

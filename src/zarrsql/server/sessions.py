@@ -24,7 +24,11 @@ from typing import Any
 from zarrsql.server.policy import Statement
 
 #: Seconds an idle session, an unfetched ticket or an unused prepared statement is kept.
-IDLE_SECONDS = 600.0
+IDLE_SECONDS = 300.0
+#: Sessions kept at most: a client that reconnects for every query (or many clients) would
+#: otherwise keep a cursor each (a few MB with its registered scans) until it idles out. The
+#: least recently used idle session goes first; a session that is streaming is never dropped.
+MAX_SESSIONS = 32
 #: Bytes of a handle: unguessable, and short on the wire.
 HANDLE_BYTES = 16
 
@@ -155,6 +159,9 @@ class Registry:
         cutoff = time.monotonic() - IDLE_SECONDS
         with self._lock:
             idle = [k for k, s in self._sessions.items() if s.used < cutoff and not s.busy]
+            free = sorted((s.used, k) for k, s in self._sessions.items() if not s.busy and k not in idle)
+            over = len(self._sessions) - len(idle) - (MAX_SESSIONS - 1)
+            idle += [k for _, k in free[: max(0, over)]]
             sessions = [self._sessions.pop(k) for k in idle]
             for k in [k for k, p in self._prepared.items() if p.used < cutoff]:
                 del self._prepared[k]

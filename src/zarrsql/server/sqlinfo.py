@@ -15,6 +15,9 @@ import pyarrow as pa
 SERVER_NAME, SERVER_VERSION, ARROW_VERSION, READ_ONLY, SERVER_SQL, SUBSTRAIT = 0, 1, 2, 3, 4, 5
 TRANSACTION, CANCEL = 8, 9
 IDENTIFIER_QUOTE_CHAR = 504
+#: zarrsql's own codes (the protocol leaves 10 000 and up to servers): what the server holds
+#: now, so an operator (or a test) can watch for leaks from outside the process.
+OPEN_STREAMS, SESSIONS = 10_000, 10_001
 #: SqlSupportedTransaction.SQL_SUPPORTED_TRANSACTION_NONE
 _NO_TRANSACTIONS = 0
 #: Codes whose value is an int32 (an enum or bitmask), not an int64.
@@ -34,8 +37,9 @@ _VALUE = pa.dense_union(
 SCHEMA = pa.schema([pa.field("info_name", pa.uint32(), nullable=False), pa.field("value", _VALUE, nullable=False)])
 
 
-def values(*, read_only: bool) -> dict[int, str | bool | int]:
-    """Every SqlInfo answer of this server."""
+def values(*, read_only: bool, held: dict[str, int] | None = None) -> dict[int, str | bool | int]:
+    """Every SqlInfo answer of this server; `held` the server's counts of open streams and
+    sessions."""
     from zarrsql import __version__
 
     return {
@@ -48,12 +52,14 @@ def values(*, read_only: bool) -> dict[int, str | bool | int]:
         TRANSACTION: _NO_TRANSACTIONS,
         CANCEL: True,
         IDENTIFIER_QUOTE_CHAR: '"',
+        OPEN_STREAMS: (held or {}).get("streams", 0),
+        SESSIONS: (held or {}).get("sessions", 0),
     }
 
 
-def table(requested: list[int], *, read_only: bool) -> pa.Table:
+def table(requested: list[int], *, read_only: bool, held: dict[str, int] | None = None) -> pa.Table:
     """The rows for `requested` codes (all when empty; unknown codes are left out)."""
-    known = values(read_only=read_only)
+    known = values(read_only=read_only, held=held)
     codes = [c for c in (requested or sorted(known)) if c in known]
     children: list[list[object]] = [[], [], [], []]  # string, bool, bigint, int32 bitmask
     type_ids, offsets = [], []
