@@ -24,8 +24,7 @@ def _workload(stores: Stores) -> list[tuple[str, tuple[Any, ...]]]:
     return [
         ("SELECT count(*), sum(air) FROM era5.time_lat_lon", ()),
         *[
-            ("SELECT lon, avg(air) FROM era5.time_lat_lon WHERE lat = ? GROUP BY lon ORDER BY lon", (v,))
-            for v in lats
+            ("SELECT lon, avg(air) FROM era5.time_lat_lon WHERE lat = ? GROUP BY lon ORDER BY lon", (v,)) for v in lats
         ],  # fmt: skip
         *[("SELECT count(*) FROM cells.obs WHERE cell_type = ?", (k,)) for k in ("B", "T", "NK")],
         ("SELECT var, sum(X) FROM cells.obs_var GROUP BY var ORDER BY var", ()),

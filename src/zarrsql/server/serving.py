@@ -64,6 +64,8 @@ def serve(
     generates one (`handle.token`). `tls=(certificate_file, key_file)` (PEM) serves over TLS.
     Read-only unless `allow_writes`. Each client session gets its own cursor.
     """
+    import pyarrow as pa
+
     from zarrsql.engine.connection import register
     from zarrsql.server.auth import BearerAuth, new_token
     from zarrsql.server.service import FlightSqlService
@@ -77,9 +79,15 @@ def serve(
     if tls is not None:
         options["tls_certificates"] = [_certificate(*tls)]
         scheme = "grpc+tls"
-    service = FlightSqlService(
-        f"{scheme}://{host}:{port}", root, allow_writes=allow_writes, limits=limits or Limits(), **options
-    )
+    try:
+        service = FlightSqlService(
+            f"{scheme}://{host}:{port}", root, allow_writes=allow_writes, limits=limits or Limits(), **options
+        )
+    except pa.ArrowException as err:  # gRPC says only "did not start properly"; its log says why
+        raise ParameterError(
+            f"the Flight SQL server cannot listen on {host}:{port} ({err}): the port is in use, or the host is "
+            "not an address of this machine; pick another port (0 picks a free one) or host"
+        ) from err
     shown = f"[{host}]" if ":" in host else host
     return ServerHandle(f"{scheme}://{shown}:{service.port}", service.port, secret, service)
 
