@@ -115,7 +115,12 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
             statement, rows = self._statement_of(command)
             peer = context.peer()
             if statement.query:
-                schema = self._describe(context, statement, rows) or pa.schema([])
+                known = (
+                    self.registry.prepared(command.handle).schema
+                    if isinstance(command, commands.PreparedQuery)
+                    else None
+                )
+                schema = (known if not rows else None) or self._describe(context, statement, rows) or pa.schema([])
                 return schema, commands.ticket(self.registry.issue(Ticket(peer, statement, rows)))
             result = self._write(context, statement, rows)
             return result.schema, commands.ticket(self.registry.issue(Ticket(peer, statement, rows, result)))
@@ -254,7 +259,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
             fields = commands.action_request(body, "ActionCreatePreparedStatementRequest")
             statement = classify(pb.text(fields, 1), allow_writes=self.allow_writes)
             dataset = self._describe(context, statement, ()) if statement.query else pa.schema([])
-            handle = self.registry.prepare(statement)
+            handle = self.registry.prepare(statement, dataset if statement.query else None)
             parameters = _parameter_schema(statement.parameters)
             return iter([flight.Result(commands.prepared_result(handle, dataset, parameters))])
         if kind == "ClosePreparedStatement":

@@ -39,10 +39,12 @@ class UnknownHandle(LookupError):
 
 @dataclass(slots=True)
 class Prepared:
-    """A prepared statement: its statement and the parameter rows bound last (DoPut)."""
+    """A prepared statement: its statement, the parameter rows bound last (DoPut) and its
+    result schema when known without parameters (then GetFlightInfo need not bind it again)."""
 
     statement: Statement
     rows: list[tuple[Any, ...]] = field(default_factory=list)
+    schema: Any = None
     used: float = field(default_factory=time.monotonic)
 
 
@@ -117,10 +119,10 @@ class Registry:
     def spare_cursor(self) -> Any:
         return self._make_cursor()
 
-    def prepare(self, statement: Statement) -> bytes:
+    def prepare(self, statement: Statement, schema: Any = None) -> bytes:
         handle = secrets.token_bytes(HANDLE_BYTES)
         with self._lock:
-            self._prepared[handle] = Prepared(statement)
+            self._prepared[handle] = Prepared(statement, schema=schema)
         return handle
 
     def prepared(self, handle: bytes) -> Prepared:
