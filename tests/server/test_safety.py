@@ -18,6 +18,7 @@ import pytest
 import zarrsql
 from tests.server.helpers import Stores, adbc_connect, flight_client, mounted, wait_for
 from zarrsql.server import Limits, protocol, serve
+from zarrsql.server.policy import classify
 
 REFUSED = [
     "CREATE TABLE t (a INTEGER)",
@@ -27,6 +28,7 @@ REFUSED = [
     "DETACH era5",
     "SET threads = 1",
     "PRAGMA threads = 1",
+    "PRAGMA enable_profiling",
     "USE era5",
     "LOAD httpfs",
     "EXPLAIN ANALYZE CREATE TABLE t (a INTEGER)",
@@ -37,7 +39,10 @@ ALLOWED = [
     "SHOW TABLES",
     "DESCRIBE era5.time_lat_lon",
     "EXPLAIN SELECT * FROM era5.time_lat_lon",
-    "PRAGMA table_info('era5.time_lat_lon')",
+    # (a view over read_zarr: on DuckDB 1.5 its PRAGMA table_info binds outside zarrsql; DESCRIBE does not)
+    "PRAGMA table_info('information_schema.tables')",
+    "PRAGMA show_tables",
+    "PRAGMA version",
     "WITH t AS (SELECT 1 AS a) SELECT * FROM t",
     "FROM era5.time_lat_lon LIMIT 1",
     "VALUES (1, 'a')",
@@ -116,9 +121,19 @@ def test_queries_run_when_read_only(client: Any, local: Any, sql: str) -> None:
     with client.cursor() as cur:
         cur.execute(sql)
         remote = cur.fetch_arrow_table()
-    expected = local.sql(sql).to_arrow_table() if hasattr(local.sql(sql), "to_arrow_table") else local.sql(sql).arrow()
+    # a reporting PRAGMA runs as its SELECT twin; in process, the same statement
+    same = classify(sql, allow_writes=False).text
+    rel = local.sql(same)
+    expected = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
     assert remote.schema == expected.schema
-    assert remote.num_rows == expected.num_rows
+    assert _visible(remote) == _visible(expected)
+
+
+def _visible(table: pa.Table) -> int:
+    """Rows but zarrsql's internal names (the in-process connection has registered scans of
+    its own, which DuckDB 1.5's SHOW TABLES lists)."""
+    first = table.column(0).to_pylist() if table.num_columns else []
+    return sum(1 for v in first if not (isinstance(v, str) and v.startswith("__zarrsql_")))
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ is refused whole. Allowed when read-only:
 - SELECT-type statements: SELECT, WITH, VALUES, FROM-first, TABLE, DESCRIBE, SHOW, SUMMARIZE,
   and the zarrsql table functions (`read_zarr`, `read_zarr_tables`, ..., `zarr_mounts`);
 - EXPLAIN of such a statement (EXPLAIN ANALYZE runs it, so its body is judged too);
-- the PRAGMAs in `READ_PRAGMAS`, which only report.
+- the PRAGMAs in `READ_PRAGMAS` and `SHOW_PRAGMAS`, which only report (run as the SELECT or
+  SHOW that gives the same rows).
 Refused: everything else (CREATE, INSERT, COPY, ATTACH, SET, USE, LOAD, CALL, ...) and
 `zarr_mount` / `zarr_unmount`, which attach and detach databases every client shares.
 `--allow-writes` lifts the refusal; the classification still tells queries from writes.
@@ -21,29 +22,33 @@ import duckdb
 
 from zarrsql.errors import ZarrSQLError
 
-#: PRAGMAs that only report something (their table-function twins are allowed in SELECT).
+#: PRAGMAs that only report something, run as their table-function twins (`PRAGMA
+#: table_info('t')` as `SELECT * FROM pragma_table_info('t')`): a SELECT streams like any
+#: query on every DuckDB version, where DuckDB 1.5 runs a PRAGMA's result again when read.
 READ_PRAGMAS = frozenset(
     {
         "collations",
-        "database_list",
         "database_size",
-        "functions",
         "metadata_info",
         "platform",
         "show",
-        "show_databases",
-        "show_tables",
-        "show_tables_expanded",
         "storage_info",
         "table_info",
         "user_agent",
         "version",
     }
 )
+#: PRAGMAs that are SHOW statements under another name.
+SHOW_PRAGMAS = {
+    "show_tables": "SHOW TABLES",
+    "show_tables_expanded": "SHOW ALL TABLES",
+    "show_databases": "SHOW DATABASES",
+}
 #: zarrsql functions that change the catalog every client shares.
 _CATALOG_ACTIONS = re.compile(r"\bzarr_(?:un)?mount\s*\(", re.IGNORECASE)
 _STRINGS = re.compile(r"'(?:[^']|'')*'")
 _PRAGMA_NAME = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
+_PRAGMA_CALL = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _EXPLAIN = re.compile(r"^\s*explain\s+(?:analy[sz]e\s+)?", re.IGNORECASE)
 
 
@@ -89,7 +94,19 @@ def classify(sql: str, *, allow_writes: bool) -> Statement:
             "(SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, EXPLAIN, read PRAGMAs, read_zarr...), or start "
             "the server with --allow-writes"
         )
-    return Statement(sql, query=reads, parameters=len(statements[0].named_parameters))
+    text = _as_select(sql) if reads and statements[0].type == duckdb.StatementType.PRAGMA else sql
+    return Statement(text, query=reads, parameters=len(statements[0].named_parameters))
+
+
+def _as_select(sql: str) -> str:
+    """A reporting PRAGMA as the SELECT (or SHOW) that gives the same rows."""
+    match = _PRAGMA_CALL.match(sql)
+    if match is None:
+        return sql
+    name = match.group(1).lower()
+    if name in SHOW_PRAGMAS:
+        return SHOW_PRAGMAS[name]
+    return f"SELECT * FROM pragma_{name}({match.group(2) or ''})"
 
 
 def _reads(statement: object, sql: str) -> bool:
@@ -103,5 +120,5 @@ def _reads(statement: object, sql: str) -> bool:
         return len(inner_statements) == 1 and _reads(inner_statements[0], inner)
     if kind == duckdb.StatementType.PRAGMA:
         match = _PRAGMA_NAME.match(sql)
-        return match is not None and match.group(1).lower() in READ_PRAGMAS
+        return match is not None and (match.group(1).lower() in READ_PRAGMAS or match.group(1).lower() in SHOW_PRAGMAS)
     return False

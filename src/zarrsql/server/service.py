@@ -242,13 +242,19 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
 
     def _write(self, context: Any, statement: Statement, rows: tuple[tuple[Any, ...], ...]) -> pa.Table:
         """Run a statement that is not a query (writes are allowed, or classify refused it)
-        once per parameter row; its result (DuckDB's `Count` summed over the rows)."""
+        once per parameter row; its result (DuckDB's `Count` summed over the rows).
+
+        The DB-API `execute` + `fetchall` gives the result on every DuckDB version (1.5's
+        `sql()` runs a write at once and returns no relation); a write's result is a few rows.
+        """
         result = pa.table({})
         with self._session(context).lease(self.registry.spare_cursor) as cursor:
             for params in rows or [()]:
-                # DuckDB runs a statement that is not a SELECT at once and holds its result
-                rel = cursor.sql(statement.text, params=list(params)) if params else cursor.sql(statement.text)
-                result = _counted(result, _arrow(rel))
+                cursor.execute(statement.text, list(params)) if params else cursor.execute(statement.text)
+                names = [d[0] for d in cursor.description or []]
+                values = cursor.fetchall() if names else []
+                table = pa.Table.from_pylist([dict(zip(names, v, strict=True)) for v in values]) if values else None
+                result = _counted(result, table if table is not None else pa.table({n: [] for n in names}))
         return result
 
     # -- DoAction: prepared statements and cancellation ----------------------------------
