@@ -5,7 +5,8 @@ A query's rows are never held whole: DuckDB's streaming reader yields batches of
 clients refuse large messages; ADBC's default limit is 16 MiB). The stream holds its cursor
 lease until it ends: when the last batch is sent, when the query fails, or when the client
 cancels or disconnects (the Flight server then drops the stream, and the generator's
-`finally` runs). `Limits.timeout` bounds a query's run: a timer interrupts DuckDB, and the
+`finally` runs); the cursor then runs a trivial statement, so DuckDB frees what the
+abandoned result held. `Limits.timeout` bounds a query's run: a timer interrupts DuckDB, and the
 client gets Flight's timed-out error.
 
 Every open stream is counted (`Streams.open`), so a test can see that an abandoned stream
@@ -14,6 +15,7 @@ was freed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -148,7 +150,7 @@ def stream(
         lease.__exit__(None, None, None)
         raise
     streams._add(1)
-    done = _Once(lambda: _finish(stop, lease, streams, on_end))
+    done = _Once(lambda: _finish(stop, cursor, lease, streams, on_end))
 
     def guarded() -> Iterator[pa.RecordBatch]:
         try:
@@ -167,6 +169,14 @@ def stream(
     return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, generator))
 
 
+def _drop_result(cursor: Any) -> None:
+    """Make DuckDB let go of an abandoned result: a cursor keeps its last query's pending
+    result (and the scan's buffered chunks: a whole large result's worth on DuckDB 1.5) until
+    it runs another statement, and a session's cursor may wait long for its next one."""
+    with contextlib.suppress(Exception):  # the cursor may be closed already (shutdown)
+        cursor.duckdb.execute("SELECT 1").fetchall()
+
+
 class _Once:
     """A cleanup that runs at most once, from whichever path gets there first."""
 
@@ -182,9 +192,14 @@ class _Once:
 
 
 def _finish(
-    stop: Callable[[], None], lease: AbstractContextManager[Any], streams: Streams, on_end: Callable[[], None]
+    stop: Callable[[], None],
+    cursor: Any,
+    lease: AbstractContextManager[Any],
+    streams: Streams,
+    on_end: Callable[[], None],
 ) -> None:
     stop()
+    _drop_result(cursor)
     lease.__exit__(None, None, None)
     streams._add(-1)
     on_end()
