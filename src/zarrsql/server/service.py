@@ -306,6 +306,14 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         lease.interrupt()
         return True
 
+    def interrupt_all(self) -> None:
+        """Cancel every running query (before a shutdown, which waits for running calls)."""
+        with self._running_lock:
+            running = list(self._running.values())
+        for cancelled, lease in running:
+            cancelled.set()
+            lease.interrupt()
+
     def close(self) -> None:
         self.registry.close()
 

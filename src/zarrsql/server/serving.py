@@ -22,6 +22,7 @@ class ServerHandle:
 
     def shutdown(self) -> None:
         """Stop accepting calls, end running ones, and close the sessions' cursors."""
+        self._service.interrupt_all()
         self._service.shutdown()
         self._service.close()
 
