@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     )
     from zarrsql.engine.connection import Connection, connect, register
     from zarrsql.notebook.describe import describe
+    from zarrsql.server.serving import serve
     from zarrsql.write.api import to_zarr
     from zarrsql.write.xarray_out import to_xarray
 
@@ -70,6 +71,7 @@ _LAZY = {
     "describe": "zarrsql.notebook.describe",
     "to_xarray": "zarrsql.write.xarray_out",
     "to_zarr": "zarrsql.write.api",
+    "serve": "zarrsql.server.serving",
 }
 
 __all__ = [
@@ -103,6 +105,7 @@ __all__ = [
     "register",
     "sample",
     "set_option",
+    "serve",
     "sql",
     "to_xarray",
     "to_zarr",

@@ -1,4 +1,4 @@
-"""The `zarrsql` command line: tables, metadata, query and demo.
+"""The `zarrsql` command line: tables, metadata, query, demo and serve.
 
 What a user can rely on:
 - every failure is one message on standard error, `zarrsql: ...`, and a non-zero exit
@@ -101,6 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("sql", help="the SQL (several statements: the last one's result is written); - reads standard input")
     d = sub.add_parser("demo", help="write a small example store and run example queries on it")
     d.add_argument("--path", default=None, help="where to write the store (default ./zarrsql-demo.zarr)")
+    from zarrsql.server.command import add_parser as add_serve
+
+    add_serve(sub)
     return p
 
 
@@ -168,6 +171,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         demo.run(args.path)
         return 0
+    if args.command == "serve":
+        from zarrsql.server.command import run as serve
+
+        return serve(args, _RUNNING)
     output = output_of(args.format, args.output, args.max_rows)
     sql = _sql_text(args.sql) if args.command == "query" else None
     import zarrsql

@@ -113,7 +113,7 @@ def test_the_parser_sees_the_imports_it_must_judge() -> None:
 
 
 # What each layer may NOT import: everything above it (docs/design.md, "The pipeline").
-_ABOVE_DECODE = {"plan", "expand", "scan", "engine", "catalog", "cli", "demo", "zarrsql", "notebook", "spark", "write"}
+_ABOVE_DECODE = {"plan", "expand", "scan", "engine", "catalog", "cli", "demo", "zarrsql", "notebook", "spark", "write", "server"}
 #: The Spark source runs on executors without DuckDB: nothing of the DuckDB side, nor the
 #: package root (whose lazy names load it).
 _DUCKDB_SIDE = {"engine", "catalog", "cli", "demo", "zarrsql", "write", "server", "notebook"}
@@ -127,6 +127,9 @@ _ABOVE_CONVENTIONS = _ABOVE_DECODE | {"decode", "tables"}
         ("decode", _ABOVE_DECODE),
         ("tables", _ABOVE_DECODE | {"decode"}),
         ("spark", _DUCKDB_SIDE),
+        # the Flight SQL server sits above the engine: only the command line reaches it
+        ("engine", {"server", "cli"}),
+        ("scan", {"server", "engine"}),
     ],
 )
 def test_a_layer_imports_nothing_above_it(source: str, forbidden: set[str]) -> None:

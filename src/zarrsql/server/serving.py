@@ -1,0 +1,106 @@
+"""`serve()`: start the Flight SQL server on a connection; `ServerHandle`: the running server."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarrsql.errors import ParameterError
+from zarrsql.server.streams import Limits
+
+
+@dataclass(frozen=True, slots=True)
+class ServerHandle:
+    """A running server: where it listens, its token (None without authentication), and
+    `shutdown()`. Also a context manager that shuts the server down on exit."""
+
+    location: str
+    port: int
+    token: str | None
+    _service: Any = field(repr=False)
+
+    def shutdown(self) -> None:
+        """Stop accepting calls, end running ones, and close the sessions' cursors."""
+        self._service.interrupt_all()
+        self._service.shutdown()
+        self._service.close()
+
+    def wait(self) -> None:
+        """Block until the server is shut down (from another thread or a signal)."""
+        self._service.wait()
+
+    @property
+    def open_streams(self) -> int:
+        """Result streams currently open (a finished or abandoned stream is closed)."""
+        return int(self._service.streams.open)
+
+    def state(self) -> dict[str, int]:
+        """Counts of what the server holds: sessions, prepared statements, unfetched tickets
+        and open streams."""
+        return {**self._service.registry.counts(), "streams": self.open_streams}
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def serve(
+    connection: Any,
+    host: str = "127.0.0.1",
+    port: int = 31337,
+    *,
+    token: str | None = None,
+    auth: bool = True,
+    tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None,
+    allow_writes: bool = False,
+    limits: Limits | None = None,
+) -> ServerHandle:
+    """Serve `connection` (a zarrsql Connection, or a DuckDB one) over Arrow Flight SQL.
+
+    Returns once the server listens (port 0 picks a free port: read `handle.port`). With
+    `auth` (the default) clients must send `authorization: Bearer <token>`; `token=None`
+    generates one (`handle.token`). `tls=(certificate_file, key_file)` (PEM) serves over TLS.
+    Read-only unless `allow_writes`. Each client session gets its own cursor.
+    """
+    import pyarrow as pa
+
+    from zarrsql.engine.connection import register
+    from zarrsql.server.auth import BearerAuth, new_token
+    from zarrsql.server.service import FlightSqlService
+
+    root = register(connection)
+    secret = (token or new_token()) if auth else None
+    options: dict[str, Any] = {}
+    if secret is not None:
+        options["middleware"] = {"auth": BearerAuth(secret)}
+    scheme = "grpc+tcp"
+    if tls is not None:
+        options["tls_certificates"] = [_certificate(*tls)]
+        scheme = "grpc+tls"
+    try:
+        service = FlightSqlService(
+            f"{scheme}://{host}:{port}", root, allow_writes=allow_writes, limits=limits or Limits(), **options
+        )
+    except pa.ArrowException as err:  # gRPC says only "did not start properly"; its log says why
+        raise ParameterError(
+            f"the Flight SQL server cannot listen on {host}:{port} ({err}): the port is in use, or the host is "
+            "not an address of this machine; pick another port (0 picks a free one) or host"
+        ) from err
+    shown = f"[{host}]" if ":" in host else host
+    return ServerHandle(f"{scheme}://{shown}:{service.port}", service.port, secret, service)
+
+
+def _certificate(cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> Any:
+    import pyarrow.flight as flight
+
+    try:
+        with open(cert, "rb") as c, open(key, "rb") as k:
+            return flight.CertKeyPair(c.read(), k.read())
+    except OSError as err:
+        raise ParameterError(
+            f"cannot read the TLS file '{err.filename}' ({err.strerror}); give a PEM certificate and its "
+            "private key (--tls-cert FILE --tls-key FILE)"
+        ) from err
