@@ -35,7 +35,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zarrsql.conventions.model import GroupInfo, ProblemKind, RowIndex, TableInfo, group_members, resolve_names
+from zarrsql.conventions.model import (
+    GroupInfo,
+    RowIndex,
+    TableInfo,
+    group_members,
+    resolve_names,
+    unreadable_row_table,
+)
 from zarrsql.conventions.records import Categorical, EncodedVariable, OffsetList, StringSentinel, Variable
 from zarrsql.discovery.roles import Member
 from zarrsql.metadata.arrays import ArrayMeta
@@ -226,19 +233,7 @@ def _table(tree: NodeTree, path: str, attrs: Mapping[str, Any]) -> TableInfo:
     try:
         return _make(tree, path, attrs, label)
     except _Invalid as err:
-        return TableInfo(
-            path,
-            None,
-            ("row",),
-            (0,),
-            (1,),
-            (),
-            (None,),
-            problem=f"H5Col table '/{path}': {err}",
-            hidden=(0,),
-            name_hint=label,
-            problem_kind=ProblemKind.CONVENTION,
-        )
+        return unreadable_row_table(path, label, f"H5Col table '/{path}': {err}")
 
 
 def _members(tree: NodeTree, path: str) -> tuple[Member, ...]:

@@ -113,6 +113,24 @@ class TableInfo:
         return self.problem_kind is ProblemKind.NAME_CLASH
 
 
+def unreadable_row_table(path: str, label: str, problem: str) -> TableInfo:
+    """A row table a convention claims but cannot read: listed by its label with the
+    problem (a broken rule of the convention), and no columns."""
+    return TableInfo(
+        path,
+        None,
+        ("row",),
+        (0,),
+        (1,),
+        (),
+        (None,),
+        problem=problem,
+        hidden=(0,),
+        name_hint=label,
+        problem_kind=ProblemKind.CONVENTION,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class GroupInfo:
     """One group: its members with roles, tables, and why it is misaligned (if it is).

@@ -33,7 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from zarrsql.conventions.model import GroupInfo, ProblemKind, TableInfo, group_members, resolve_names
+from zarrsql.conventions.model import (
+    GroupInfo,
+    TableInfo,
+    group_members,
+    resolve_names,
+    unreadable_row_table,
+)
 from zarrsql.conventions.records import (
     GEOMETRY_AXES,
     Categorical,
@@ -419,19 +425,7 @@ def _table(tree: NodeTree, path: str, attrs: Mapping[str, Any]) -> TableInfo:
     try:
         return _make(tree, path, attrs, label)
     except _Invalid as err:
-        return TableInfo(
-            path,
-            None,
-            ("row",),
-            (0,),
-            (1,),
-            (),
-            (None,),
-            problem=str(err),
-            hidden=(0,),
-            name_hint=label,
-            problem_kind=ProblemKind.CONVENTION,
-        )
+        return unreadable_row_table(path, label, str(err))
 
 
 # ----------------------------------------------------------------------------- members

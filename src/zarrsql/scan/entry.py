@@ -93,7 +93,9 @@ def _cut(part: tuple[Any, Any], start: int, stop: int) -> tuple[Any, Any]:
     return values[start:stop], None if nulls is None else nulls[start:stop]
 
 
-def _columns(table: TableScan, names: Sequence[str] | None) -> tuple[Column, ...]:
+def select_columns(table: TableScan, names: Sequence[str] | None) -> tuple[Column, ...]:
+    """The table's columns, or those named (in the order named); an unknown name is refused
+    with the table's columns (a projection any engine passes on)."""
     if names is None:
         return tuple(table.columns)
     by_name = {c.name: c for c in table.columns}
@@ -143,4 +145,4 @@ def open_scan(
                 f"a scan predicate may name dimension and coordinate columns only ({', '.join(sorted(allowed))}); "
                 f"{outside[0]!r} is not one: filter it after reading"
             )
-    return Scan(table, _columns(table, columns), table.plan(predicate), limit, batch_rows)
+    return Scan(table, select_columns(table, columns), table.plan(predicate), limit, batch_rows)

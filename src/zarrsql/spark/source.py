@@ -24,8 +24,9 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 
 from zarrsql.errors import ParameterError, ZarrSQLError
-from zarrsql.plan.predicate import And, Predicate
+from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.scan import Column, TableScan, open_table, read_request
+from zarrsql.scan.entry import select_columns
 from zarrsql.spark.filters import Untranslatable, exact, pruning
 from zarrsql.spark.options import SparkRead, shareable, spark_read
 from zarrsql.spark.partitions import PartitionPlan, Runs, group, kept_ordinals, unit_bytes
@@ -67,24 +68,6 @@ def _short(fn: _Fn) -> _Fn:
     return run  # type: ignore[return-value]
 
 
-def _selected(scan: TableScan, names: Sequence[str] | None) -> list[Column]:
-    """The table's columns, or those named (in the order named), refusing unknown names."""
-    if names is None:
-        return list(scan.columns)
-    by_name = {c.name: c for c in scan.columns}
-    missing = [n for n in names if n not in by_name]
-    if missing:
-        raise ParameterError(
-            f"columns: table '{scan.table.label}' has no column {', '.join(map(repr, missing))}; "
-            f"its columns are {', '.join(by_name)}"
-        )
-    return [by_name[n] for n in names]
-
-
-def _combined(parts: Sequence[Predicate]) -> Predicate | None:
-    return None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
-
-
 class ZarrDataSource(DataSource):
     """`spark.read.format("zarr")`: options are `read_zarr`'s parameters (see docs/spark.md)."""
 
@@ -97,7 +80,7 @@ class ZarrDataSource(DataSource):
         read = spark_read(self.options)
         scan = _open(read)
         meta = {OPTIONS_KEY: json.dumps(shareable(dict(self.options)), sort_keys=True)}
-        return spark_schema(_selected(scan, read.columns), meta)
+        return spark_schema(list(select_columns(scan, read.columns)), meta)
 
     @_short
     def reader(self, schema: T.StructType) -> ZarrReader:
@@ -127,7 +110,7 @@ class ZarrReader(DataSourceReader):
         read = spark_read(self.options)
         if self._scan is None:
             self._scan = _open(read)
-        columns = _selected(self._scan, self.names)
+        columns = list(select_columns(self._scan, self.names))
         for col, f in zip(columns, self.schema.fields, strict=True):
             if spark_type(col.logical) != f.dataType:
                 raise ParameterError(
@@ -155,7 +138,7 @@ class ZarrReader(DataSourceReader):
             yield f
 
     def predicate(self) -> Predicate | None:
-        return _combined([*self.exact, *self.pruning])
+        return conjoin([*self.exact, *self.pruning])
 
     @_short
     def partitions(self) -> Sequence[InputPartition]:
