@@ -7,6 +7,10 @@ and tiled (for slower ones), so producing it costs one `np.repeat`/`np.tile`.
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
+
 import numpy as np
 
 from zarrsql.plan.selection import select_cells  # noqa: F401  (re-exported)
@@ -30,12 +34,34 @@ def dim_indices(unit: WorkUnit, k: int) -> np.ndarray | slice:
     return picked + a
 
 
+#: Positions of the cells of recent masks (see `_cells`), by the mask's id.
+_CELLS: OrderedDict[int, tuple[weakref.ref[np.ndarray], tuple[np.ndarray, ...]]] = OrderedDict()
+_CELLS_KEPT = 16
+_cells_lock = threading.Lock()
+
+
+def _cells(mask: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`np.nonzero(mask)`, computed once per mask: every coordinate column of a masked unit
+    needs it, and on a large unit it costs more than decoding the unit's chunk. Kept by the
+    mask's identity (checked through a weak reference, so a reused id never matches)."""
+    with _cells_lock:
+        hit = _CELLS.get(id(mask))
+    if hit is not None and hit[0]() is mask:
+        return hit[1]
+    cells = np.nonzero(mask)
+    with _cells_lock:
+        _CELLS[id(mask)] = (weakref.ref(mask), cells)
+        while len(_CELLS) > _CELLS_KEPT:
+            _CELLS.popitem(last=False)
+    return cells
+
+
 def expand_dim(values: np.ndarray, unit: WorkUnit, k: int) -> np.ndarray:
     """Dimension `k`'s column for every row of the unit."""
     sel = unit.select
     if isinstance(sel, np.ndarray):
         a = unit.region[k][0]
-        return values[np.nonzero(sel)[k] + a]
+        return values[_cells(sel)[k] + a]
     lengths = selected_lengths(unit)
     picked = values[dim_indices(unit, k)]
     inner = int(np.prod(lengths[k + 1 :], dtype=np.int64))

@@ -343,6 +343,9 @@ def _box_units(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> It
     touched = _box_index(plan, boxes)
     for index in sorted(touched):
         region = _region(index, plan.shape, plan.grid)
+        if len(touched[index]) == 1:  # one box: per-axis indices, cheaper to expand than a mask
+            yield WorkUnit(index, region, _separable_select(boxes[touched[index][0]], region))
+            continue
         mask = np.zeros(tuple(b - a for a, b in region), dtype=bool)
         for b in touched[index]:
             sel = _separable_select(boxes[b], region)
