@@ -19,6 +19,7 @@ import pytest
 import zarrsql
 from tests.virtual.conftest import VirtualFiles
 from tests.virtual.h5col_files import EXTENT, KIND_LABELS, NROWS, expected_obs, write_obs
+from zarrsql.engine.source import HAS_SOURCES
 
 
 def _rows(store: Path, where: str = "") -> list[tuple]:
@@ -167,7 +168,9 @@ def test_a_valid_sorted_rows_index_prunes_exactly(source: str, where: str, keep,
         rows = _rows(path, f"WHERE {where}")
     expected = _oracle(virtual.obs, keep)
     assert rows == expected
-    if where != "t_air < 0 OR samples = 20":  # samples has no index: that OR cannot prune
+    # samples has no index: that OR cannot prune; DuckDB 1.5 pushes no WHERE into the scan
+    # (Arrow filters the rows after reading), so only 2.x prunes
+    if where != "t_air < 0 OR samples = 20" and HAS_SOURCES:
         assert t.work_units_read < t.work_units_planned
         assert t.rows == len(expected)  # applied in the scan: exactly the matching rows
 
