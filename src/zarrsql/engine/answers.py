@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -190,14 +190,27 @@ def rewrite(conn: Connection, query: str, has_args: bool) -> str:
 
     Called by the connection before a top-level statement runs. A zarrsql error while
     binding (a bad store, a bad parameter) is left for the statement itself to raise."""
-    if has_args or not isinstance(query, str) or not _QUICK.search(query) or conn._state.depth:
+    return rewritten_or_same(conn, query, has_args, _QUICK, _answer, "count not answered")
+
+
+def rewritten_or_same(
+    conn: Connection,
+    query: Any,
+    has_args: bool,
+    quick: re.Pattern[str],
+    rewrite: Callable[[Connection, str], str],
+    what: str,
+) -> Any:
+    """`rewrite(conn, query)` for a top-level statement without parameters whose text
+    `quick` matches; on a decline, or anything unexpected, the statement as written."""
+    if has_args or not isinstance(query, str) or not quick.search(query) or conn._state.depth:
         return query
     try:
-        return _answer(conn, query)
+        return rewrite(conn, query)
     except _Decline as why:
-        log.debug("count not answered: %s", why)
+        log.debug("%s: %s", what, why)
     except Exception as err:  # the edge: whatever went wrong, the statement runs as written
-        log.debug("count not answered: %r", err)
+        log.debug("%s: %r", what, err)
     return query
 
 

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from zarrsql.engine.answers import _check_from, _Decline, _NoView
+from zarrsql.engine.answers import _check_from, _Decline, _NoView, rewritten_or_same
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
 from zarrsql.scan import open_table
 from zarrsql.store import using_opener
@@ -36,7 +35,6 @@ from zarrsql.store import using_opener
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
 
-log = logging.getLogger(__name__)
 #: The most distinct keys pushed as literals; a larger other side is not "small".
 MAX_KEYS = 1000
 _QUICK = re.compile(r"\bjoin\b|\bin\s*\(\s*select\b", re.IGNORECASE)
@@ -44,15 +42,7 @@ _QUICK = re.compile(r"\bjoin\b|\bin\s*\(\s*select\b", re.IGNORECASE)
 
 def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
     """`query` with its prunable joins' zarr sides filtered on the other side's keys."""
-    if has_args or not isinstance(query, str) or not _QUICK.search(query) or conn._state.depth:
-        return query
-    try:
-        return _rewrite(conn, query)
-    except _Decline as why:
-        log.debug("join not pruned: %s", why)
-    except Exception as err:  # the edge: whatever went wrong, the statement runs as written
-        log.debug("join not pruned: %r", err)
-    return query
+    return rewritten_or_same(conn, query, has_args, _QUICK, _rewrite, "join not pruned")
 
 
 def _serialize(conn: Connection, sql: str) -> dict[str, Any]:
