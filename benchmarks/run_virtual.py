@@ -10,15 +10,23 @@ per file), and kerchunk makes references to them: one JSON set per file combined
 time with MultiZarrToZarr, and the same set in the Parquet layout. All are built once (a
 stamp file records a completed build) under the git-ignored benchmarks/data/.
 
+The NetCDF files hold other bytes than the plain store (zlib + shuffle, which HDF5 writes,
+where the store has zstd), so a fourth store isolates what the references cost: the
+reference set's keys copied into a plain Zarr v2 folder, every chunk the very bytes the
+references point at (`same_bytes.zarr`).
+
 Engines, each timed in a fresh process (import excluded, open + query + full result
-included, median of the repetitions):
-- `zarrsql:zarr`    read_zarr on the plain store;
+included, median of the repetitions, which are interleaved: one run of every engine per
+round; the load average is recorded before and after each run):
+- `zarrsql:zarr`    read_zarr on the plain store (zstd);
+- `zarrsql:same-bytes` read_zarr on the plain copy of the references' bytes (zlib + shuffle);
 - `zarrsql:json`    read_zarr on the JSON reference set (chunks are ranged reads of the .nc);
 - `zarrsql:parquet` read_zarr on the Parquet reference set;
 - `xarray:netcdf`   xarray.open_mfdataset(engine="h5netcdf") on the same files, the query
   computed with xarray's own operations (mean, sel, isel).
-Goals (issue 13): the virtual stores within 1.5x of the plain store, faster than xarray on
-every query. Every engine's answer is checked against the plain store's.
+Goals (issue 13): the virtual stores within 1.5x of the plain store holding the same bytes,
+faster than xarray on every query (the ratios to the zstd store are reported too). Every
+engine's answer is checked against the plain store's.
 Output: benchmarks/results/virtual[_quick].json and .md.
 """
 
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,26 +46,29 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from engines import Q3_LAT, Q3_LON, Q4_LIMIT, QUERIES, sql_for  # noqa: E402
+from harness import child_env  # noqa: E402
 
-ENGINES = ("zarrsql:zarr", "zarrsql:json", "zarrsql:parquet", "xarray:netcdf")
+ENGINES = ("zarrsql:zarr", "zarrsql:same-bytes", "zarrsql:json", "zarrsql:parquet", "xarray:netcdf")
 RUN_QUERIES = ("Q1", "Q2", "Q3", "Q4")
 DAYS_PER_FILE = 10
 #: What each engine imports before its clock starts (engines.py's rule): the Parquet layout's
 #: records are read with pandas (through fsspec's LazyReferenceMapper), a library import.
-_ZARRSQL = ("zarrsql.api", "zarrsql.engine.connection")
+_ZARRSQL = ("zarrsql.engine.api", "zarrsql.engine.connection")
 IMPORTS = {
     "zarrsql:zarr": _ZARRSQL,
+    "zarrsql:same-bytes": _ZARRSQL,
     "zarrsql:json": _ZARRSQL,
     "zarrsql:parquet": (*_ZARRSQL, "pandas", "fastparquet", "fsspec.implementations.reference"),
     "xarray:netcdf": ("xarray", "h5netcdf", "pandas"),
 }
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 
 
 # ----------------------------------------------------------------------------- building
 def _paths(quick: bool) -> dict[str, Path]:
     base = HERE / "data" / ("era5_quick_virtual" if quick else "era5_virtual")
-    return {"base": base, "json": base / "refs.json", "parquet": base / "refs.parq", "stamp": base / "stamp.json"}
+    return {"base": base, "json": base / "refs.json", "parquet": base / "refs.parq", "stamp": base / "stamp.json",
+            "same": base / "same_bytes.zarr"}  # fmt: skip
 
 
 def build(store: Path, quick: bool) -> dict[str, Path]:
@@ -88,8 +100,30 @@ def build(store: Path, quick: bool) -> dict[str, Path]:
     combined = MultiZarrToZarr(singles, concat_dims=["time"], identical_dims=["latitude", "longitude"]).translate()
     paths["json"].write_text(json.dumps(combined))
     refs_to_dataframe(combined, str(paths["parquet"]))
+    copy_referenced_bytes(combined["refs"], paths["same"])
     paths["stamp"].write_text(json.dumps(stamp))
     return paths
+
+
+def copy_referenced_bytes(refs: dict[str, Any], out: Path) -> None:
+    """A plain Zarr folder of the reference set's keys: documents as they are, inline data
+    decoded, and every referenced chunk the very byte range of its file."""
+    import base64
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    for key, value in refs.items():
+        target = out / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, list):
+            path, offset, length = value
+            with open(path, "rb") as f:
+                f.seek(offset)
+                target.write_bytes(f.read(length))
+        elif isinstance(value, str) and value.startswith("base64:"):
+            target.write_bytes(base64.b64decode(value[7:]))
+        else:
+            target.write_text(value if isinstance(value, str) else json.dumps(value))
 
 
 # ----------------------------------------------------------------------------- one run
@@ -146,10 +180,16 @@ def child(engine: str, query: str, source: str, day: str) -> None:
 # ----------------------------------------------------------------------------- harness
 def _run(engine: str, query: str, source: str, day: str, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", engine, query, source, day]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent / "src"), env.get("PYTHONPATH", "")) if p)
+    load = os.getloadavg()[0]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     if done.returncode:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        rec = {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
+    else:
+        rec = json.loads(done.stdout.strip().splitlines()[-1])
+    rec["load_before"], rec["load_after"] = load, os.getloadavg()[0]
+    return rec
 
 
 def _agree(a: Any, b: Any) -> bool:
@@ -158,20 +198,30 @@ def _agree(a: Any, b: Any) -> bool:
     return a == b
 
 
+RATIOS = (
+    ("json / same bytes", "zarrsql:json", "zarrsql:same-bytes"),
+    ("parquet / same bytes", "zarrsql:parquet", "zarrsql:same-bytes"),
+    ("json / zstd store", "zarrsql:json", "zarrsql:zarr"),
+    ("parquet / zstd store", "zarrsql:parquet", "zarrsql:zarr"),
+)
+
+
 def _table(results: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| query | " + " | ".join(ENGINES) + " | json / zarr | parquet / zarr |",
-        "|---" * (len(ENGINES) + 3) + "|",
+        "| query | " + " | ".join(ENGINES) + " | " + " | ".join(r[0] for r in RATIOS) + " |",
+        "|---" * (len(ENGINES) + len(RATIOS) + 1) + "|",
     ]
     for q in RUN_QUERIES:
         row = results[q]
         cells = [f"{row[e]['median']:.3f} s" if "median" in row[e] else "error" for e in ENGINES]
-        base = row["zarrsql:zarr"].get("median")
         ratios = [
-            f"{row[e]['median'] / base:.2f}x" if base and "median" in row[e] else "—"
-            for e in ("zarrsql:json", "zarrsql:parquet")
+            f"{row[a]['median'] / row[b]['median']:.2f}x" if "median" in row[a] and "median" in row[b] else "—"
+            for _, a, b in RATIOS
         ]
         lines.append(f"| {q} {QUERIES[q]['title']} | " + " | ".join(cells + ratios) + " |")
+    runs = [r for q in results.values() for e in q.values() for r in e["runs"]]
+    loads = [r[k] for r in runs for k in ("load_before", "load_after")]
+    lines += ["", f"Load average (1 min) in the runs: {min(loads):.2f} to {max(loads):.2f}, {os.cpu_count()} cores."]
     return "\n".join(lines)
 
 
@@ -193,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     files = json.dumps(sorted(str(p) for p in paths["base"].glob("*.nc")))
     sources = {
         "zarrsql:zarr": str(store),
+        "zarrsql:same-bytes": str(paths["same"]),
         "zarrsql:json": str(paths["json"]),
         "zarrsql:parquet": str(paths["parquet"]),
         "xarray:netcdf": files,
@@ -203,8 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for q in RUN_QUERIES:
         results[q] = {}
+        every: dict[str, list[dict[str, Any]]] = {e: [] for e in ENGINES}
+        for _ in range(repeat):  # interleaved: a run of every engine per round
+            for engine in ENGINES:
+                every[engine].append(_run(engine, q, sources[engine], day, args.timeout))
         for engine in ENGINES:
-            runs = [_run(engine, q, sources[engine], day, args.timeout) for _ in range(repeat)]
+            runs = every[engine]
             ok = [r for r in runs if "seconds" in r]
             cell: dict[str, Any] = {"runs": runs}
             if ok:

@@ -25,6 +25,7 @@ import numcodecs
 import numpy as np
 
 from zarrsql import counters
+from zarrsql.decode.buffers import MIN_BYTES, POOL, blosc_content_size, zstd_content_size
 from zarrsql.errors import DecodeError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.store import Store, ZarrPythonAccess
@@ -145,9 +146,17 @@ def _check_blosc(raw: Any) -> None:
         raise ValueError(f"blosc frame says {cbytes} bytes but holds {len(view)}")
 
 
-def _decode_bytes_codec(codec: Any, data: Any) -> Any:
-    if isinstance(codec, numcodecs.Blosc):
+def _decode_bytes_codec(codec: Any, data: Any, size: int | None = None) -> Any:
+    """`codec.decode(data)`; when the decoded bytes are the chunk's values of known `size`,
+    a zstd or Blosc frame declaring exactly that size decodes into a pooled buffer (see
+    `decode/buffers.py`). Any other frame decodes as before, and its size is checked later."""
+    blosc = isinstance(codec, numcodecs.Blosc)
+    if blosc:
         _check_blosc(data)
+    if size is not None and size >= MIN_BYTES:
+        declared = blosc_content_size(data) if blosc else zstd_content_size(data)
+        if declared == size and (blosc or isinstance(codec, numcodecs.Zstd)):
+            return codec.decode(data, out=POOL.take(size))
     return codec.decode(data)
 
 
@@ -206,10 +215,13 @@ def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
     data: Any = raw
     last = None
     comp = array.codecs.get("compressor")
+    filters = array.codecs.get("filters") or []
     if comp:
         last = _codec_id(comp)
-        data = _stage(last, lambda d: _decode_bytes_codec(_numcodec(comp), d), data)
-    for f in reversed(array.codecs.get("filters") or []):
+        fixed = not filters and array.dtype.kind != "string"
+        size = _cells(array.chunks) * np.dtype(array.dtype.name).itemsize if fixed else None
+        data = _stage(last, lambda d: _decode_bytes_codec(_numcodec(comp), d, size), data)
+    for f in reversed(filters):
         last = _codec_id(f)
         data = _v2_filter(f, data, array.chunks)
     if array.dtype.kind == "string":
@@ -231,13 +243,16 @@ def _decode_codecs(
     """Decode one v3 codec list into an array of `shape` (`dtype` overrides the array's)."""
     data: Any = raw
     last = None  # the bytes-to-bytes codec the array-to-bytes codec gets its input from
-    for c in reversed(codecs):
+    itemsize = (dtype if dtype is not None else array.dtype.numpy or np.dtype("u1")).itemsize
+    stages = [c for c in reversed(codecs) if _bytes_codec_name(c.get("name"))]
+    # The last stage's output is the chunk's values when `bytes` reads them: its exact size.
+    fixed = any(c.get("name") == "bytes" for c in codecs)
+    for k, c in enumerate(stages):
         name = c.get("name")
-        if _bytes_codec_name(name):
-            itemsize = (dtype if dtype is not None else array.dtype.numpy or np.dtype("u1")).itemsize
-            codec = _v3_bytes_codec(name, _freeze(_bytes_config(name, c.get("configuration"), itemsize)))
-            data = _stage(name, lambda d, codec=codec: _decode_bytes_codec(codec, d), data)
-            last = name
+        codec = _v3_bytes_codec(name, _freeze(_bytes_config(name, c.get("configuration"), itemsize)))
+        size = _cells(shape) * itemsize if fixed and k == len(stages) - 1 else None
+        data = _stage(name, lambda d, codec=codec, size=size: _decode_bytes_codec(codec, d, size), data)
+        last = name
     order = None
     for c in codecs:
         if c.get("name") == "transpose":

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from zarrsql import counters
+from zarrsql.decode.buffers import POOL
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
@@ -177,9 +178,11 @@ def engine_batches(
 def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     """The scan between `counters.scan_started` and `scan_ended`, for the progress display."""
     counters.scan_started(_units_to_read(plan) if counters.watched() else 0)
+    POOL.scan_started()
     try:
         yield from _unit_batches(scan, plan, columns)
     finally:
+        POOL.scan_ended()
         counters.scan_ended()
 
 

@@ -311,18 +311,29 @@ class DenseScan(OpenedTable):
         truth, _ = evaluate(predicate, leaf)
         return np.asarray(truth).reshape(shape)
 
+    def _repeats(self, axis: int) -> bool:
+        """Whether an axis' column comes back for another unit: only when the chunk grid has
+        more than one unit across the other axes (time, the slowest axis of a store chunked
+        by time, never repeats, and keeping its columns would only hold memory)."""
+        grid = self.table.chunk_grid
+        counts = [-(-n // max(c, 1)) for n, c in zip(self.table.shape, grid, strict=True)]
+        return int(np.prod([n for k, n in enumerate(counts) if k != axis], dtype=np.int64)) > 1
+
     def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
         """A coordinate column of a unit. Units of one shape at one place along an axis give
         the same column (latitude and longitude repeat for every time block), so the last
-        few are kept and handed out again instead of being rebuilt.
+        few are kept and handed out again instead of being rebuilt: the column depends only
+        on the unit's range along its axis and the unit's shape, which is the key.
 
         The reader's threads call this at once: the cache is only touched under its lock
         (the columns themselves are built outside it, and never written after)."""
         axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
-        key = (col.name, unit.region) if unit.select is None else None
+        key = (col.name, unit.region[axis], unit.shape) if unit.select is None and self._repeats(axis) else None
         if key is not None:
             with self._patterns_lock:
-                hit = self._patterns.get(key)
+                hit = self._patterns.pop(key, None)
+                if hit is not None:
+                    self._patterns[key] = hit  # the most recently used goes last
             if hit is not None:
                 return hit
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from zarrsql.errors import WriteError
 from zarrsql.write.cells import Grid, column_values, dim_kinds, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
 from zarrsql.write.commit import publish_new
@@ -265,13 +266,17 @@ def write_chunks(
     *, old: dict[str, Any], first: Mapping[str, int] | None = None,
 ) -> int:  # fmt: skip
     """Stream the relation sorted by chunk into `arrays`: the rows written. `first` gives, per
-    dimension, the position of the relation's first coordinate (an append starts past the old end)."""
+    dimension, the position of the relation's first coordinate (an append starts past the old end).
+
+    DuckDB sorts every row, so what a row carries into the sort is the write's memory: one
+    int64 key, the cell's place in chunk-major order (the chunk's number times the cells of a
+    chunk, plus the cell's offset inside it), and the variables. Both the chunk and the cell
+    come back out of the key by division."""
     con = source.connection.duckdb
     token = uuid.uuid4().hex[:12]
     view = f"__zarrsql_write_{token}"
     names = [f"{view}_{k}" for k in range(len(grid.dims))]
-    counts = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]
-    strides = [int(np.prod(counts[k + 1 :], dtype=np.int64)) for k in range(len(counts))]
+    order = _ChunkOrder(grid, chunks)
     source.relation.create_view(view, replace=True)
     try:
         for k, d in enumerate(grid.dims):
@@ -279,30 +284,62 @@ def write_chunks(
             start = (first or {}).get(d, 0)
             values = index.values[start:] if start else index.values
             con.register(names[k], pa.table({"v": pa.array(values), "i": np.arange(start, len(index), dtype=np.int64)}))
-        chunk = " + ".join(f"(c{k}.i // {chunks[k]}) * {strides[k]}" for k in range(len(names))) or "0"
-        columns = [f"c{k}.i AS __zarrsql_i{k}" for k in range(len(names))] + [f"r.{quote(n)}" for n in specs]
+        columns = [f"{order.key_sql([f'c{k}.i' for k in range(len(names))])} AS __zarrsql_key"]
+        columns += [f"r.{quote(n)}" for n in specs]
         joins = " ".join(f"JOIN {names[k]} AS c{k} ON r.{quote(d)} = c{k}.v" for k, d in enumerate(grid.dims))
-        rel = con.sql(
-            f"SELECT {chunk} AS __zarrsql_chunk, {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_chunk"
-        )
-        return _fill_chunks(source, rel, _ChunkBuffers(grid, chunks, arrays, specs, old), len(grid.dims))
+        rel = con.sql(f"SELECT {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_key")
+        return _fill_chunks(source, rel, _ChunkBuffers(grid, chunks, arrays, specs, old), order)
     finally:
         for name in names:
             con.unregister(name)
         con.execute(f"DROP VIEW IF EXISTS {view}")
 
 
-def _fill_chunks(source: Source, rel: Any, buffers: _ChunkBuffers, ndim: int) -> int:
+class _ChunkOrder:
+    """Cells numbered chunk by chunk: key = chunk number x cells per chunk + offset in the chunk
+    (row-major both ways, over the grid padded to whole chunks)."""
+
+    def __init__(self, grid: Grid, chunks: tuple[int, ...]) -> None:
+        self.chunks = chunks
+        self.counts = [-(-n // c) for n, c in zip(grid.shape, chunks, strict=True)]
+        self.cell = int(np.prod(chunks, dtype=np.int64))
+        self.strides = [int(np.prod(self.counts[k + 1 :], dtype=np.int64)) for k in range(len(chunks))]
+        self.inner = [int(np.prod(chunks[k + 1 :], dtype=np.int64)) for k in range(len(chunks))]
+        padded = 1
+        for n, c in zip(self.counts, chunks, strict=True):
+            padded *= n * c
+        if padded >= 2**62:
+            raise WriteError(
+                f"the output grid of {padded:,} cells (padded to whole chunks) is too large to number its cells "
+                "in 64 bits; write it in parts (filter the query) or choose another layout"
+            )
+
+    def key_sql(self, index: list[str]) -> str:
+        if not index:
+            return "0::BIGINT"
+        chunk = [f"({i} // {c}) * {st * self.cell}" for i, c, st in zip(index, self.chunks, self.strides, strict=True)]
+        cell = [f"({i} % {c}) * {inner}" for i, c, inner in zip(index, self.chunks, self.inner, strict=True)]
+        return "(" + " + ".join(chunk + cell) + ")::BIGINT"
+
+    def positions(self, chunk: int, keys: np.ndarray, origin: tuple[int, ...]) -> list[np.ndarray]:
+        """The grid positions of the cells `keys` of chunk number `chunk` (at `origin`)."""
+        offset = keys - chunk * self.cell
+        return [(offset // inner) % c + o for inner, c, o in zip(self.inner, self.chunks, origin, strict=True)]
+
+
+def _fill_chunks(source: Source, rel: Any, buffers: _ChunkBuffers, order: _ChunkOrder) -> int:
     rows = 0
     for batch in batches(source, rel):
         rows += batch.num_rows
-        ids = batch.column(0).to_numpy()
+        keys = batch.column(0).to_numpy()
+        ids = keys // order.cell
         cuts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             part = batch.slice(a, b - a)
-            if buffers.current != int(ids[a]):
+            chunk = int(ids[a])
+            if buffers.current != chunk:
                 buffers.flush()
-                buffers.start(int(ids[a]))
-            buffers.place(part, [part.column(1 + k).to_numpy() for k in range(ndim)])
+                buffers.start(chunk)
+            buffers.place(part, order.positions(chunk, keys[a:b], buffers.origin))
     buffers.flush()
     return rows

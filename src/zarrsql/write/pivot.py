@@ -92,7 +92,7 @@ def keep_rows(source: Source, dims: tuple[str, ...], kinds: dict[str, str], vari
         for k, d in enumerate(dims):
             index, at = grow_and_place(found[k], dimension_values(d, batch.column(d), kinds[d]))
             found[k] = index
-            positions.append(at.astype(np.int32 if len(index) < 2**31 - 1 else np.int64))
+            positions.append(at.astype(_position_type(len(index))))
         values = {name: column_values(name, batch.column(name), kind) for name, kind in variables.items()}
         parts.append((positions, values))
         rows += batch.num_rows
@@ -100,6 +100,15 @@ def keep_rows(source: Source, dims: tuple[str, ...], kinds: dict[str, str], vari
         if size > ONE_READ_BYTES:
             return None
     return Kept(finish_grid(dims, kinds, found), parts, rows, variables)
+
+
+def _position_type(n: int) -> type[np.signedinteger]:
+    """The narrowest integer that holds positions on an axis of `n` values: the kept rows are
+    most of a small result's memory, and most axes (days, latitudes) have few values."""
+    for t in (np.int8, np.int16, np.int32):
+        if n <= np.iinfo(t).max:
+            return t
+    return np.int64
 
 
 def _nbytes(values: Values) -> int:
