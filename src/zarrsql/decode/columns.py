@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from zarrsql.decode import cftime
-from zarrsql.decode.sentinel import Sentinel, find_sentinel, storage_view
+from zarrsql.decode.sentinel import Sentinel, find_sentinel, has_nan, storage_view
 from zarrsql.metadata.arrays import ArrayMeta
 
 
@@ -85,7 +85,7 @@ class ColumnCodec:
     def decode(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         if self.view is not None:
             raw = raw.view(self.view)
-        nulls = self.sentinel.mask(raw) if self.sentinel is not None else None
+        nulls = self.sentinel.find(raw) if self.sentinel is not None else None
         kind = self.array.dtype.kind
         if self.packing is not None:
             scale, offset, out = self.packing
@@ -106,7 +106,7 @@ class ColumnCodec:
             values = raw.astype(np.float32)
         else:
             values = raw
-        if self.nan_as_null and values.dtype.kind == "f":
+        if self.nan_as_null and has_nan(values):
             nan = np.isnan(values)
             nulls = nan if nulls is None else (nulls | nan)
         if nulls is not None and not nulls.any():

@@ -48,12 +48,25 @@ class Sentinel:
     view: np.dtype | None = None
 
     def mask(self, raw: np.ndarray) -> np.ndarray:
+        found = self.find(raw)
+        return np.zeros(raw.shape, dtype=bool) if found is None else found
+
+    def find(self, raw: np.ndarray) -> np.ndarray | None:
+        """The mask of missing cells, or None when no cell is missing (most chunks): a NaN
+        is looked for only when the chunk's maximum is NaN (NumPy's max propagates NaN, and
+        costs less than building the mask)."""
         if self.view is not None and raw.dtype != self.view:
             raw = raw.view(self.view)
-        hit = np.isnan(raw) if self.is_nan else np.zeros(raw.shape, dtype=bool)
+        hit = np.isnan(raw) if self.is_nan and has_nan(raw) else None
         for value in self.values:
-            hit |= raw == value
+            same = raw == value
+            hit = same if hit is None else np.logical_or(hit, same, out=hit)
         return hit
+
+
+def has_nan(values: np.ndarray) -> bool:
+    """Whether a float array holds a NaN, by one reduction (its maximum is NaN exactly then)."""
+    return values.dtype.kind == "f" and values.size > 0 and bool(np.isnan(values.max()))
 
 
 def storage_view(array: ArrayMeta) -> np.dtype | None:
