@@ -26,7 +26,8 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +36,9 @@ import numpy as np
 import pyarrow as pa
 
 from zarrsql.engine import params
-from zarrsql.engine.sqltext import claimable, quote_ident
+from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
 from zarrsql.expand.arrow import to_arrow
-from zarrsql.plan.classes import AxisClasses, count_true, from_counts
+from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
 from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, conjoin, leaf_truth
 from zarrsql.scan import Column, TableScan, open_table
 from zarrsql.store import using_opener
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: Views followed from the statement to `read_zarr` (a view over a view over a mount...).
 MAX_VIEW_DEPTH = 4
-_QUICK = re.compile(r"\bcount\s*\(", re.IGNORECASE)
+_QUICK = re.compile(r"\b(?:count|min|max)\s*\(", re.IGNORECASE)
 _VIEW_HEAD = re.compile(
     r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+"
     r'(?:(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\.){0,2}(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\s+AS\s+',
@@ -178,10 +179,22 @@ class _NoView(_Decline):
 
 
 @dataclass(frozen=True)
-class _Count:
-    """One item of the select list: count(*) (`column` None) or count(<dimension column>)."""
+class _Item:
+    """One item of the select list: `count` (of rows when `column` is None, else of a
+    dimension column's non-NULL values), `distinct` (count(DISTINCT column)), `min` or `max`."""
 
+    kind: str
     column: str | None
+
+
+#: How an aggregate that only needs the live positions of its axis is written in SQL.
+_AXIS_AGGREGATES = {"min": "min({})", "max": "max({})", "distinct": "count(DISTINCT {})"}
+#: Result types a value is carried over as text in (`CAST('...' AS <type>)`).
+_TYPE_NAME = re.compile(r"^[A-Z][A-Z0-9_ ]*(?:\(\d+(?:,\s*\d+)?\))?$")
+#: Atoms of one axis at most: a position's class is a base-3 number that fits a BIGINT.
+MAX_AXIS_ATOMS = 39
+#: An atom's value by its digit in a class code.
+_STATE = (False, True, None)
 
 
 def rewrite(conn: Connection, query: str, has_args: bool) -> str:
@@ -235,23 +248,25 @@ def _plain_select(node: dict[str, Any]) -> None:
         raise _Decline("sample or GROUP BY ALL")
 
 
-def _counts(node: dict[str, Any]) -> list[_Count]:
+def _items(node: dict[str, Any]) -> list[_Item]:
     items = []
     for item in node["select_list"]:
         if item.get("class") != "FUNCTION" or item.get("schema") or item.get("catalog"):
-            raise _Decline("not a count")
-        if item.get("distinct") or item.get("filter") or (item.get("order_bys") or {}).get("orders"):
-            raise _Decline("count with DISTINCT, FILTER or ORDER BY")
+            raise _Decline("not an aggregate")
+        if item.get("filter") or (item.get("order_bys") or {}).get("orders"):
+            raise _Decline("aggregate with FILTER or ORDER BY")
         if item.get("export_state"):
             raise _Decline("exported aggregate state")
         # arguments: DuckDB 2.x names them `arguments`, 1.5 `children`
         name, args = item["function_name"].lower(), item.get("arguments", item.get("children")) or []
-        if name == "count_star" and not args:
-            items.append(_Count(None))
-        elif name == "count" and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
-            items.append(_Count(_ref(_argument(args[0]))))
+        if name == "count_star" and not args and not item.get("distinct"):
+            items.append(_Item("count", None))
+        elif name in ("count", "min", "max") and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
+            # min(DISTINCT c) is min(c); count(DISTINCT c) counts values, not rows
+            kind = "distinct" if name == "count" and item.get("distinct") else name
+            items.append(_Item(kind, _ref(_argument(args[0]))))
         else:
-            raise _Decline("not count(*) or count(column)")
+            raise _Decline("not count(*), count, min or max of a column")
     if not items:
         raise _Decline("empty select list")
     return items
@@ -337,36 +352,70 @@ def _answer(conn: Connection, query: str) -> str:
     con = conn._con
     node = _tree(con, query)
     _plain_select(node)
-    counts = _counts(node)
+    items = _items(node)
     table = node["from_table"]
     _precheck(con, table)  # binding may perform actions (zarr_unmount): only bind a read
-    names, scan = _bind(conn, query)
+    names, types, scan = _bind(conn, query)
     _check_from(con, table)  # again: binding created the view of a 'x.zarr' string
-    if len(names) != len(counts):
+    if len(names) != len(items):
         raise _Decline("select list and result differ")
     by_name = _columns(scan)
     alias = (table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
     atoms: list[dict[str, Any]] = []
     where = node.get("where_clause")
     predicate = None if where is None else _split(where, by_name, alias, atoms)
-    values = []
-    for item in counts:
-        extra = None if item.column is None else _not_null(item.column, by_name, alias, atoms)
-        parts = [p for p in (predicate, extra) if p is not None]
-        values.append(_count(conn, scan, atoms, parts))
-    if any(v is None or v >= 2**63 for v in values):
-        raise _Decline("too many classes, or beyond BIGINT")
-    return "SELECT " + ", ".join(f"CAST({v} AS BIGINT) AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
+    not_null = {i: _not_null(it.column, by_name, alias, atoms) for i, it in enumerate(items) if _counts_values(it)}
+    extra: list[tuple[int, Leaf]] = []
+    if scan.base_predicate is not None:  # `bounds :=`: its leaves are evaluated with numpy
+        predicate = conjoin((predicate, _as_atoms(scan.base_predicate, scan, extra, len(atoms))))
+    wants = [_want(i, it, by_name, alias, predicate, not_null) for i, it in enumerate(items)]
+    needed = {w.axis for w in wants if w.axis is not None}
+    with _axis_tables(conn, scan, atoms, extra, needed) as axes:
+        classes = [_classes(conn, a) for a in axes]
+        values = _values(conn, axes, classes, wants, types)
+    return "SELECT " + ", ".join(f"{v} AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
 
 
-def _bind(conn: Connection, query: str) -> tuple[list[str], TableScan]:
-    """Bind the statement (registering its scan if needed): its result's column names, and
-    the table of the one scan the binding asked for."""
+@dataclass(frozen=True)
+class _Want:
+    """An item resolved against the table: the cells it reads (`predicate`; None: all) and,
+    for min, max and count(DISTINCT), the column and its axis, where it is aggregated."""
+
+    kind: str
+    predicate: Predicate | None
+    column: str | None = None
+    axis: int | None = None
+
+
+def _counts_values(item: _Item) -> bool:
+    return item.kind == "count" and item.column is not None
+
+
+def _want(
+    i: int,
+    item: _Item,
+    by_name: dict[str, tuple[Column, int]],
+    alias: str,
+    predicate: Predicate | None,
+    not_null: dict[int, Predicate],
+) -> _Want:
+    """count(c) counts the cells where also c IS NOT NULL; the other aggregates read c."""
+    if item.kind == "count":
+        return _Want("count", conjoin((predicate, not_null.get(i))))
+    assert item.column is not None
+    col, axis = _resolve(item.column, by_name, alias)
+    return _Want(item.kind, predicate, col.name, axis)
+
+
+def _bind(conn: Connection, query: str) -> tuple[list[str], list[str], TableScan]:
+    """Bind the statement (registering its scan if needed): its result's column names and
+    types, and the table of the one scan the binding asked for."""
     state = conn._state
     probe = "DESCRIBE " + query
     described = conn._run(probe, conn._con.execute, probe).fetchall()
-    if any(str(row[1]).upper() != "BIGINT" for row in described):
-        raise _Decline("a result column that is not BIGINT")
+    types = [str(row[1]).upper() for row in described]
+    if not all(_TYPE_NAME.match(t) for t in types):
+        raise _Decline("a result type not carried over as text")
     asked = {a: key for a, (gen, key) in list(state.scan_keys.items()) if gen == state.generation}
     if len(set(asked.values())) != 1:
         raise _Decline("not exactly one zarrsql scan")
@@ -376,7 +425,7 @@ def _bind(conn: Connection, query: str) -> tuple[list[str], TableScan]:
         raise _Decline("rows are not the cells of the table")
     if scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
         raise _Decline("rows are not the cells of the table")
-    return [str(row[0]) for row in described], scan
+    return [str(row[0]) for row in described], types, scan
 
 
 def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:
@@ -463,21 +512,6 @@ def _not_null(ref: str, by_name: dict[str, tuple[Column, int]], alias: str, atom
     return Atom(f"\0axis{axis}", len(atoms) - 1)
 
 
-def _count(conn: Connection, scan: TableScan, atoms: list[dict[str, Any]], parts: Sequence[Predicate]) -> int | None:
-    """Cells where every part (and the table's `bounds :=`) holds, by truth classes."""
-    base = scan.base_predicate
-    extra: list[tuple[int, Leaf]] = []
-    if base is not None:
-        parts = [*parts, _as_atoms(base, scan, extra, len(atoms))]
-    if not parts:
-        return int(np.prod(scan.table.shape, dtype=object))
-    predicate = conjoin(parts)
-    assert predicate is not None
-    used = _atom_keys(predicate)
-    axes = [_axis_classes(conn, scan, k, atoms, extra, used) for k in range(len(scan.table.shape))]
-    return count_true(predicate, axes)
-
-
 def _as_atoms(p: Predicate, scan: TableScan, extra: list[tuple[int, Leaf]], offset: int) -> Predicate:
     """`bounds :=`'s predicate with each leaf an Atom (evaluated with numpy, not DuckDB)."""
     if isinstance(p, (Cmp, InSet, IsNull)):
@@ -491,46 +525,135 @@ def _as_atoms(p: Predicate, scan: TableScan, extra: list[tuple[int, Leaf]], offs
     raise _Decline("an unexpected bounds predicate")
 
 
-def _atom_keys(p: Predicate) -> set[int]:
-    if isinstance(p, Atom):
-        return {p.key}
-    if isinstance(p, Not):
-        return _atom_keys(p.child)
-    if isinstance(p, (And, Or)):
-        return set().union(*(_atom_keys(c) for c in p.children))
-    raise _Decline("a leaf that is not an atom")
+@dataclass(frozen=True)
+class _Axis:
+    """One axis of the table as DuckDB sees it: `table` (None when nothing is asked of the
+    axis) is a registered Arrow table of its coordinate columns (and of the `bounds :=`
+    leaves), `keys` the atoms on it and `code` the SQL of a position's class: the base-3
+    number of its atoms' values (0 false, 1 true, 2 NULL)."""
+
+    index: int
+    length: int
+    table: str | None
+    keys: tuple[int, ...]
+    code: str
 
 
-def _axis_classes(
-    conn: Connection,
-    scan: TableScan,
-    axis: int,
-    atoms: list[dict[str, Any]],
-    extra: list[tuple[int, Leaf]],
-    used: set[int],
-) -> AxisClasses:
-    """The classes of one axis: DuckDB groups its positions by the values of its atoms."""
-    n = scan.table.shape[axis]
-    mine = [(key, a) for key, a in enumerate(atoms) if a["axis"] == axis and key in used]
-    theirs = [(len(atoms) + j, leaf) for j, (k, leaf) in enumerate(extra) if k == axis and len(atoms) + j in used]
-    leaves = [Atom(f"\0axis{axis}", key) for key, _ in mine + theirs]  # type: ignore[misc]
-    if not leaves:
-        return from_counts([], [()], [n])
-    columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
-    for key, leaf in theirs:
-        d = scan.dims[axis]
-        t, nl = leaf_truth(leaf, d.values, d.nulls)
-        columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
-    name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
-    selects = [_atom_sql(conn, a) for _, a in mine] + [quote_ident(f"__zarrsql_leaf_{key}") for key, _ in theirs]
-    outs = [f"CAST(({s}) AS BOOLEAN) AS a{j}" for j, s in enumerate(selects)]
-    sql = f"SELECT {', '.join(outs)}, count(*) AS n FROM {quote_ident(name)} GROUP BY ALL"
-    conn._con.register(name, pa.table(columns))
+@contextmanager
+def _axis_tables(
+    conn: Connection, scan: TableScan, atoms: list[dict[str, Any]], extra: list[tuple[int, Leaf]], needed: set[int]
+) -> Iterator[list[_Axis]]:
+    """Every axis, each with its coordinate table registered while the block runs when it
+    has atoms or an aggregate of one of its columns is asked for."""
+    axes, registered = [], []
     try:
-        rows = conn._con.execute(sql).fetchall()
+        for k, n in enumerate(scan.table.shape):
+            mine = [(key, _atom_sql(conn, a)) for key, a in enumerate(atoms) if a["axis"] == k]
+            theirs = [(len(atoms) + j, leaf) for j, (axis, leaf) in enumerate(extra) if axis == k]
+            selects = mine + [(key, quote_ident(f"__zarrsql_leaf_{key}")) for key, _ in theirs]
+            if len(selects) > MAX_AXIS_ATOMS:
+                raise _Decline("too many conditions on one dimension")
+            if not selects and k not in needed:
+                axes.append(_Axis(k, n, None, (), "0"))
+                continue
+            name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
+            conn._con.register(name, _axis_table(scan, k, theirs))
+            registered.append(name)
+            terms = [
+                f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)
+            ]
+            axes.append(_Axis(k, n, name, tuple(key for key, _ in selects), " + ".join(terms) or "0"))
+        yield axes
     finally:
-        conn._con.unregister(name)
-    return from_counts(leaves, [r[:-1] for r in rows], [r[-1] for r in rows])
+        for name in registered:
+            conn._con.unregister(name)
+
+
+def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> pa.Table:
+    """The columns of one axis as the scan hands them to DuckDB, and each `bounds :=` leaf's
+    truth there."""
+    columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
+    for key, leaf in leaves:
+        t, nl = leaf_truth(leaf, scan.dims[axis].values, scan.dims[axis].nulls)
+        columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
+    if not columns:
+        raise _Decline("an axis without a column")
+    return pa.table(columns)
+
+
+def _classes(conn: Connection, axis: _Axis) -> tuple[AxisClasses, list[int]]:
+    """The classes of one axis (DuckDB groups its positions by their atoms' values), and
+    each class's code."""
+    leaves = [Atom(f"\0axis{axis.index}", key) for key in axis.keys]
+    if not axis.keys:
+        return from_counts([], [()], [axis.length]), [0]
+    sql = f"SELECT code, count(*) FROM (SELECT {axis.code} AS code FROM {quote_ident(str(axis.table))}) GROUP BY code"
+    rows = conn._con.execute(sql).fetchall()
+    states = [[_STATE[(code // 3**j) % 3] for j in range(len(leaves))] for code, _ in rows]
+    return from_counts(leaves, states, [n for _, n in rows]), [int(code) for code, _ in rows]
+
+
+def _values(
+    conn: Connection,
+    axes: list[_Axis],
+    classes: list[tuple[AxisClasses, list[int]]],
+    wants: list[_Want],
+    types: list[str],
+) -> list[str]:
+    """Each item's value as a SQL constant of its result type."""
+    values: dict[int, str] = {}
+    per_axis: dict[int, list[int]] = {}
+    sizes = [c for c, _ in classes]
+    for i, (w, t) in enumerate(zip(wants, types, strict=True)):
+        if w.axis is None:
+            values[i] = _count_value(w.predicate, axes, sizes, t)
+        else:
+            per_axis.setdefault(w.axis, []).append(i)
+    for k, picked in per_axis.items():
+        live = live_classes(wants[picked[0]].predicate, sizes, k)  # every aggregate reads the WHERE's cells
+        if live is None:
+            raise _Decline("too many classes")
+        codes = [code for code, alive in zip(classes[k][1], live, strict=True) if alive]
+        texts = _aggregate(conn, axes[k], codes, [wants[i] for i in picked], [types[i] for i in picked])
+        values.update(zip(picked, texts, strict=True))
+    return [values[i] for i in range(len(wants))]
+
+
+def _count_value(predicate: Predicate | None, axes: list[_Axis], classes: list[AxisClasses], kind: str) -> str:
+    """The cells where `predicate` holds, as a BIGINT constant."""
+    if kind != "BIGINT":
+        raise _Decline("a count that is not BIGINT")
+    n = int(np.prod([a.length for a in axes], dtype=object)) if predicate is None else count_true(predicate, classes)
+    if n is None or n >= 2**63:
+        raise _Decline("too many classes, or beyond BIGINT")
+    return f"CAST({n} AS BIGINT)"
+
+
+def _aggregate(conn: Connection, axis: _Axis, codes: list[int], wants: list[_Want], types: list[str]) -> list[str]:
+    """min, max and count(DISTINCT) of the axis' columns over the positions of its live
+    classes, computed by DuckDB over the coordinate columns the scan would produce (so NULLs
+    are skipped and NaN is the largest value, as in the full query); each as a constant of
+    the item's result type, declined unless its text reads back as the same value."""
+    if not codes:
+        keep = "false"
+    else:
+        keep = "true" if not axis.keys else f"({axis.code}) IN ({', '.join(str(c) for c in codes)})"
+    inner = ", ".join(
+        _AXIS_AGGREGATES[w.kind].format(quote_ident(str(w.column))) + f" AS a{j}" for j, w in enumerate(wants)
+    )
+    outer = ", ".join(
+        f"CAST(a{j} AS VARCHAR), typeof(a{j}), CAST(CAST(a{j} AS VARCHAR) AS {t}) IS NOT DISTINCT FROM a{j}"
+        for j, t in enumerate(types)
+    )
+    sql = f"SELECT {outer} FROM (SELECT {inner} FROM {quote_ident(str(axis.table))} WHERE {keep})"
+    row = conn._con.execute(sql).fetchall()[0]
+    out = []
+    for j, t in enumerate(types):
+        text, kind, same = row[3 * j : 3 * j + 3]
+        if str(kind).upper() != t or same is not True:
+            raise _Decline("an aggregate whose type or text differs")
+        out.append(f"CAST(NULL AS {t})" if text is None else f"CAST({quote_text(str(text))} AS {t})")
+    return out
 
 
 def _axis_of(scan: TableScan, col: Column) -> int:
