@@ -2,7 +2,8 @@
 DuckDB computing them over every cell.
 
 Random small grids (float coordinates with NaN and repeats, integers, strings, CF-encoded
-times with a missing value, positional dimensions, axes of length 0) and random select lists
+times with a missing value, positional dimensions, axes of length 0, a one-dimensional
+auxiliary coordinate) and random select lists
 mixing count(*), count(c), min(c), max(c) and count(DISTINCT c) under random WHEREs. The
 oracle is a plain DuckDB connection running the same statement over a table of every cell,
 built with numpy from the arrays as zarr-python reads them (times decoded with numpy from
@@ -42,28 +43,39 @@ def _coordinate(rng: random.Random, kind: str, n: int) -> np.ndarray | None:
     return np.array([rng.choice(["a", "b", "ab", "c"]) for _ in range(n)], dtype=object)
 
 
-def _write(path: Path, rng: random.Random) -> tuple[str, list[str], list[str], list[np.ndarray]]:
-    """A random store: (path, dimension names, kinds, each axis' raw coordinate values)."""
+def _write(path: Path, rng: random.Random) -> tuple[str, list[tuple[str, int, str, np.ndarray]]]:
+    """A random store: its path and columns (name, axis, kind, raw values along the axis):
+    one per dimension, and maybe a one-dimensional auxiliary coordinate `x` (CF
+    `coordinates`) along one of them."""
     ndim = rng.randint(1, 3)
     names = ["a", "b", "c"][:ndim]
     shape = tuple(rng.choice([0, 1, 2, 3, 5, 6]) if rng.random() < 0.1 else rng.randint(1, 6) for _ in range(ndim))
     chunks = tuple(rng.randint(1, 4) for _ in range(ndim))
     kinds = [rng.choice(KINDS) for _ in range(ndim)]
+    aux = (rng.randrange(ndim), rng.choice(["float", "int", "string"])) if rng.random() < 0.4 else None
     root = zarr.open_group(path, mode="w", zarr_format=3)
-    root.create_array("v", shape=shape, chunks=chunks, dtype="float32", dimension_names=names, fill_value=0.0)
-    for name, kind, n in zip(names, kinds, shape, strict=True):
+    attrs = {"coordinates": "x"} if aux else {}
+    root.create_array(
+        "v", shape=shape, chunks=chunks, dtype="float32", dimension_names=names, fill_value=0.0, attributes=attrs
+    )
+    arrays = list(zip(names, names, kinds, strict=True)) + ([("x", names[aux[0]], aux[1])] if aux else [])
+    for name, dim, kind in arrays:
+        n = shape[names.index(dim)]
         values = _coordinate(rng, kind, n)
         if values is None:
             continue
         dtype = str if kind == "string" else values.dtype
         attrs = {"units": TIME_UNITS, "calendar": "standard", "_FillValue": TIME_FILL} if kind == "time" else {}
         chunk = (max(1, rng.randint(1, max(n, 1))),)
-        root.create_array(name, shape=(n,), chunks=chunk, dtype=dtype, dimension_names=[name], attributes=attrs)
+        root.create_array(name, shape=(n,), chunks=chunk, dtype=dtype, dimension_names=[dim], attributes=attrs)
         if n:
             root[name][:] = values
     group = zarr.open_group(path, mode="r")
-    axes = [np.asarray(group[n][:]) if n in group else np.arange(s) for n, s in zip(names, shape, strict=True)]
-    return str(path), names, kinds, axes
+    columns = []
+    for name, dim, kind in arrays:
+        k = names.index(dim)
+        columns.append((name, k, kind, np.asarray(group[name][:]) if name in group else np.arange(shape[k])))
+    return str(path), columns
 
 
 def _oracle_column(kind: str, flat: np.ndarray, nan_as_null: bool) -> pa.Array:
@@ -80,11 +92,13 @@ def _oracle_column(kind: str, flat: np.ndarray, nan_as_null: bool) -> pa.Array:
     return pa.array(flat, mask=mask)
 
 
-def _cells(names: list[str], kinds: list[str], axes: list[np.ndarray], nan_as_null: bool) -> pa.Table:
-    """Every cell's coordinates, row-major."""
-    grids = np.meshgrid(*axes, indexing="ij")
+def _cells(columns: list[tuple[str, int, str, np.ndarray]], nan_as_null: bool) -> pa.Table:
+    """Every cell's coordinates, row-major: each column's values at the cell's position
+    along its axis."""
+    shape = [len(values) for name, _, _, values in columns if name != "x"]  # the dimensions come first
+    index = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
     return pa.table(
-        {n: _oracle_column(k, g.reshape(-1), nan_as_null) for n, k, g in zip(names, kinds, grids, strict=True)}
+        {name: _oracle_column(kind, values[index[k].reshape(-1)], nan_as_null) for name, k, kind, values in columns}
     )
 
 
@@ -134,9 +148,10 @@ def test_answered_aggregates_equal_duckdb_over_every_cell(tmp_path, seed):
     oracle = duckdb.connect()
     with zarrsql.connect() as con:
         for case in range(8):
-            path, names, kinds, axes = _write(tmp_path / f"s{case}.zarr", rng)
+            path, columns = _write(tmp_path / f"s{case}.zarr", rng)
+            names, kinds = [c[0] for c in columns], [c[2] for c in columns]
             nan_as_null = rng.random() < 0.5
-            oracle.register("cells", _cells(names, kinds, axes, nan_as_null))
+            oracle.register("cells", _cells(columns, nan_as_null))
             source = f"read_zarr('{path}', nan_as_null := {str(nan_as_null).lower()})"
             for _ in range(5):
                 where = "" if rng.random() < 0.25 else f" WHERE {_where(rng, names, kinds)}"

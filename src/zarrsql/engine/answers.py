@@ -429,11 +429,11 @@ def _bind(conn: Connection, query: str) -> tuple[list[str], list[str], TableScan
 
 
 def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:
-    """Dimension and derived coordinate columns by lowercase name, with their axis; a data
-    column maps to axis -1 (a WHERE on it is not answered)."""
+    """Dimension, derived and one-dimensional auxiliary coordinate columns by lowercase name,
+    with their axis; any other column maps to axis -1 (a WHERE on it is not answered)."""
     out: dict[str, tuple[Column, int]] = {}
     for col in scan.columns:
-        axis = col.dim if col.dim is not None else scan.derived[col.derived][0] if col.derived is not None else -1
+        axis = _axis_of(scan, col)
         if col.name.lower() in out:
             raise _Decline("column names equal ignoring case")
         out[col.name.lower()] = (col, axis)
@@ -657,9 +657,16 @@ def _aggregate(conn: Connection, axis: _Axis, codes: list[int], wants: list[_Wan
 
 
 def _axis_of(scan: TableScan, col: Column) -> int:
+    """The axis a column's values lie along, or -1 (a data variable, an auxiliary
+    coordinate over several axes)."""
     if col.dim is not None:
         return col.dim
-    return scan.derived[col.derived][0] if col.derived is not None else -1
+    if col.derived is not None:
+        return scan.derived[col.derived][0]
+    if col.aux is not None:
+        axes = scan.aux[col.aux][1]  # type: ignore[attr-defined]  # a dense scan's, read whole at open
+        return axes[0] if len(axes) == 1 else -1
+    return -1
 
 
 def _coordinate_array(scan: TableScan, col: Column) -> pa.Array:
@@ -667,9 +674,13 @@ def _coordinate_array(scan: TableScan, col: Column) -> pa.Array:
     from zarrsql.decode.logical import Labels
     from zarrsql.engine.source import HAS_SOURCES
 
-    dv = scan.dims[col.dim] if col.dim is not None else scan.derived[col.derived][1]  # type: ignore[index]
-    values = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
-    array = to_arrow(values, dv.nulls, col.logical)
+    if col.aux is not None:
+        _, _, values, nulls = scan.aux[col.aux]  # type: ignore[attr-defined]
+    else:
+        dv = scan.dims[col.dim] if col.dim is not None else scan.derived[col.derived][1]  # type: ignore[index]
+        values, nulls = dv.values, dv.nulls
+        values = np.arange(len(values), dtype=np.int32) if isinstance(col.logical, Labels) else values
+    array = to_arrow(values, nulls, col.logical)
     if not HAS_SOURCES and pa.types.is_dictionary(array.type) and pa.types.is_string(array.type.value_type):
         array = array.cast(array.type.value_type)  # the 1.5 dataset shell hands plain strings
     return array
