@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -195,6 +196,12 @@ _TYPE_NAME = re.compile(r"^[A-Z][A-Z0-9_ ]*(?:\(\d+(?:,\s*\d+)?\))?$")
 MAX_AXIS_ATOMS = 39
 #: An atom's value by its digit in a class code.
 _STATE = (False, True, None)
+#: Statements parsed and atoms rendered by DuckDB, kept (both depend on the text alone), so a
+#: repeated statement costs no parsing round trips.
+CACHE_SIZE = 256
+_PARSED: dict[str, str] = {}
+_RENDERED: dict[str, str] = {}
+_CACHE_LOCK = threading.Lock()
 
 
 def rewrite(conn: Connection, query: str, has_args: bool) -> str:
@@ -227,15 +234,32 @@ def rewritten_or_same(
     return query
 
 
+def _remembered(cache: dict[str, str], key: str, make: Callable[[], str]) -> str:
+    """`make()`, kept in `cache` under `key` (the oldest entry goes beyond `CACHE_SIZE`)."""
+    with _CACHE_LOCK:
+        hit = cache.get(key)
+    if hit is None:
+        hit = make()
+        with _CACHE_LOCK:
+            cache[key] = hit
+            while len(cache) > CACHE_SIZE:
+                del cache[next(iter(cache))]
+    return hit
+
+
 def _tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     """The single SELECT node of `sql`, or decline."""
-    doc = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    doc = json.loads(_remembered(_PARSED, sql, lambda: _serialized(con, sql)))
     if doc.get("error") or len(doc.get("statements") or []) != 1:
         raise _Decline("not one statement DuckDB serializes")
     statement = doc["statements"][0]
     if statement.get("named_param_map"):
         raise _Decline("parameters")
     return statement["node"]  # type: ignore[no-any-return]
+
+
+def _serialized(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+    return str(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
 
 
 def _plain_select(node: dict[str, Any]) -> None:
@@ -371,7 +395,7 @@ def _answer(conn: Connection, query: str) -> str:
     wants = [_want(i, it, by_name, alias, predicate, not_null) for i, it in enumerate(items)]
     needed = {w.axis for w in wants if w.axis is not None}
     with _axis_tables(conn, scan, atoms, extra, needed) as axes:
-        classes = [_classes(conn, a) for a in axes]
+        classes = _classes(conn, axes)
         values = _values(conn, axes, classes, wants, types)
     return "SELECT " + ", ".join(f"{v} AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
 
@@ -581,16 +605,28 @@ def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> p
     return pa.table(columns)
 
 
-def _classes(conn: Connection, axis: _Axis) -> tuple[AxisClasses, list[int]]:
-    """The classes of one axis (DuckDB groups its positions by their atoms' values), and
-    each class's code."""
-    leaves = [Atom(f"\0axis{axis.index}", key) for key in axis.keys]
-    if not axis.keys:
-        return from_counts([], [()], [axis.length]), [0]
-    sql = f"SELECT code, count(*) FROM (SELECT {axis.code} AS code FROM {quote_ident(str(axis.table))}) GROUP BY code"
-    rows = conn._con.execute(sql).fetchall()
-    states = [[_STATE[(code // 3**j) % 3] for j in range(len(leaves))] for code, _ in rows]
-    return from_counts(leaves, states, [n for _, n in rows]), [int(code) for code, _ in rows]
+def _classes(conn: Connection, axes: list[_Axis]) -> list[tuple[AxisClasses, list[int]]]:
+    """The classes of every axis (DuckDB groups each axis' positions by their atoms' values,
+    all axes in one statement), and each class's code."""
+    asked = [a for a in axes if a.keys]
+    found: dict[int, list[tuple[int, int]]] = {a.index: [] for a in asked}
+    if asked:
+        parts = (
+            f"(SELECT {a.index} AS axis, code, count(*) AS n FROM "
+            f"(SELECT {a.code} AS code FROM {quote_ident(str(a.table))}) GROUP BY code)"
+            for a in asked
+        )
+        for axis, code, n in conn._con.execute(" UNION ALL ".join(parts)).fetchall():
+            found[axis].append((int(code), int(n)))
+    out = []
+    for a in axes:
+        if not a.keys:
+            out.append((from_counts([], [()], [a.length]), [0]))
+            continue
+        leaves = [Atom(f"\0axis{a.index}", key) for key in a.keys]
+        states = [[_STATE[(code // 3**j) % 3] for j in range(len(leaves))] for code, _ in found[a.index]]
+        out.append((from_counts(leaves, states, [n for _, n in found[a.index]]), [c for c, _ in found[a.index]]))
+    return out
 
 
 def _values(
@@ -609,13 +645,18 @@ def _values(
             values[i] = _count_value(w.predicate, axes, sizes, t)
         else:
             per_axis.setdefault(w.axis, []).append(i)
+    parts = []
     for k, picked in per_axis.items():
         live = live_classes(wants[picked[0]].predicate, sizes, k)  # every aggregate reads the WHERE's cells
         if live is None:
             raise _Decline("too many classes")
         codes = [code for code, alive in zip(classes[k][1], live, strict=True) if alive]
-        texts = _aggregate(conn, axes[k], codes, [wants[i] for i in picked], [types[i] for i in picked])
-        values.update(zip(picked, texts, strict=True))
+        parts.append(_aggregate_sql(axes[k], codes, [wants[i] for i in picked], [types[i] for i in picked]))
+    if parts:  # one statement: a row per axis, joined
+        row = conn._con.execute("SELECT * FROM " + ", ".join(parts)).fetchall()[0]
+        for picked in per_axis.values():
+            texts, row = _constants(row[: 3 * len(picked)], [types[i] for i in picked]), row[3 * len(picked) :]
+            values.update(zip(picked, texts, strict=True))
     return [values[i] for i in range(len(wants))]
 
 
@@ -629,11 +670,11 @@ def _count_value(predicate: Predicate | None, axes: list[_Axis], classes: list[A
     return f"CAST({n} AS BIGINT)"
 
 
-def _aggregate(conn: Connection, axis: _Axis, codes: list[int], wants: list[_Want], types: list[str]) -> list[str]:
-    """min, max and count(DISTINCT) of the axis' columns over the positions of its live
-    classes, computed by DuckDB over the coordinate columns the scan would produce (so NULLs
-    are skipped and NaN is the largest value, as in the full query); each as a constant of
-    the item's result type, declined unless its text reads back as the same value."""
+def _aggregate_sql(axis: _Axis, codes: list[int], wants: list[_Want], types: list[str]) -> str:
+    """A one-row subquery: min, max and count(DISTINCT) of the axis' columns over the
+    positions of its live classes `codes`, computed by DuckDB over the coordinate columns
+    the scan would produce (so NULLs are skipped and NaN is the largest value, as in the
+    full query); per item its text, its type, and whether the text reads back as the value."""
     if not codes:
         keep = "false"
     else:
@@ -642,11 +683,16 @@ def _aggregate(conn: Connection, axis: _Axis, codes: list[int], wants: list[_Wan
         _AXIS_AGGREGATES[w.kind].format(quote_ident(str(w.column))) + f" AS a{j}" for j, w in enumerate(wants)
     )
     outer = ", ".join(
-        f"CAST(a{j} AS VARCHAR), typeof(a{j}), CAST(CAST(a{j} AS VARCHAR) AS {t}) IS NOT DISTINCT FROM a{j}"
+        f"CAST(a{j} AS VARCHAR) AS s{j}, typeof(a{j}) AS t{j}, "
+        f"CAST(CAST(a{j} AS VARCHAR) AS {t}) IS NOT DISTINCT FROM a{j} AS r{j}"
         for j, t in enumerate(types)
     )
-    sql = f"SELECT {outer} FROM (SELECT {inner} FROM {quote_ident(str(axis.table))} WHERE {keep})"
-    row = conn._con.execute(sql).fetchall()[0]
+    return f"(SELECT {outer} FROM (SELECT {inner} FROM {quote_ident(str(axis.table))} WHERE {keep})) AS x{axis.index}"
+
+
+def _constants(row: Sequence[Any], types: list[str]) -> list[str]:
+    """Each aggregate of `_aggregate_sql`'s row as a constant of its result type; declined
+    unless DuckDB typed it as the statement's result column and its text reads back."""
     out = []
     for j, t in enumerate(types):
         text, kind, same = row[3 * j : 3 * j + 3]
@@ -690,9 +736,12 @@ def _atom_sql(conn: Connection, atom: dict[str, Any]) -> str:
     """An atom's SQL text, rendered by DuckDB from its tree."""
     if "sql" in atom:
         return str(atom["sql"])
-    doc = json.loads(conn._con.execute("SELECT json_serialize_sql('SELECT 1')").fetchall()[0][0])
+    doc = json.loads(_remembered(_PARSED, "SELECT 1", lambda: _serialized(conn._con, "SELECT 1")))
     doc["statements"][0]["node"]["select_list"] = [{**atom["node"], "alias": ""}]
-    text = str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
+    tree = json.dumps(doc)
+    text = _remembered(
+        _RENDERED, tree, lambda: str(conn._con.execute("SELECT json_deserialize_sql(?)", [tree]).fetchall()[0][0])
+    )
     if not text.upper().startswith("SELECT "):
         raise _Decline("DuckDB rendered the atom unexpectedly")
     return text[len("SELECT ") :]
