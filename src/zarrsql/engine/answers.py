@@ -1,20 +1,29 @@
-"""Counts answered from the scan plan: `SELECT count(*) FROM <one zarrsql table> [WHERE ...]`.
+"""Aggregates answered from the coordinates: `SELECT count(*), min(time), ... FROM <one
+zarrsql table> [WHERE ...]`.
 
-A dense table has one row per cell, so DuckDB counting a 10^12-cell array would have to
-receive 10^12 rows. When a statement only counts rows of one zarrsql table, optionally
-filtered on its dimension columns, the count is a product over the chunk grid instead:
+A dense table has one row per cell, so DuckDB counting a 10^12-cell array, or finding its
+first time, would have to receive 10^12 rows. When a statement only aggregates dimension
+columns of one zarrsql table, optionally filtered on them, the answer comes from the 1-D
+coordinate columns instead, without reading a data chunk:
 
-1. The statement's tree (`json_serialize_sql`) must be exactly `SELECT count(*) | count(dim)
-   [, ...] FROM read_zarr(...) | a view that is `SELECT * FROM read_zarr(...)` (a `'x.zarr'`
-   string, a mount) [AS alias] [WHERE cond]`: no grouping, modifiers, CTEs or parameters.
+1. The statement's tree (`json_serialize_sql`) must be exactly `SELECT <item> [, ...] FROM
+   read_zarr(...) | a view that is `SELECT * FROM read_zarr(...)` (a `'x.zarr'` string, a
+   mount) [AS alias] [WHERE cond]`, each item `count(*)`, `count(c)`, `count(DISTINCT c)`,
+   `min(c)` or `max(c)` of a coordinate column `c` (a dimension, a derived column, an
+   auxiliary coordinate over one dimension): no grouping, modifiers, CTEs or parameters.
 2. `DESCRIBE` of the statement binds it as DuckDB would (and registers the scan); the scan
    the binding asked for names the table, and the result's column names and types.
 3. The WHERE is split at AND, OR and NOT into *atoms*, each reading the columns of one axis
-   only. DuckDB evaluates every atom over that axis' coordinate column (the Arrow column the
-   scan itself would produce, so types, casts, NULLs and NaN behave identically) and groups
-   the positions by their atoms' values: a few classes per axis with their sizes.
-4. The predicate, with SQL's three values, is evaluated once per combination of classes and
-   the count is the sum of class-size products where it is true (`plan/classes.py`).
+   only. DuckDB evaluates every atom over that axis' coordinate columns (the Arrow columns
+   the scan itself would produce, so types, casts, NULLs and NaN behave identically) and
+   groups the positions by their atoms' values: a few classes per axis with their sizes.
+4. The predicate, with SQL's three values, is evaluated once per combination of classes
+   (`plan/classes.py`): a count is the sum of class-size products where it is true; a
+   class of an axis is *live* where it is true with some class of every other axis, and
+   min, max and count(DISTINCT) of a column of that axis, which do not depend on how often
+   a value occurs, are DuckDB's own aggregates of the column over the live positions.
+5. Each value becomes a constant of the statement's result type (`CAST('<text>' AS
+   <type>)`, declined unless DuckDB reads the text back as the same value).
 
 The statement then runs as a constant `SELECT`. Any other shape, or anything unexpected
 on the way, leaves the statement as it was: it runs as before, with the same result.
