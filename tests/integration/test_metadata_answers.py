@@ -169,7 +169,10 @@ def test_nan_and_null_coordinates(tmp_path: Path) -> None:
                 source = f"read_zarr('{path}', nan_as_null := {str(nan_as_null).lower()})"
                 with zarrsql.trace() as t:
                     got = con.sql(f"SELECT {select} FROM {source} {where}").fetchall()
-                assert t.scans == 0
+                # DuckDB 1.5 lets Arrow apply a pushed comparison, and to Arrow NaN is below
+                # every number: a condition on x holding NaN is scanned there, not answered
+                arrow_filters = duckdb.__version__.startswith("1.") and not nan_as_null and "x" in where
+                assert t.scans == (1 if arrow_filters else 0)
                 assert _nan_as_text(got) == _nan_as_text(expected), (nan_as_null, where)
             if not nan_as_null:  # NaN sorts above every number
                 assert _nan_as_text(con.sql(f"SELECT max(x) FROM {source}").fetchall()) == [("NaN",)]

@@ -44,8 +44,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from zarrsql.engine import params
+from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
@@ -589,8 +591,13 @@ def _axis_tables(
             if not selects and k not in needed:
                 axes.append(_Axis(k, n, None, (), "0"))
                 continue
+            table = _axis_table(scan, k, theirs)
+            filtered = any("node" in a for a in atoms if a["axis"] == k)  # a WHERE's atom, not count(c)'s
+            if filtered and not HAS_SOURCES and _has_nan(table):
+                # 1.5 hands a pushed filter to Arrow, where NaN compares below every number
+                raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
             name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
-            conn._con.register(name, _axis_table(scan, k, theirs))
+            conn._con.register(name, table)
             registered.append(name)
             terms = [
                 f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)
@@ -612,6 +619,10 @@ def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> p
     if not columns:
         raise _Decline("an axis without a column")
     return pa.table(columns)
+
+
+def _has_nan(table: pa.Table) -> bool:
+    return any(pa.types.is_floating(c.type) and pc.any(pc.is_nan(c)).as_py() for c in table.columns)
 
 
 def _classes(conn: Connection, axes: list[_Axis]) -> list[tuple[AxisClasses, list[int]]]:
@@ -727,7 +738,6 @@ def _axis_of(scan: TableScan, col: Column) -> int:
 def _coordinate_array(scan: TableScan, col: Column) -> pa.Array:
     """A coordinate column along its axis, as the scan hands it to DuckDB."""
     from zarrsql.decode.logical import Labels
-    from zarrsql.engine.source import HAS_SOURCES
 
     if col.aux is not None:
         _, _, values, nulls = scan.aux[col.aux]  # type: ignore[attr-defined]
