@@ -205,6 +205,8 @@ _AXIS_AGGREGATES = {"min": "min({})", "max": "max({})", "distinct": "count(DISTI
 _TYPE_NAME = re.compile(r"^[A-Z][A-Z0-9_ ]*(?:\(\d+(?:,\s*\d+)?\))?$")
 #: Atoms of one axis at most: a position's class is a base-3 number that fits a BIGINT.
 MAX_AXIS_ATOMS = 39
+#: The column of a sparse matrix's compressed axis that says how many entries each position stores.
+_ENTRIES = "__zarrsql_entries"
 #: An atom's value by its digit in a class code.
 _STATE = (False, True, None)
 #: Statements parsed and atoms rendered by DuckDB, kept (both depend on the text alone), so a
@@ -456,9 +458,8 @@ def _bind(conn: Connection, query: str) -> tuple[list[str], list[str], TableScan
         raise _Decline("not exactly one zarrsql scan")
     with using_opener(state.opener):
         scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
-    if not scan.rows_are_cells:
-        raise _Decline("rows are not the cells of the table")
-    if scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
+    _entries(scan)  # rows that are neither cells nor one sparse matrix's entries decline
+    if scan.rows_are_cells and scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
         raise _Decline("rows are not the cells of the table")
     return [str(row[0]) for row in described], types, scan
 
@@ -565,13 +566,17 @@ class _Axis:
     """One axis of the table as DuckDB sees it: `table` (None when nothing is asked of the
     axis) is a registered Arrow table of its coordinate columns (and of the `bounds :=`
     leaves), `keys` the atoms on it and `code` the SQL of a position's class: the base-3
-    number of its atoms' values (0 false, 1 true, 2 NULL)."""
+    number of its atoms' values (0 false, 1 true, 2 NULL). `total` is how many rows the
+    axis multiplies the count by: its length, or for a sparse matrix the entries stored
+    along its compressed axis (`weighted`: each position weighs its entries) and 1 along
+    the other."""
 
     index: int
-    length: int
+    total: int
     table: str | None
     keys: tuple[int, ...]
     code: str
+    weighted: bool = False
 
 
 @contextmanager
@@ -581,6 +586,7 @@ def _axis_tables(
     """Every axis, each with its coordinate table registered while the block runs when it
     has atoms or an aggregate of one of its columns is asked for."""
     axes, registered = [], []
+    entries = _entries(scan)
     try:
         for k, n in enumerate(scan.table.shape):
             mine = [(key, _atom_sql(conn, a)) for key, a in enumerate(atoms) if a["axis"] == k]
@@ -588,25 +594,48 @@ def _axis_tables(
             selects = mine + [(key, quote_ident(f"__zarrsql_leaf_{key}")) for key, _ in theirs]
             if len(selects) > MAX_AXIS_ATOMS:
                 raise _Decline("too many conditions on one dimension")
+            weighted = entries is not None and k == entries[0]
+            if entries is not None and not weighted:
+                if selects or k in needed:  # where its entries lie is in `indices`: data, not planned
+                    raise _Decline("a condition or aggregate on a sparse matrix's uncompressed axis")
+                axes.append(_Axis(k, 1, None, (), "0"))
+                continue
+            total = int(entries[1].sum()) if entries is not None else n
             if not selects and k not in needed:
-                axes.append(_Axis(k, n, None, (), "0"))
+                axes.append(_Axis(k, total, None, (), "0"))
                 continue
             table = _axis_table(scan, k, theirs)
             filtered = any("node" in a for a in atoms if a["axis"] == k)  # a WHERE's atom, not count(c)'s
             if filtered and not HAS_SOURCES and _has_nan(table):
                 # 1.5 hands a pushed filter to Arrow, where NaN compares below every number
                 raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
+            if entries is not None:
+                table = table.append_column(_ENTRIES, pa.array(entries[1]))
             name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
             conn._con.register(name, table)
             registered.append(name)
             terms = [
                 f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)
             ]
-            axes.append(_Axis(k, n, name, tuple(key for key, _ in selects), " + ".join(terms) or "0"))
+            keys = tuple(key for key, _ in selects)
+            axes.append(_Axis(k, total, name, keys, " + ".join(terms) or "0", weighted=weighted))
         yield axes
     finally:
         for name in registered:
             conn._con.unregister(name)
+
+
+def _entries(scan: TableScan) -> tuple[int, np.ndarray] | None:
+    """None for a table whose rows are its cells; for the stored entries of one sparse
+    matrix, its compressed axis and how many entries each position of it stores (the index
+    pointer, read when the table opened); declined for several matrices (their rows are
+    the union of their stored positions)."""
+    if scan.rows_are_cells:
+        return None
+    pointers, axis = getattr(scan, "pointers", None), getattr(scan, "axis", None)
+    if pointers is None or axis is None or len(pointers) != 1:
+        raise _Decline("rows that are not one sparse matrix's entries")
+    return int(axis), np.diff(np.asarray(pointers[0], dtype=np.int64))
 
 
 def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> pa.Table:
@@ -632,8 +661,9 @@ def _classes(conn: Connection, axes: list[_Axis]) -> list[tuple[AxisClasses, lis
     found: dict[int, list[tuple[int, int]]] = {a.index: [] for a in asked}
     if asked:
         parts = (
-            f"(SELECT {a.index} AS axis, code, count(*) AS n FROM "
-            f"(SELECT {a.code} AS code FROM {quote_ident(str(a.table))}) GROUP BY code)"
+            f"(SELECT {a.index} AS axis, code, {f'sum({_ENTRIES})' if a.weighted else 'count(*)'} AS n FROM "
+            f"(SELECT {a.code} AS code{f', {_ENTRIES}' if a.weighted else ''} FROM {quote_ident(str(a.table))}) "
+            "GROUP BY code)"
             for a in asked
         )
         for axis, code, n in conn._con.execute(" UNION ALL ".join(parts)).fetchall():
@@ -641,7 +671,7 @@ def _classes(conn: Connection, axes: list[_Axis]) -> list[tuple[AxisClasses, lis
     out = []
     for a in axes:
         if not a.keys:
-            out.append((from_counts([], [()], [a.length]), [0]))
+            out.append((from_counts([], [()], [a.total]), [0]))
             continue
         leaves = [Atom(f"\0axis{a.index}", key) for key in a.keys]
         states = [[_STATE[(code // 3**j) % 3] for j in range(len(leaves))] for code, _ in found[a.index]]
@@ -684,7 +714,7 @@ def _count_value(predicate: Predicate | None, axes: list[_Axis], classes: list[A
     """The cells where `predicate` holds, as a BIGINT constant."""
     if kind != "BIGINT":
         raise _Decline("a count that is not BIGINT")
-    n = int(np.prod([a.length for a in axes], dtype=object)) if predicate is None else count_true(predicate, classes)
+    n = int(np.prod([a.total for a in axes], dtype=object)) if predicate is None else count_true(predicate, classes)
     if n is None or n >= 2**63:
         raise _Decline("too many classes, or beyond BIGINT")
     return f"CAST({n} AS BIGINT)"
@@ -699,6 +729,8 @@ def _aggregate_sql(axis: _Axis, codes: list[int], wants: list[_Want], types: lis
         keep = "false"
     else:
         keep = "true" if not axis.keys else f"({axis.code}) IN ({', '.join(str(c) for c in codes)})"
+    if axis.weighted:  # a position without a stored entry has no row
+        keep = f"({keep}) AND {_ENTRIES} > 0"
     inner = ", ".join(
         _AXIS_AGGREGATES[w.kind].format(quote_ident(str(w.column))) + f" AS a{j}" for j, w in enumerate(wants)
     )
