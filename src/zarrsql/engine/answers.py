@@ -401,7 +401,11 @@ def _answer(conn: Connection, query: str) -> str:
     atoms: list[dict[str, Any]] = []
     where = node.get("where_clause")
     predicate = None if where is None else _split(where, by_name, alias, atoms)
-    not_null = {i: _not_null(it.column, by_name, alias, atoms) for i, it in enumerate(items) if _counts_values(it)}
+    not_null = {  # count(c) counts where also c IS NOT NULL
+        i: _not_null(it.column, by_name, alias, atoms)
+        for i, it in enumerate(items)
+        if it.kind == "count" and it.column is not None
+    }
     extra: list[tuple[int, Leaf]] = []
     if scan.base_predicate is not None:  # `bounds :=`: its leaves are evaluated with numpy
         predicate = conjoin((predicate, _as_atoms(scan.base_predicate, scan, extra, len(atoms))))
@@ -422,10 +426,6 @@ class _Want:
     predicate: Predicate | None
     column: str | None = None
     axis: int | None = None
-
-
-def _counts_values(item: _Item) -> bool:
-    return item.kind == "count" and item.column is not None
 
 
 def _want(
@@ -588,41 +588,53 @@ def _axis_tables(
     axes, registered = [], []
     entries = _entries(scan)
     try:
-        for k, n in enumerate(scan.table.shape):
-            mine = [(key, _atom_sql(conn, a)) for key, a in enumerate(atoms) if a["axis"] == k]
-            theirs = [(len(atoms) + j, leaf) for j, (axis, leaf) in enumerate(extra) if axis == k]
-            selects = mine + [(key, quote_ident(f"__zarrsql_leaf_{key}")) for key, _ in theirs]
-            if len(selects) > MAX_AXIS_ATOMS:
-                raise _Decline("too many conditions on one dimension")
-            weighted = entries is not None and k == entries[0]
-            if entries is not None and not weighted:
-                if selects or k in needed:  # where its entries lie is in `indices`: data, not planned
-                    raise _Decline("a condition or aggregate on a sparse matrix's uncompressed axis")
-                axes.append(_Axis(k, 1, None, (), "0"))
-                continue
-            total = int(entries[1].sum()) if entries is not None else n
-            if not selects and k not in needed:
-                axes.append(_Axis(k, total, None, (), "0"))
-                continue
-            table = _axis_table(scan, k, theirs)
-            filtered = any("node" in a for a in atoms if a["axis"] == k)  # a WHERE's atom, not count(c)'s
-            if filtered and not HAS_SOURCES and _has_nan(table):
-                # 1.5 hands a pushed filter to Arrow, where NaN compares below every number
-                raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
-            if entries is not None:
-                table = table.append_column(_ENTRIES, pa.array(entries[1]))
-            name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
-            conn._con.register(name, table)
-            registered.append(name)
-            terms = [
-                f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)
-            ]
-            keys = tuple(key for key, _ in selects)
-            axes.append(_Axis(k, total, name, keys, " + ".join(terms) or "0", weighted=weighted))
+        for k in range(len(scan.table.shape)):
+            axis, table = _axis(conn, scan, k, atoms, extra, needed=k in needed, entries=entries)
+            if table is not None:
+                conn._con.register(str(axis.table), table)
+                registered.append(str(axis.table))
+            axes.append(axis)
         yield axes
     finally:
         for name in registered:
             conn._con.unregister(name)
+
+
+def _axis(
+    conn: Connection,
+    scan: TableScan,
+    k: int,
+    atoms: list[dict[str, Any]],
+    extra: list[tuple[int, Leaf]],
+    *,
+    needed: bool,
+    entries: tuple[int, np.ndarray] | None,
+) -> tuple[_Axis, pa.Table | None]:
+    """Axis `k` and the Arrow table to register under its name (None when nothing is asked
+    of it): the atoms of the WHERE and of count(c) on it, then those of `bounds :=`."""
+    mine = [(key, _atom_sql(conn, a)) for key, a in enumerate(atoms) if a["axis"] == k]
+    theirs = [(len(atoms) + j, leaf) for j, (axis, leaf) in enumerate(extra) if axis == k]
+    selects = mine + [(key, quote_ident(f"__zarrsql_leaf_{key}")) for key, _ in theirs]
+    if len(selects) > MAX_AXIS_ATOMS:
+        raise _Decline("too many conditions on one dimension")
+    weighted = entries is not None and k == entries[0]
+    if entries is not None and not weighted:
+        if selects or needed:  # where its entries lie is in `indices`: data, not planned
+            raise _Decline("a condition or aggregate on a sparse matrix's uncompressed axis")
+        return _Axis(k, 1, None, (), "0"), None
+    total = int(entries[1].sum()) if entries is not None else scan.table.shape[k]
+    if not selects and not needed:
+        return _Axis(k, total, None, (), "0"), None
+    table = _axis_table(scan, k, theirs)
+    if any("node" in a for a in atoms if a["axis"] == k) and not HAS_SOURCES and _has_nan(table):
+        # a WHERE on it: 1.5 hands a pushed filter to Arrow, where NaN is below every number
+        raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
+    if entries is not None:
+        table = table.append_column(_ENTRIES, pa.array(entries[1]))
+    terms = [f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)]
+    name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
+    keys = tuple(key for key, _ in selects)
+    return _Axis(k, total, name, keys, " + ".join(terms) or "0", weighted=weighted), table
 
 
 def _entries(scan: TableScan) -> tuple[int, np.ndarray] | None:
