@@ -23,6 +23,8 @@ import pytest
 import zarr
 
 import zarrsql
+from zarrsql.plan.classes import axes_for, live_classes
+from zarrsql.plan.predicate import And, Cmp, InSet, IsNull, Not, Or, Predicate, evaluate, leaf_truth
 
 KINDS = ("float", "float32", "int", "positional", "string", "time")
 #: CF time units of the "time" coordinates, and the decoded value of 0 in them.
@@ -186,3 +188,58 @@ def _same(got: list[tuple], expected: list[tuple]) -> bool:
         if not both_nan and (g != e or type(g) is not type(e)):
             return False
     return True
+
+
+# -- live classes against brute force --------------------------------------------------------
+
+
+def _predicate(rng: random.Random, names: list[str], depth: int = 0) -> Predicate:
+    if depth > 2 or rng.random() < 0.4:
+        name, r = rng.choice(names), rng.random()
+        if r < 0.6:
+            return Cmp(name, rng.choice(["<", "<=", "=", "!=", ">", ">="]), float(rng.randint(-1, 4)))
+        if r < 0.8:
+            return InSet(name, (float(rng.randint(0, 3)), float(rng.randint(0, 3))))
+        return IsNull(name, negated=rng.random() < 0.5)
+    if rng.random() < 0.2:
+        return Not(_predicate(rng, names, depth + 1))
+    kind = And if rng.random() < 0.5 else Or
+    return kind(tuple(_predicate(rng, names, depth + 1) for _ in range(rng.randint(2, 3))))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_live_classes_are_the_positions_of_kept_cells(seed):
+    """A position of an axis is in a live class exactly when some cell through it is kept:
+    checked by evaluating the predicate over every cell with numpy."""
+    rng = random.Random(9000 + seed)
+    for _ in range(150):
+        ndim = rng.randint(1, 3)
+        names = ["a", "b", "c"][:ndim]
+        shape = tuple(rng.choice([0, 1, 2, 4, 5]) for _ in range(ndim))
+        values = [np.array([rng.choice([-1.0, 0.0, 1.0, 2.0, 3.0]) for _ in range(n)]) for n in shape]
+        nulls = [np.array([rng.random() < 0.2 for _ in range(n)], dtype=bool) for n in shape]
+        predicate = _predicate(rng, names)
+
+        def truth(leaf, values=values, nulls=nulls, names=names):
+            k = names.index(leaf.column)
+            return leaf_truth(leaf, values[k], nulls[k])
+
+        axes = axes_for(predicate, ndim, lambda leaf, names=names: names.index(leaf.column), truth, shape)
+        cells = np.ones(shape, dtype=bool)
+        if all(shape):
+
+            def grid(leaf, names=names, shape=shape):
+                t, n = truth(leaf)
+                view = [1] * len(shape)
+                view[names.index(leaf.column)] = len(t)
+                return t.reshape(view), n.reshape(view)
+
+            cells = np.broadcast_to(evaluate(predicate, grid)[0], shape)
+        for k in range(ndim):
+            live = live_classes(predicate, axes, k)
+            assert live is not None
+            others = tuple(j for j in range(ndim) if j != k)
+            kept = cells.any(axis=others) if all(shape) else np.zeros(shape[k], dtype=bool)
+            inverse = axes[k].inverse
+            assert inverse is not None
+            assert (live[inverse] == kept).all(), (predicate, shape, k)
