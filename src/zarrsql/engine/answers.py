@@ -1,20 +1,29 @@
-"""Counts answered from the scan plan: `SELECT count(*) FROM <one zarrsql table> [WHERE ...]`.
+"""Aggregates answered from the coordinates: `SELECT count(*), min(time), ... FROM <one
+zarrsql table> [WHERE ...]`.
 
-A dense table has one row per cell, so DuckDB counting a 10^12-cell array would have to
-receive 10^12 rows. When a statement only counts rows of one zarrsql table, optionally
-filtered on its dimension columns, the count is a product over the chunk grid instead:
+A dense table has one row per cell, so DuckDB counting a 10^12-cell array, or finding its
+first time, would have to receive 10^12 rows. When a statement only aggregates dimension
+columns of one zarrsql table, optionally filtered on them, the answer comes from the 1-D
+coordinate columns instead, without reading a data chunk:
 
-1. The statement's tree (`json_serialize_sql`) must be exactly `SELECT count(*) | count(dim)
-   [, ...] FROM read_zarr(...) | a view that is `SELECT * FROM read_zarr(...)` (a `'x.zarr'`
-   string, a mount) [AS alias] [WHERE cond]`: no grouping, modifiers, CTEs or parameters.
+1. The statement's tree (`json_serialize_sql`) must be exactly `SELECT <item> [, ...] FROM
+   read_zarr(...) | a view that is `SELECT * FROM read_zarr(...)` (a `'x.zarr'` string, a
+   mount) [AS alias] [WHERE cond]`, each item `count(*)`, `count(c)`, `count(DISTINCT c)`,
+   `min(c)` or `max(c)` of a coordinate column `c` (a dimension, a derived column, an
+   auxiliary coordinate over one dimension): no grouping, modifiers, CTEs or parameters.
 2. `DESCRIBE` of the statement binds it as DuckDB would (and registers the scan); the scan
    the binding asked for names the table, and the result's column names and types.
 3. The WHERE is split at AND, OR and NOT into *atoms*, each reading the columns of one axis
-   only. DuckDB evaluates every atom over that axis' coordinate column (the Arrow column the
-   scan itself would produce, so types, casts, NULLs and NaN behave identically) and groups
-   the positions by their atoms' values: a few classes per axis with their sizes.
-4. The predicate, with SQL's three values, is evaluated once per combination of classes and
-   the count is the sum of class-size products where it is true (`plan/classes.py`).
+   only. DuckDB evaluates every atom over that axis' coordinate columns (the Arrow columns
+   the scan itself would produce, so types, casts, NULLs and NaN behave identically) and
+   groups the positions by their atoms' values: a few classes per axis with their sizes.
+4. The predicate, with SQL's three values, is evaluated once per combination of classes
+   (`plan/classes.py`): a count is the sum of class-size products where it is true; a
+   class of an axis is *live* where it is true with some class of every other axis, and
+   min, max and count(DISTINCT) of a column of that axis, which do not depend on how often
+   a value occurs, are DuckDB's own aggregates of the column over the live positions.
+5. Each value becomes a constant of the statement's result type (`CAST('<text>' AS
+   <type>)`, declined unless DuckDB reads the text back as the same value).
 
 The statement then runs as a constant `SELECT`. Any other shape, or anything unexpected
 on the way, leaves the statement as it was: it runs as before, with the same result.
@@ -25,19 +34,23 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from zarrsql.engine import params
-from zarrsql.engine.sqltext import claimable, quote_ident
+from zarrsql.engine.source import HAS_SOURCES
+from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
 from zarrsql.expand.arrow import to_arrow
-from zarrsql.plan.classes import AxisClasses, count_true, from_counts
+from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
 from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, conjoin, leaf_truth
 from zarrsql.scan import Column, TableScan, open_table
 from zarrsql.store import using_opener
@@ -48,7 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: Views followed from the statement to `read_zarr` (a view over a view over a mount...).
 MAX_VIEW_DEPTH = 4
-_QUICK = re.compile(r"\bcount\s*\(", re.IGNORECASE)
+_QUICK = re.compile(r"\b(?:count|min|max)\s*\(", re.IGNORECASE)
 _VIEW_HEAD = re.compile(
     r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+"
     r'(?:(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\.){0,2}(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\s+AS\s+',
@@ -178,10 +191,30 @@ class _NoView(_Decline):
 
 
 @dataclass(frozen=True)
-class _Count:
-    """One item of the select list: count(*) (`column` None) or count(<dimension column>)."""
+class _Item:
+    """One item of the select list: `count` (of rows when `column` is None, else of a
+    dimension column's non-NULL values), `distinct` (count(DISTINCT column)), `min` or `max`."""
 
+    kind: str
     column: str | None
+
+
+#: How an aggregate that only needs the live positions of its axis is written in SQL.
+_AXIS_AGGREGATES = {"min": "min({})", "max": "max({})", "distinct": "count(DISTINCT {})"}
+#: Result types a value is carried over as text in (`CAST('...' AS <type>)`).
+_TYPE_NAME = re.compile(r"^[A-Z][A-Z0-9_ ]*(?:\(\d+(?:,\s*\d+)?\))?$")
+#: Atoms of one axis at most: a position's class is a base-3 number that fits a BIGINT.
+MAX_AXIS_ATOMS = 39
+#: The column of a sparse matrix's compressed axis that says how many entries each position stores.
+_ENTRIES = "__zarrsql_entries"
+#: An atom's value by its digit in a class code.
+_STATE = (False, True, None)
+#: Statements parsed and atoms rendered by DuckDB, kept (both depend on the text alone), so a
+#: repeated statement costs no parsing round trips.
+CACHE_SIZE = 256
+_PARSED: dict[str, str] = {}
+_RENDERED: dict[str, str] = {}
+_CACHE_LOCK = threading.Lock()
 
 
 def rewrite(conn: Connection, query: str, has_args: bool) -> str:
@@ -214,15 +247,32 @@ def rewritten_or_same(
     return query
 
 
+def _remembered(cache: dict[str, str], key: str, make: Callable[[], str]) -> str:
+    """`make()`, kept in `cache` under `key` (the oldest entry goes beyond `CACHE_SIZE`)."""
+    with _CACHE_LOCK:
+        hit = cache.get(key)
+    if hit is None:
+        hit = make()
+        with _CACHE_LOCK:
+            cache[key] = hit
+            while len(cache) > CACHE_SIZE:
+                del cache[next(iter(cache))]
+    return hit
+
+
 def _tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     """The single SELECT node of `sql`, or decline."""
-    doc = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    doc = json.loads(_remembered(_PARSED, sql, lambda: _serialized(con, sql)))
     if doc.get("error") or len(doc.get("statements") or []) != 1:
         raise _Decline("not one statement DuckDB serializes")
     statement = doc["statements"][0]
     if statement.get("named_param_map"):
         raise _Decline("parameters")
     return statement["node"]  # type: ignore[no-any-return]
+
+
+def _serialized(con: duckdb.DuckDBPyConnection, sql: str) -> str:
+    return str(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
 
 
 def _plain_select(node: dict[str, Any]) -> None:
@@ -235,23 +285,25 @@ def _plain_select(node: dict[str, Any]) -> None:
         raise _Decline("sample or GROUP BY ALL")
 
 
-def _counts(node: dict[str, Any]) -> list[_Count]:
+def _items(node: dict[str, Any]) -> list[_Item]:
     items = []
     for item in node["select_list"]:
         if item.get("class") != "FUNCTION" or item.get("schema") or item.get("catalog"):
-            raise _Decline("not a count")
-        if item.get("distinct") or item.get("filter") or (item.get("order_bys") or {}).get("orders"):
-            raise _Decline("count with DISTINCT, FILTER or ORDER BY")
+            raise _Decline("not an aggregate")
+        if item.get("filter") or (item.get("order_bys") or {}).get("orders"):
+            raise _Decline("aggregate with FILTER or ORDER BY")
         if item.get("export_state"):
             raise _Decline("exported aggregate state")
         # arguments: DuckDB 2.x names them `arguments`, 1.5 `children`
         name, args = item["function_name"].lower(), item.get("arguments", item.get("children")) or []
-        if name == "count_star" and not args:
-            items.append(_Count(None))
-        elif name == "count" and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
-            items.append(_Count(_ref(_argument(args[0]))))
+        if name == "count_star" and not args and not item.get("distinct"):
+            items.append(_Item("count", None))
+        elif name in ("count", "min", "max") and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
+            # min(DISTINCT c) is min(c); count(DISTINCT c) counts values, not rows
+            kind = "distinct" if name == "count" and item.get("distinct") else name
+            items.append(_Item(kind, _ref(_argument(args[0]))))
         else:
-            raise _Decline("not count(*) or count(column)")
+            raise _Decline("not count(*), count, min or max of a column")
     if not items:
         raise _Decline("empty select list")
     return items
@@ -337,54 +389,87 @@ def _answer(conn: Connection, query: str) -> str:
     con = conn._con
     node = _tree(con, query)
     _plain_select(node)
-    counts = _counts(node)
+    items = _items(node)
     table = node["from_table"]
     _precheck(con, table)  # binding may perform actions (zarr_unmount): only bind a read
-    names, scan = _bind(conn, query)
+    names, types, scan = _bind(conn, query)
     _check_from(con, table)  # again: binding created the view of a 'x.zarr' string
-    if len(names) != len(counts):
+    if len(names) != len(items):
         raise _Decline("select list and result differ")
     by_name = _columns(scan)
     alias = (table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
     atoms: list[dict[str, Any]] = []
     where = node.get("where_clause")
     predicate = None if where is None else _split(where, by_name, alias, atoms)
-    values = []
-    for item in counts:
-        extra = None if item.column is None else _not_null(item.column, by_name, alias, atoms)
-        parts = [p for p in (predicate, extra) if p is not None]
-        values.append(_count(conn, scan, atoms, parts))
-    if any(v is None or v >= 2**63 for v in values):
-        raise _Decline("too many classes, or beyond BIGINT")
-    return "SELECT " + ", ".join(f"CAST({v} AS BIGINT) AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
+    not_null = {  # count(c) counts where also c IS NOT NULL
+        i: _not_null(it.column, by_name, alias, atoms)
+        for i, it in enumerate(items)
+        if it.kind == "count" and it.column is not None
+    }
+    extra: list[tuple[int, Leaf]] = []
+    if scan.base_predicate is not None:  # `bounds :=`: its leaves are evaluated with numpy
+        predicate = conjoin((predicate, _as_atoms(scan.base_predicate, scan, extra, len(atoms))))
+    wants = [_want(i, it, by_name, alias, predicate, not_null) for i, it in enumerate(items)]
+    needed = {w.axis for w in wants if w.axis is not None}
+    with _axis_tables(conn, scan, atoms, extra, needed) as axes:
+        classes = _classes(conn, axes)
+        values = _values(conn, axes, classes, wants, types)
+    return "SELECT " + ", ".join(f"{v} AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
 
 
-def _bind(conn: Connection, query: str) -> tuple[list[str], TableScan]:
-    """Bind the statement (registering its scan if needed): its result's column names, and
-    the table of the one scan the binding asked for."""
+@dataclass(frozen=True)
+class _Want:
+    """An item resolved against the table: the cells it reads (`predicate`; None: all) and,
+    for min, max and count(DISTINCT), the column and its axis, where it is aggregated."""
+
+    kind: str
+    predicate: Predicate | None
+    column: str | None = None
+    axis: int | None = None
+
+
+def _want(
+    i: int,
+    item: _Item,
+    by_name: dict[str, tuple[Column, int]],
+    alias: str,
+    predicate: Predicate | None,
+    not_null: dict[int, Predicate],
+) -> _Want:
+    """count(c) counts the cells where also c IS NOT NULL; the other aggregates read c."""
+    if item.kind == "count":
+        return _Want("count", conjoin((predicate, not_null.get(i))))
+    assert item.column is not None
+    col, axis = _resolve(item.column, by_name, alias)
+    return _Want(item.kind, predicate, col.name, axis)
+
+
+def _bind(conn: Connection, query: str) -> tuple[list[str], list[str], TableScan]:
+    """Bind the statement (registering its scan if needed): its result's column names and
+    types, and the table of the one scan the binding asked for."""
     state = conn._state
     probe = "DESCRIBE " + query
     described = conn._run(probe, conn._con.execute, probe).fetchall()
-    if any(str(row[1]).upper() != "BIGINT" for row in described):
-        raise _Decline("a result column that is not BIGINT")
+    types = [str(row[1]).upper() for row in described]
+    if not all(_TYPE_NAME.match(t) for t in types):
+        raise _Decline("a result type not carried over as text")
     asked = {a: key for a, (gen, key) in list(state.scan_keys.items()) if gen == state.generation}
     if len(set(asked.values())) != 1:
         raise _Decline("not exactly one zarrsql scan")
     with using_opener(state.opener):
         scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
-    if not scan.rows_are_cells:
+    _entries(scan)  # rows that are neither cells nor one sparse matrix's entries decline
+    if scan.rows_are_cells and scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
         raise _Decline("rows are not the cells of the table")
-    if scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
-        raise _Decline("rows are not the cells of the table")
-    return [str(row[0]) for row in described], scan
+    return [str(row[0]) for row in described], types, scan
 
 
 def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:
-    """Dimension and derived coordinate columns by lowercase name, with their axis; a data
-    column maps to axis -1 (a WHERE on it is not answered)."""
+    """Dimension, derived and one-dimensional auxiliary coordinate columns by lowercase name,
+    with their axis; any other column maps to axis -1 (a WHERE on it is not answered)."""
     out: dict[str, tuple[Column, int]] = {}
     for col in scan.columns:
-        axis = col.dim if col.dim is not None else scan.derived[col.derived][0] if col.derived is not None else -1
+        axis = _axis_of(scan, col)
         if col.name.lower() in out:
             raise _Decline("column names equal ignoring case")
         out[col.name.lower()] = (col, axis)
@@ -463,21 +548,6 @@ def _not_null(ref: str, by_name: dict[str, tuple[Column, int]], alias: str, atom
     return Atom(f"\0axis{axis}", len(atoms) - 1)
 
 
-def _count(conn: Connection, scan: TableScan, atoms: list[dict[str, Any]], parts: Sequence[Predicate]) -> int | None:
-    """Cells where every part (and the table's `bounds :=`) holds, by truth classes."""
-    base = scan.base_predicate
-    extra: list[tuple[int, Leaf]] = []
-    if base is not None:
-        parts = [*parts, _as_atoms(base, scan, extra, len(atoms))]
-    if not parts:
-        return int(np.prod(scan.table.shape, dtype=object))
-    predicate = conjoin(parts)
-    assert predicate is not None
-    used = _atom_keys(predicate)
-    axes = [_axis_classes(conn, scan, k, atoms, extra, used) for k in range(len(scan.table.shape))]
-    return count_true(predicate, axes)
-
-
 def _as_atoms(p: Predicate, scan: TableScan, extra: list[tuple[int, Leaf]], offset: int) -> Predicate:
     """`bounds :=`'s predicate with each leaf an Atom (evaluated with numpy, not DuckDB)."""
     if isinstance(p, (Cmp, InSet, IsNull)):
@@ -491,62 +561,235 @@ def _as_atoms(p: Predicate, scan: TableScan, extra: list[tuple[int, Leaf]], offs
     raise _Decline("an unexpected bounds predicate")
 
 
-def _atom_keys(p: Predicate) -> set[int]:
-    if isinstance(p, Atom):
-        return {p.key}
-    if isinstance(p, Not):
-        return _atom_keys(p.child)
-    if isinstance(p, (And, Or)):
-        return set().union(*(_atom_keys(c) for c in p.children))
-    raise _Decline("a leaf that is not an atom")
+@dataclass(frozen=True)
+class _Axis:
+    """One axis of the table as DuckDB sees it: `table` (None when nothing is asked of the
+    axis) is a registered Arrow table of its coordinate columns (and of the `bounds :=`
+    leaves), `keys` the atoms on it and `code` the SQL of a position's class: the base-3
+    number of its atoms' values (0 false, 1 true, 2 NULL). `total` is how many rows the
+    axis multiplies the count by: its length, or for a sparse matrix the entries stored
+    along its compressed axis (`weighted`: each position weighs its entries) and 1 along
+    the other."""
+
+    index: int
+    total: int
+    table: str | None
+    keys: tuple[int, ...]
+    code: str
+    weighted: bool = False
 
 
-def _axis_classes(
+@contextmanager
+def _axis_tables(
+    conn: Connection, scan: TableScan, atoms: list[dict[str, Any]], extra: list[tuple[int, Leaf]], needed: set[int]
+) -> Iterator[list[_Axis]]:
+    """Every axis, each with its coordinate table registered while the block runs when it
+    has atoms or an aggregate of one of its columns is asked for."""
+    axes, registered = [], []
+    entries = _entries(scan)
+    try:
+        for k in range(len(scan.table.shape)):
+            axis, table = _axis(conn, scan, k, atoms, extra, needed=k in needed, entries=entries)
+            if table is not None:
+                conn._con.register(str(axis.table), table)
+                registered.append(str(axis.table))
+            axes.append(axis)
+        yield axes
+    finally:
+        for name in registered:
+            conn._con.unregister(name)
+
+
+def _axis(
     conn: Connection,
     scan: TableScan,
-    axis: int,
+    k: int,
     atoms: list[dict[str, Any]],
     extra: list[tuple[int, Leaf]],
-    used: set[int],
-) -> AxisClasses:
-    """The classes of one axis: DuckDB groups its positions by the values of its atoms."""
-    n = scan.table.shape[axis]
-    mine = [(key, a) for key, a in enumerate(atoms) if a["axis"] == axis and key in used]
-    theirs = [(len(atoms) + j, leaf) for j, (k, leaf) in enumerate(extra) if k == axis and len(atoms) + j in used]
-    leaves = [Atom(f"\0axis{axis}", key) for key, _ in mine + theirs]  # type: ignore[misc]
-    if not leaves:
-        return from_counts([], [()], [n])
-    columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
-    for key, leaf in theirs:
-        d = scan.dims[axis]
-        t, nl = leaf_truth(leaf, d.values, d.nulls)
-        columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
+    *,
+    needed: bool,
+    entries: tuple[int, np.ndarray] | None,
+) -> tuple[_Axis, pa.Table | None]:
+    """Axis `k` and the Arrow table to register under its name (None when nothing is asked
+    of it): the atoms of the WHERE and of count(c) on it, then those of `bounds :=`."""
+    mine = [(key, _atom_sql(conn, a)) for key, a in enumerate(atoms) if a["axis"] == k]
+    theirs = [(len(atoms) + j, leaf) for j, (axis, leaf) in enumerate(extra) if axis == k]
+    selects = mine + [(key, quote_ident(f"__zarrsql_leaf_{key}")) for key, _ in theirs]
+    if len(selects) > MAX_AXIS_ATOMS:
+        raise _Decline("too many conditions on one dimension")
+    weighted = entries is not None and k == entries[0]
+    if entries is not None and not weighted:
+        if selects or needed:  # where its entries lie is in `indices`: data, not planned
+            raise _Decline("a condition or aggregate on a sparse matrix's uncompressed axis")
+        return _Axis(k, 1, None, (), "0"), None
+    total = int(entries[1].sum()) if entries is not None else scan.table.shape[k]
+    if not selects and not needed:
+        return _Axis(k, total, None, (), "0"), None
+    table = _axis_table(scan, k, theirs)
+    if any("node" in a for a in atoms if a["axis"] == k) and not HAS_SOURCES and _has_nan(table):
+        # a WHERE on it: 1.5 hands a pushed filter to Arrow, where NaN is below every number
+        raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
+    if entries is not None:
+        table = table.append_column(_ENTRIES, pa.array(entries[1]))
+    terms = [f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)]
     name = "__zarrsql_axis_" + uuid.uuid4().hex[:12]
-    selects = [_atom_sql(conn, a) for _, a in mine] + [quote_ident(f"__zarrsql_leaf_{key}") for key, _ in theirs]
-    outs = [f"CAST(({s}) AS BOOLEAN) AS a{j}" for j, s in enumerate(selects)]
-    sql = f"SELECT {', '.join(outs)}, count(*) AS n FROM {quote_ident(name)} GROUP BY ALL"
-    conn._con.register(name, pa.table(columns))
-    try:
-        rows = conn._con.execute(sql).fetchall()
-    finally:
-        conn._con.unregister(name)
-    return from_counts(leaves, [r[:-1] for r in rows], [r[-1] for r in rows])
+    keys = tuple(key for key, _ in selects)
+    return _Axis(k, total, name, keys, " + ".join(terms) or "0", weighted=weighted), table
+
+
+def _entries(scan: TableScan) -> tuple[int, np.ndarray] | None:
+    """None for a table whose rows are its cells; for the stored entries of one sparse
+    matrix, its compressed axis and how many entries each position of it stores (the index
+    pointer, read when the table opened); declined for several matrices (their rows are
+    the union of their stored positions)."""
+    if scan.rows_are_cells:
+        return None
+    pointers, axis = getattr(scan, "pointers", None), getattr(scan, "axis", None)
+    if pointers is None or axis is None or len(pointers) != 1:
+        raise _Decline("rows that are not one sparse matrix's entries")
+    return int(axis), np.diff(np.asarray(pointers[0], dtype=np.int64))
+
+
+def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> pa.Table:
+    """The columns of one axis as the scan hands them to DuckDB, and each `bounds :=` leaf's
+    truth there."""
+    columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
+    for key, leaf in leaves:
+        t, nl = leaf_truth(leaf, scan.dims[axis].values, scan.dims[axis].nulls)
+        columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
+    if not columns:
+        raise _Decline("an axis without a column")
+    return pa.table(columns)
+
+
+def _has_nan(table: pa.Table) -> bool:
+    return any(pa.types.is_floating(c.type) and pc.any(pc.is_nan(c)).as_py() for c in table.columns)
+
+
+def _classes(conn: Connection, axes: list[_Axis]) -> list[tuple[AxisClasses, list[int]]]:
+    """The classes of every axis (DuckDB groups each axis' positions by their atoms' values,
+    all axes in one statement), and each class's code."""
+    asked = [a for a in axes if a.keys]
+    found: dict[int, list[tuple[int, int]]] = {a.index: [] for a in asked}
+    if asked:
+        parts = (
+            f"(SELECT {a.index} AS axis, code, {f'sum({_ENTRIES})' if a.weighted else 'count(*)'} AS n FROM "
+            f"(SELECT {a.code} AS code{f', {_ENTRIES}' if a.weighted else ''} FROM {quote_ident(str(a.table))}) "
+            "GROUP BY code)"
+            for a in asked
+        )
+        for axis, code, n in conn._con.execute(" UNION ALL ".join(parts)).fetchall():
+            found[axis].append((int(code), int(n)))
+    out = []
+    for a in axes:
+        if not a.keys:
+            out.append((from_counts([], [()], [a.total]), [0]))
+            continue
+        leaves = [Atom(f"\0axis{a.index}", key) for key in a.keys]
+        states = [[_STATE[(code // 3**j) % 3] for j in range(len(leaves))] for code, _ in found[a.index]]
+        out.append((from_counts(leaves, states, [n for _, n in found[a.index]]), [c for c, _ in found[a.index]]))
+    return out
+
+
+def _values(
+    conn: Connection,
+    axes: list[_Axis],
+    classes: list[tuple[AxisClasses, list[int]]],
+    wants: list[_Want],
+    types: list[str],
+) -> list[str]:
+    """Each item's value as a SQL constant of its result type."""
+    values: dict[int, str] = {}
+    per_axis: dict[int, list[int]] = {}
+    sizes = [c for c, _ in classes]
+    for i, (w, t) in enumerate(zip(wants, types, strict=True)):
+        if w.axis is None:
+            values[i] = _count_value(w.predicate, axes, sizes, t)
+        else:
+            per_axis.setdefault(w.axis, []).append(i)
+    parts = []
+    for k, picked in per_axis.items():
+        live = live_classes(wants[picked[0]].predicate, sizes, k)  # every aggregate reads the WHERE's cells
+        if live is None:
+            raise _Decline("too many classes")
+        codes = [code for code, alive in zip(classes[k][1], live, strict=True) if alive]
+        parts.append(_aggregate_sql(axes[k], codes, [wants[i] for i in picked], [types[i] for i in picked]))
+    if parts:  # one statement: a row per axis, joined
+        row = conn._con.execute("SELECT * FROM " + ", ".join(parts)).fetchall()[0]
+        for picked in per_axis.values():
+            texts, row = _constants(row[: 3 * len(picked)], [types[i] for i in picked]), row[3 * len(picked) :]
+            values.update(zip(picked, texts, strict=True))
+    return [values[i] for i in range(len(wants))]
+
+
+def _count_value(predicate: Predicate | None, axes: list[_Axis], classes: list[AxisClasses], kind: str) -> str:
+    """The cells where `predicate` holds, as a BIGINT constant."""
+    if kind != "BIGINT":
+        raise _Decline("a count that is not BIGINT")
+    n = int(np.prod([a.total for a in axes], dtype=object)) if predicate is None else count_true(predicate, classes)
+    if n is None or n >= 2**63:
+        raise _Decline("too many classes, or beyond BIGINT")
+    return f"CAST({n} AS BIGINT)"
+
+
+def _aggregate_sql(axis: _Axis, codes: list[int], wants: list[_Want], types: list[str]) -> str:
+    """A one-row subquery: min, max and count(DISTINCT) of the axis' columns over the
+    positions of its live classes `codes`, computed by DuckDB over the coordinate columns
+    the scan would produce (so NULLs are skipped and NaN is the largest value, as in the
+    full query); per item its text, its type, and whether the text reads back as the value."""
+    if not codes:
+        keep = "false"
+    else:
+        keep = "true" if not axis.keys else f"({axis.code}) IN ({', '.join(str(c) for c in codes)})"
+    if axis.weighted:  # a position without a stored entry has no row
+        keep = f"({keep}) AND {_ENTRIES} > 0"
+    inner = ", ".join(
+        _AXIS_AGGREGATES[w.kind].format(quote_ident(str(w.column))) + f" AS a{j}" for j, w in enumerate(wants)
+    )
+    outer = ", ".join(
+        f"CAST(a{j} AS VARCHAR) AS s{j}, typeof(a{j}) AS t{j}, "
+        f"CAST(CAST(a{j} AS VARCHAR) AS {t}) IS NOT DISTINCT FROM a{j} AS r{j}"
+        for j, t in enumerate(types)
+    )
+    return f"(SELECT {outer} FROM (SELECT {inner} FROM {quote_ident(str(axis.table))} WHERE {keep})) AS x{axis.index}"
+
+
+def _constants(row: Sequence[Any], types: list[str]) -> list[str]:
+    """Each aggregate of `_aggregate_sql`'s row as a constant of its result type; declined
+    unless DuckDB typed it as the statement's result column and its text reads back."""
+    out = []
+    for j, t in enumerate(types):
+        text, kind, same = row[3 * j : 3 * j + 3]
+        if str(kind).upper() != t or same is not True:
+            raise _Decline("an aggregate whose type or text differs")
+        out.append(f"CAST(NULL AS {t})" if text is None else f"CAST({quote_text(str(text))} AS {t})")
+    return out
 
 
 def _axis_of(scan: TableScan, col: Column) -> int:
+    """The axis a column's values lie along, or -1 (a data variable, an auxiliary
+    coordinate over several axes)."""
     if col.dim is not None:
         return col.dim
-    return scan.derived[col.derived][0] if col.derived is not None else -1
+    if col.derived is not None:
+        return scan.derived[col.derived][0]
+    if col.aux is not None:
+        axes = scan.aux[col.aux][1]  # type: ignore[attr-defined]  # a dense scan's, read whole at open
+        return axes[0] if len(axes) == 1 else -1
+    return -1
 
 
 def _coordinate_array(scan: TableScan, col: Column) -> pa.Array:
     """A coordinate column along its axis, as the scan hands it to DuckDB."""
     from zarrsql.decode.logical import Labels
-    from zarrsql.engine.source import HAS_SOURCES
 
-    dv = scan.dims[col.dim] if col.dim is not None else scan.derived[col.derived][1]  # type: ignore[index]
-    values = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
-    array = to_arrow(values, dv.nulls, col.logical)
+    if col.aux is not None:
+        _, _, values, nulls = scan.aux[col.aux]  # type: ignore[attr-defined]
+    else:
+        dv = scan.dims[col.dim] if col.dim is not None else scan.derived[col.derived][1]  # type: ignore[index]
+        values, nulls = dv.values, dv.nulls
+        values = np.arange(len(values), dtype=np.int32) if isinstance(col.logical, Labels) else values
+    array = to_arrow(values, nulls, col.logical)
     if not HAS_SOURCES and pa.types.is_dictionary(array.type) and pa.types.is_string(array.type.value_type):
         array = array.cast(array.type.value_type)  # the 1.5 dataset shell hands plain strings
     return array
@@ -556,9 +799,12 @@ def _atom_sql(conn: Connection, atom: dict[str, Any]) -> str:
     """An atom's SQL text, rendered by DuckDB from its tree."""
     if "sql" in atom:
         return str(atom["sql"])
-    doc = json.loads(conn._con.execute("SELECT json_serialize_sql('SELECT 1')").fetchall()[0][0])
+    doc = json.loads(_remembered(_PARSED, "SELECT 1", lambda: _serialized(conn._con, "SELECT 1")))
     doc["statements"][0]["node"]["select_list"] = [{**atom["node"], "alias": ""}]
-    text = str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
+    tree = json.dumps(doc)
+    text = _remembered(
+        _RENDERED, tree, lambda: str(conn._con.execute("SELECT json_deserialize_sql(?)", [tree]).fetchall()[0][0])
+    )
     if not text.upper().startswith("SELECT "):
         raise _Decline("DuckDB rendered the atom unexpectedly")
     return text[len("SELECT ") :]

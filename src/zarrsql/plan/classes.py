@@ -116,3 +116,23 @@ def axes_for(
     for leaf in leaves_of(predicate):
         per_axis[axis_of(leaf)].append(leaf)
     return [classify(ls, [truth(leaf) for leaf in ls], shape[k]) for k, ls in enumerate(per_axis)]
+
+
+def live_classes(predicate: Predicate | None, axes: Sequence[AxisClasses], axis: int) -> np.ndarray | None:
+    """Per class of `axis`, whether some cell of that class satisfies `predicate` (None: every
+    cell does); None when there are more than `MAX_COMBINATIONS` class combinations.
+
+    A cell exists only where every axis' class has positions, so an empty class (an axis of
+    length 0) keeps nothing alive. An aggregate that ignores how often a value occurs (min,
+    max, count of distinct values) of a coordinate of `axis` then needs only these classes:
+    its value over the kept cells is its value over the positions of the live classes."""
+    shape = tuple(len(a.sizes) for a in axes)
+    table = np.ones(shape, dtype=bool) if predicate is None else truth_table(predicate, axes)
+    if table is None:
+        return None
+    for k, a in enumerate(axes):
+        view = [1] * len(axes)
+        view[k] = shape[k]
+        table = table & (a.sizes > 0).reshape(view)
+    others = tuple(k for k in range(len(axes)) if k != axis)
+    return np.asarray(table.any(axis=others) if others else table, dtype=bool).reshape(shape[axis])
