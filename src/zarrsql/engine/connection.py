@@ -292,6 +292,15 @@ def _may_read_zarr(text: Any) -> bool:
         return False
 
 
+def _bounds_hint(err: duckdb.Error, text: str | None) -> ZarrSQLError | None:
+    """The explanation of DuckDB refusing a `bounds :=` list, or None for any other error."""
+    if not isinstance(err, duckdb.ConversionException):
+        return None
+    from zarrsql.engine import params
+
+    return params.bounds_list_error(str(err), text)
+
+
 def _local_folder(text: str) -> bool:
     if is_url(text) and not text.lower().startswith("file://"):
         return False
@@ -493,9 +502,7 @@ class Connection:
                 if not self._installed and isinstance(err, duckdb.CatalogException):
                     self._install()  # a stored view or a FROM string may need zarrsql's functions
                     continue
-                from zarrsql.engine import hints, params
-
-                hint = params.bounds_list_error(str(err), text) if isinstance(err, duckdb.ConversionException) else None
+                hint = _bounds_hint(err, text)
                 if hint is not None:
                     raise hint from err
                 # DuckDB reads `FROM 'http(s)://...'` itself (httpfs) before any catalog lookup,
@@ -504,6 +511,8 @@ class Connection:
                     text
                 ):
                     continue
+                from zarrsql.engine import hints  # only for an error on its way to the caller
+
                 hint = hints.explain(err, text)
                 if hint is not None:
                     raise hint.with_traceback(None) from err
