@@ -229,6 +229,11 @@ def goals(med: dict[str, dict[str, float]], metadata_second: dict | None) -> lis
     if z and p:
         ratio = z["import"] / p["import"]
         out.append({"goal": "import zarrsql <= 1.2x import duckdb", "value": ratio, "met": ratio <= 1.2})
+        # import zarrsql alone loads no DuckDB: the user's first line is import + connect
+        ratio = (z["import"] + z["connect"]) / (p["import"] + p["connect"])
+        out.append(
+            {"goal": "import + connect() <= 1.2x DuckDB's import + connect()", "value": ratio, "met": ratio <= 1.2}
+        )
         mine, theirs = z["connect"] + z["bind"], p["connect"] + p["bind"]
         out.append(
             {
@@ -260,14 +265,15 @@ def markdown(doc: dict) -> str:
         "",
         "Median seconds per stage (wall; CPU in parentheses), each engine in a fresh process.",
         "",
-        "| stage | zarrsql | parquet+duckdb | ratio |",
-        "|---|---|---|---|",
+        "| stage | zarrsql | parquet+duckdb | ratio | ratio of CPU times |",
+        "|---|---|---|---|---|",
     ]
     for s in STAGES:
         z, p = med.get("zarrsql", {}).get(s), med.get("parquet", {}).get(s)
         if z is None or p is None:
             continue
-        lines.append(f"| {s} | {z:.4f} ({cpu['zarrsql'][s]:.4f}) | {p:.4f} ({cpu['parquet'][s]:.4f}) | {z / p:.2f}× |")
+        zc, pc = cpu["zarrsql"][s], cpu["parquet"][s]
+        lines.append(f"| {s} | {z:.4f} ({zc:.4f}) | {p:.4f} ({pc:.4f}) | {z / p:.2f}× | {zc / pc:.2f}× |")
     z, p = med.get("zarrsql", {}), med.get("parquet", {})
     if z and p:
         for label, parts in (
@@ -277,7 +283,8 @@ def markdown(doc: dict) -> str:
             ("import … first result", ("import", "connect", "bind", "query")),
         ):
             a, b = sum(z[s] for s in parts), sum(p[s] for s in parts)
-            lines.append(f"| **{label}** | {a:.4f} | {b:.4f} | {a / b:.2f}× |")
+            ac, bc = sum(cpu["zarrsql"][s] for s in parts), sum(cpu["parquet"][s] for s in parts)
+            lines.append(f"| **{label}** | {a:.4f} ({ac:.4f}) | {b:.4f} ({bc:.4f}) | {a / b:.2f}× | {ac / bc:.2f}× |")
     lines += ["", "Heavy modules each zarrsql stage imported (first run):", ""]
     first = next((r for r in doc["runs"]["zarrsql"] if "error" not in r), None)
     if first:
