@@ -334,8 +334,9 @@ class Connection:
         Deferred from `connect()`: DuckDB's `create_function` imports numpy, and the scan
         machinery behind the UDFs imports pyarrow and the Zarr core, so a connection that
         never reads a store (the command line's, a plain-SQL session) pays for none of it.
-        `_run` installs before a statement that may read a store, and after a catalog error
-        of any other (a stored view, an Icechunk folder in FROM) before running it again.
+        `_run` installs before a statement that may read a store (`_may_read_zarr`), and
+        after a catalog error naming a zarrsql function (a view of an attached database
+        calls read_zarr) before running it again.
         """
         with self._install_lock:
             if self._installed:
@@ -499,8 +500,8 @@ class Connection:
                 zerr = self._state.take_error()
                 if zerr is not None:
                     raise _as_raised(zerr) from err
-                if not self._installed and isinstance(err, duckdb.CatalogException):
-                    self._install()  # a stored view or a FROM string may need zarrsql's functions
+                if not self._installed and isinstance(err, duckdb.CatalogException) and "zarr" in str(err).lower():
+                    self._install()  # a view of another database calls read_zarr: run it again
                     continue
                 hint = _bounds_hint(err, text)
                 if hint is not None:
