@@ -341,6 +341,7 @@ class Connection:
         with self._install_lock:
             if self._installed:
                 return
+            self._finish_copy_result()  # DuckDB 2 creates no function while a result is open
             con, state = self._con, self._state
             # UDFs live in the database's catalog, shared with cursors; macros are per connection.
             # Each connection therefore gets UDFs of its own, and its macros call those.
@@ -724,7 +725,12 @@ def connect(database: str = ":memory:", *, read_only: bool = False, config: dict
 
 
 def register(con: duckdb.DuckDBPyConnection) -> Connection:
-    """Install zarrsql on a DuckDB connection you already have; use the returned wrapper."""
+    """Install zarrsql on a DuckDB connection you already have; use the returned wrapper.
+
+    The functions are installed at once: the caller may go on using `con` itself, where
+    `read_zarr` should then explain that only the wrapper registers scans."""
     if isinstance(con, Connection):
         return con
-    return Connection(con)
+    wrapped = Connection(con)
+    wrapped._install()
+    return wrapped
