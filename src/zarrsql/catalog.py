@@ -2,23 +2,26 @@
 
 These are plain rows (dicts) for `read_zarr_metadata`, `read_zarr_tables` and
 `read_zarr_views`; the engine adapter only types and returns them.
+
+The Zarr core is imported by the functions that list, not with the module: the engine's
+statement text helpers use `quote_ident` / `quote_text` on every statement, and a
+connection that reads no store should not load the core for them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zarrsql.conventions.model import display_path
-from zarrsql.discovery.roles import Member, effective_dims
 from zarrsql.errors import ParameterError, SelectionError
-from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.metadata.tree import NodeTree
-from zarrsql.store.choice import StoreChoice
-from zarrsql.tables.analyze import analyze_group
-from zarrsql.tables.model import TableInfo
-from zarrsql.tables.select import Selection, array_path_dims, normalize_path, select_table
+
+if TYPE_CHECKING:
+    from zarrsql.discovery.roles import Member
+    from zarrsql.metadata.arrays import ArrayMeta
+    from zarrsql.metadata.tree import NodeTree
+    from zarrsql.store.choice import StoreChoice
+    from zarrsql.tables.model import TableInfo
 
 
 def dtype_text(array: ArrayMeta) -> str:
@@ -39,6 +42,9 @@ def _in_scope(path: str, group: str) -> bool:
 
 
 def _scope(tree: NodeTree, group_path: str | None, array_path: str | None) -> tuple[str, str | None]:
+    from zarrsql.conventions.model import display_path
+    from zarrsql.tables.select import normalize_path
+
     group = normalize_path(group_path or "")
     array = normalize_path(array_path) if array_path is not None else None
     if array is not None and array not in tree.arrays:
@@ -49,6 +55,10 @@ def _scope(tree: NodeTree, group_path: str | None, array_path: str | None) -> tu
 
 
 def _metadata_row(m: Member) -> dict[str, Any]:
+    from zarrsql.discovery.roles import effective_dims
+    from zarrsql.metadata.arrays import ArrayMeta
+    from zarrsql.tables.select import array_path_dims
+
     a = m.array
     if not isinstance(a, ArrayMeta):
         return {
@@ -79,6 +89,8 @@ def _metadata_row(m: Member) -> dict[str, Any]:
 
 def list_metadata(tree: NodeTree, group_path: str | None = None, array_path: str | None = None) -> list[dict[str, Any]]:
     """One row per array (in or below `group_path`, or just `array_path`)."""
+    from zarrsql.tables.analyze import analyze_group
+
     group, array = _scope(tree, group_path, array_path)
     rows: list[dict[str, Any]] = []
     for g in sorted(tree.groups):
@@ -89,6 +101,8 @@ def list_metadata(tree: NodeTree, group_path: str | None = None, array_path: str
 
 
 def _table_row(t: TableInfo) -> dict[str, Any]:
+    from zarrsql.conventions.model import display_path
+
     return {
         "group_path": display_path(t.group_path),
         "schema_name": schema_name(t.group_path),
@@ -103,6 +117,10 @@ def _table_row(t: TableInfo) -> dict[str, Any]:
 
 def list_tables(tree: NodeTree, group_path: str | None = None, array_path: str | None = None) -> list[dict[str, Any]]:
     """One row per table of every group (in or below `group_path`), or the one `array_path` reads."""
+    from zarrsql.tables.analyze import analyze_group
+    from zarrsql.tables.model import TableInfo
+    from zarrsql.tables.select import Selection, select_table
+
     group, array = _scope(tree, group_path, array_path)
     if array is not None:
         rt = select_table(tree, Selection(array_path=array))

@@ -12,6 +12,11 @@ zarrsql calls, `SHOW TABLES` without internal names), then go through `_run`, wh
    (the DuckDB error keeps the same text for plain DuckDB callers); DuckDB's own refusals of
    a zarrsql argument are explained by `hints`.
 Registration happens outside any running query, so DuckDB's no-re-entrancy rule holds.
+
+`connect()` costs what `duckdb.connect()` costs: the UDFs and macros (and with them numpy,
+pyarrow and the Zarr core) are installed by the first statement that may read a store
+(`_install`), so a session of plain SQL, or the command line before its first query, never
+loads them. This module imports the rest of the engine inside the functions that use it.
 """
 
 from __future__ import annotations
@@ -27,21 +32,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import pyarrow as pa
 
-from zarrsql import catalog
-from zarrsql.decode.logical import Enum
-from zarrsql.engine import answers, hints, interrupts, joins, mounts, params, sampling
+from zarrsql.engine import interrupts
 from zarrsql.engine.frames import call_from, caller_frame
-from zarrsql.engine.functions import (
-    FUNCTIONS,
-    METADATA_COLUMNS,
-    TABLES_COLUMNS,
-    VIEWS_COLUMNS,
-    macro_statements,
-)
+from zarrsql.engine.functions import FUNCTIONS, METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
 from zarrsql.engine.secrets import SecretOpener
-from zarrsql.engine.source import HAS_SOURCES, make_source
 from zarrsql.engine.sqltext import (
     claimable,
     copy_to_zarr,
@@ -52,13 +47,13 @@ from zarrsql.engine.sqltext import (
     string_constants,
 )
 from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, ZarrSQLError
-from zarrsql.metadata.tree import cached_tree
-from zarrsql.scan import TableScan, open_table
-from zarrsql.scan.reader import INTERRUPTED
-from zarrsql.store import is_url, open_store, using_opener
+from zarrsql.store import is_url, using_opener
 
 if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of that name
+    import pyarrow as pa
     from duckdb import DuckDBPyRelation
+
+    from zarrsql.scan import TableScan
 
 T = TypeVar("T")
 #: The prefix of every name zarrsql registers on a connection (scans, listings, actions).
@@ -132,6 +127,9 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         memo = state.scan_keys.get(args)
         if memo is not None and memo[0] == state.generation:
             return memo[1]
+        from zarrsql.engine import params
+        from zarrsql.scan import open_table
+
         try:
             with using_opener(state.opener):
                 scan = open_table(params.read_request(params.parse_args(args)))
@@ -142,7 +140,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         _check_wrapped(state, key, "read_zarr")
         with state.lock:
             if key not in state.registered:
-                state.pending[key] = lambda: (make_source(scan, state.record), _enum_view(scan))
+                state.pending[key] = lambda: (_source(scan, state.record), _enum_view(scan))
             state.scan_keys[args] = (state.generation, key)
         return key
 
@@ -159,6 +157,8 @@ def _as_raised(err: ZarrSQLError) -> BaseException:
 def _interrupted(err: RuntimeError) -> BaseException:
     """DuckDB's own "Query interrupted" (it saw Ctrl-C between tasks) as KeyboardInterrupt."""
     if str(err) == "Query interrupted" and not isinstance(err, duckdb.Error):
+        from zarrsql.scan.reader import INTERRUPTED
+
         return KeyboardInterrupt(INTERRUPTED)
     return err
 
@@ -175,9 +175,18 @@ def _check_wrapped(state: _State, key: str, function: str) -> None:
         )
 
 
+def _source(scan: TableScan, on_error: Callable[[ZarrSQLError], None]) -> object:
+    """What DuckDB registers for a scan (`engine.source`: pyarrow, loaded with the first scan)."""
+    from zarrsql.engine.source import make_source
+
+    return make_source(scan, on_error)
+
+
 def _enum_view(scan: TableScan) -> str | None:
     """The SELECT that gives categorical columns their ENUM type (Arrow dictionaries read as
     VARCHAR), over the raw scan registered as `{raw}`; None when there is nothing to cast."""
+    from zarrsql.decode.logical import Enum
+
     if not any(isinstance(c.logical, Enum) for c in scan.columns):
         return None
     parts = []
@@ -194,6 +203,8 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
     """An action (mount, unmount, mounts) runs SQL, so it runs after binding, outside the query."""
 
     def action_key(kind: str, args: str) -> str:
+        from zarrsql.engine import params
+
         parsed = params.parse_args(args)
         digest = hashlib.sha1(f"{kind}:{args}".encode()).hexdigest()[:16]
         key = f"__zarrsql_{kind}_{state.generation}_{digest}"
@@ -209,6 +220,11 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
 
 def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments."""
+    from zarrsql import catalog
+    from zarrsql.engine import params
+    from zarrsql.metadata.tree import cached_tree
+    from zarrsql.store import open_store
+
     store = open_store(params.store_of(args), dict(params.storage_options_of(args)), params.store_choice_of(args))
     tree = cached_tree(store)
     sel = params.selection_of(args)
@@ -226,19 +242,23 @@ def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 LISTING_COLUMNS = {"metadata": METADATA_COLUMNS, "tables": TABLES_COLUMNS, "views": VIEWS_COLUMNS}
-_ARROW_TYPES = {"VARCHAR": pa.string(), "VARCHAR[]": pa.list_(pa.string()), "UBIGINT[]": pa.list_(pa.uint64())}
 
 
 def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
     """A listing's rows as an Arrow table with the columns API.md gives it."""
+    import pyarrow as pa
+
+    types = {"VARCHAR": pa.string(), "VARCHAR[]": pa.list_(pa.string()), "UBIGINT[]": pa.list_(pa.uint64())}
     columns = LISTING_COLUMNS[kind]
     return pa.table(
-        {name: pa.array([r[name] for r in rows], type=_ARROW_TYPES[sql_type]) for name, sql_type in columns.items()}
+        {name: pa.array([r[name] for r in rows], type=types[sql_type]) for name, sql_type in columns.items()}
     )
 
 
 def _list_udf(state: _State) -> Callable[[str, str], str]:
     def listing(kind: str, args: str) -> str:
+        from zarrsql.engine import params
+
         try:
             with using_opener(state.opener):
                 rows = list_rows(kind, params.parse_args(args))
@@ -254,6 +274,31 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
         return key
 
     return listing
+
+
+def _may_read_zarr(text: Any) -> bool:
+    """Whether a statement may call a zarrsql function or name a store (then zarrsql's
+    functions are installed before it runs): anything but a string, a text mentioning zarr,
+    or a claimable string in table position (an Icechunk folder needs no `.zarr` suffix)."""
+    if text is None:  # `table(name)`, `view(name)`: a catalog error installs them if needed
+        return False
+    if not isinstance(text, str) or "zarr" in text.lower():
+        return True
+    if "'" not in text and '"' not in text:
+        return False
+    try:
+        return any(claimable(t) for t in string_constants(text, table_position=True))
+    except Exception:  # the tokenizer refused the text: DuckDB will say why when it runs
+        return False
+
+
+def _bounds_hint(err: duckdb.Error, text: str | None) -> ZarrSQLError | None:
+    """The explanation of DuckDB refusing a `bounds :=` list, or None for any other error."""
+    if not isinstance(err, duckdb.ConversionException):
+        return None
+    from zarrsql.engine import params
+
+    return params.bounds_list_error(str(err), text)
 
 
 def _local_folder(text: str) -> bool:
@@ -274,26 +319,56 @@ class Connection:
     def __init__(self, con: duckdb.DuckDBPyConnection, *, stored_views: bool = True) -> None:
         self._con = con
         self._state = _State()
-        # UDFs live in the database's catalog, shared with cursors; macros are per connection.
-        # Each connection therefore gets UDFs of its own, and its macros call those.
-        suffix = uuid.uuid4().hex[:12]
-        scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
-        con.create_function(scan_udf, _scan_udf(self._state), ["VARCHAR"], "VARCHAR", side_effects=False)
-        con.create_function(list_udf, _list_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
-        con.create_function(action_udf, _action_udf(self._state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
-        self._state.perform = self._perform
-        self._state.opener = SecretOpener(con)
-        for statement in macro_statements(scan_udf, list_udf, action_udf):
-            con.execute(statement)
+        self._install_lock = threading.Lock()
+        self._installed = False
         # DuckDB's bar stays at 0 on zarrsql's Arrow scans; zarrsql shows its own (notebook/progress.py)
         con.execute("SET enable_progress_bar = false")
         interrupts.track(con)
-        if stored_views:  # a new in-memory database has none
+        if stored_views and self._stored_view_sql():  # a new in-memory database has none
+            self._install()  # stored views may call read_zarr, whatever the statement's text
             self._claim_view_literals(quiet=True)
+
+    def _install(self) -> None:
+        """Create the UDFs and the macros of zarrsql's SQL functions, once, when first needed.
+
+        Deferred from `connect()`: DuckDB's `create_function` imports numpy, and the scan
+        machinery behind the UDFs imports pyarrow and the Zarr core, so a connection that
+        never reads a store (the command line's, a plain-SQL session) pays for none of it.
+        `_run` installs before a statement that may read a store (`_may_read_zarr`), and
+        after a catalog error naming a zarrsql function (a view of an attached database
+        calls read_zarr) before running it again.
+        """
+        with self._install_lock:
+            if self._installed:
+                return
+            self._finish_copy_result()  # DuckDB 2 creates no function while a result is open
+            con, state = self._con, self._state
+            # UDFs live in the database's catalog, shared with cursors; macros are per connection.
+            # Each connection therefore gets UDFs of its own, and its macros call those.
+            suffix = uuid.uuid4().hex[:12]
+            scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
+            two = ["VARCHAR", "VARCHAR"]
+            con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
+            con.create_function(list_udf, _list_udf(state), two, "VARCHAR", side_effects=False)
+            con.create_function(action_udf, _action_udf(state), two, "VARCHAR", side_effects=False)
+            state.perform = self._perform
+            state.opener = SecretOpener(con)
+            con.execute(";\n".join(macro_statements(scan_udf, list_udf, action_udf)))
+            # What the UDFs run, loaded here in the caller's thread rather than inside DuckDB's
+            # callback while it binds; the statement about to run needs it anyway.
+            importlib.import_module("zarrsql.engine.params")
+            importlib.import_module("zarrsql.engine.source")
+            self._installed = True
+
+    def _install_for(self, text: Any) -> None:
+        """Install zarrsql's functions before running `text` if it may read a store."""
+        if not self._installed and _may_read_zarr(text):
+            self._install()
 
     @property
     def duckdb(self) -> duckdb.DuckDBPyConnection:
-        """The underlying DuckDB connection."""
+        """The underlying DuckDB connection (with zarrsql's functions installed on it)."""
+        self._install()
         return self._con
 
     def __getattr__(self, name: str) -> Any:
@@ -358,6 +433,7 @@ class Connection:
         """Run `fn(*args, **kwargs)` (a DuckDB call on statement `text`) as the module
         docstring says, from a frame that sees the caller's variables (see `frames`)."""
         state = self._state
+        self._install_for(text)
         if state.depth == 0:
             state.generation += 1
             self._finish_copy_result()
@@ -406,6 +482,11 @@ class Connection:
         """The statement to run for `query`: as `_statement` makes it, then a count answered
         from the plan (`answers.py`), or else its joins on dimensions pruned (`joins.py`)."""
         statement = self._statement(query)
+        self._install_for(statement)
+        if not self._installed:  # nothing in it can read a store: no zarrsql table to answer from
+            return statement
+        from zarrsql.engine import answers, joins
+
         answered = answers.rewrite(self, statement, has_args)
         return answered if answered is not statement else joins.rewrite(self, statement, has_args)
 
@@ -420,7 +501,10 @@ class Connection:
                 zerr = self._state.take_error()
                 if zerr is not None:
                     raise _as_raised(zerr) from err
-                hint = params.bounds_list_error(str(err), text) if isinstance(err, duckdb.ConversionException) else None
+                if not self._installed and isinstance(err, duckdb.CatalogException) and "zarr" in str(err).lower():
+                    self._install()  # a view of another database calls read_zarr: run it again
+                    continue
+                hint = _bounds_hint(err, text)
                 if hint is not None:
                     raise hint from err
                 # DuckDB reads `FROM 'http(s)://...'` itself (httpfs) before any catalog lookup,
@@ -429,6 +513,8 @@ class Connection:
                     text
                 ):
                     continue
+                from zarrsql.engine import hints  # only for an error on its way to the caller
+
                 hint = hints.explain(err, text)
                 if hint is not None:
                     raise hint.with_traceback(None) from err
@@ -436,6 +522,10 @@ class Connection:
         raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")
 
     def _register_missing(self, text: str | None) -> bool:
+        import pyarrow as pa
+
+        from zarrsql.engine.source import HAS_SOURCES
+
         with self._state.lock:
             pending, self._state.pending = self._state.pending, {}
         for key, make in pending.items():
@@ -483,6 +573,10 @@ class Connection:
     def _from_hint(self, text: str) -> SelectionError | None:
         """For `FROM 'x.zarr'` on a store with several tables: the read_zarr call that picks one
         (FROM takes no parameters), or None when that is not why the store was refused."""
+        from zarrsql import catalog
+        from zarrsql.metadata.tree import cached_tree
+        from zarrsql.store import open_store
+
         try:
             with using_opener(self._state.opener):
                 tables = catalog.list_tables(cached_tree(open_store(text)))
@@ -531,8 +625,8 @@ class Connection:
         With `quiet` (when connecting), a store that cannot be claimed now is left for the
         query that uses it to report.
         """
-        rows = self._con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL").fetchall()
-        texts = [s for (sql,) in rows for s in string_constants(sql, table_position=True) if ".zarr" in s.lower()]
+        texts = [s for sql in self._stored_view_sql() for s in string_constants(sql, table_position=True)]
+        texts = [s for s in texts if ".zarr" in s.lower()]
         if not quiet:
             return self._claim_literals(texts)
         claimed = False
@@ -543,9 +637,16 @@ class Connection:
                 self._state.literal_views.discard(t)
         return claimed
 
+    def _stored_view_sql(self) -> list[str]:
+        """The SQL of the database's own views (a database file's, or made this session)."""
+        rows = self._con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL").fetchall()
+        return [sql for (sql,) in rows]
+
     def _perform(self, kind: str, args: dict[str, Any], key: str) -> pa.Table | str:
         """Run an action of the SQL surface (outside any query) and return its rows, or (for
         an action that creates the view `key` itself) the name of what it registered."""
+        from zarrsql.engine import mounts, params, sampling
+
         try:
             database: Any = args.get("database")  # an SQL argument; mounts checks it is a name
             if kind == "mount":
@@ -624,7 +725,12 @@ def connect(database: str = ":memory:", *, read_only: bool = False, config: dict
 
 
 def register(con: duckdb.DuckDBPyConnection) -> Connection:
-    """Install zarrsql on a DuckDB connection you already have; use the returned wrapper."""
+    """Install zarrsql on a DuckDB connection you already have; use the returned wrapper.
+
+    The functions are installed at once: the caller may go on using `con` itself, where
+    `read_zarr` should then explain that only the wrapper registers scans."""
     if isinstance(con, Connection):
         return con
-    return Connection(con)
+    wrapped = Connection(con)
+    wrapped._install()
+    return wrapped

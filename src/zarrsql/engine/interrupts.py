@@ -19,8 +19,6 @@ import threading
 import weakref
 from typing import Any
 
-from zarrsql.scan.reader import cancel_all
-
 _lock = threading.Lock()
 _connections: weakref.WeakSet[Any] = weakref.WeakSet()
 _installed = False
@@ -67,4 +65,6 @@ def _watch(reader: socket.socket, writer: socket.socket, previous: int) -> None:
             for con in running:
                 with contextlib.suppress(Exception):  # closed meanwhile
                     con.interrupt()
+            from zarrsql.scan.reader import cancel_all  # loaded by then if any scan ever ran
+
             cancel_all()  # queued decodes stop even if DuckDB keeps the stream open

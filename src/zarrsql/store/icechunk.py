@@ -28,7 +28,6 @@ that session as it is, uncommitted changes included.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import hashlib
 import math
@@ -38,13 +37,16 @@ import threading
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, check_key, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.options import split_settings
+
+if TYPE_CHECKING:  # asyncio loads with the first repository, not with every local store's check
+    import asyncio
 
 #: The location prefix of a session registered from Python (`session_location`).
 SESSION_PREFIX = "icechunk-session:"
@@ -81,6 +83,8 @@ _loop: asyncio.AbstractEventLoop | None = None
 
 def _event_loop() -> asyncio.AbstractEventLoop:
     """One daemon thread's event loop for every repository (Icechunk's coroutines need one)."""
+    import asyncio
+
     global _loop
     with _loop_lock:
         if _loop is None:
@@ -91,6 +95,8 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 
 def _run(coroutine: Awaitable[T]) -> T:
+    import asyncio
+
     async def wrapped() -> T:
         return await coroutine
 
@@ -535,6 +541,8 @@ class SnapshotStore:
             return []
 
         async def every() -> list[bytes | None]:
+            import asyncio
+
             return list(await asyncio.gather(*(self._get_one(k, r) for k, r in requests)))
 
         return _run(every())
@@ -584,6 +592,8 @@ class SnapshotStore:
                 return False  # a name Icechunk cannot hold is not there
 
         async def every() -> list[bool]:
+            import asyncio
+
             return list(await asyncio.gather(*(one(k) for k in keys)))
 
         return _run(every()) if keys else []

@@ -53,13 +53,15 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zarrsql.errors import ParameterError
+
+if TYPE_CHECKING:  # ssl loads when a CA file is given, not with every store that is opened
+    import ssl
 
 #: Requests in flight per store: enough to hide ~20-100 ms of latency behind a decoder that
 #: handles a chunk in a few ms, while keeping open sockets and buffered chunks bounded.
@@ -202,6 +204,8 @@ def gcs_defaults(theirs: dict[str, Any]) -> None:
 @lru_cache(maxsize=16)
 def _trusting(cafile: str) -> ssl.SSLContext:
     """A verifying SSL context that also trusts the CA certificate(s) in `cafile`."""
+    import ssl
+
     path = os.path.expanduser(cafile)
     if not os.path.isfile(path):
         raise ParameterError(
