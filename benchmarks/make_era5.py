@@ -3,6 +3,7 @@
 
     python benchmarks/make_era5.py --out benchmarks/data/era5.zarr          # full: 1,460 h
     python benchmarks/make_era5.py --quick                                  # 96 h smoke store
+    python benchmarks/make_era5.py --scale 10 --parquet duckdb              # 14,600 h + Parquet
 
 Layout (as in shared/design/performance-anchors.md):
 
@@ -63,8 +64,17 @@ VARIABLES = {
 DIMS = ["time", "latitude", "longitude"]
 
 
-def default_out(quick: bool) -> Path:
-    return DATA / ("era5_quick.zarr" if quick else "era5.zarr")
+def default_out(quick: bool, scale: int = 1) -> Path:
+    """``era5.zarr`` / ``era5_quick.zarr``, or ``era5_x10.zarr`` / ``era5_quick_x10.zarr``
+    for a store ``scale`` times longer in time (run_scale.py)."""
+    name = "era5_quick" if quick else "era5"
+    return DATA / (f"{name}_x{scale}.zarr" if scale != 1 else f"{name}.zarr")
+
+
+def n_time_for(quick: bool, scale: int = 1) -> int:
+    """Hourly steps of the store: 1,460 (96 quick) times ``scale``. The chunk data depend
+    only on (variable, chunk index), so every store begins with the smaller ones."""
+    return (N_TIME_QUICK if quick else N_TIME_FULL) * scale
 
 
 def coords(n_time: int) -> dict[str, np.ndarray]:
@@ -219,25 +229,93 @@ def du_mb(path: Path) -> float:
 
 
 # --------------------------------------------------------------------------- Parquet copy
-PARQUET_VERSION = 1
+PARQUET_VERSION = 2
+PARQUET_WRITERS = ("duckdb", "pyarrow")
 
 
-def build_parquet(store: Path, out: Path, force: bool = False, verbose: bool = True) -> Path:
-    """The same table as a Parquet file, for the ``parquet+duckdb`` baseline.
+def parquet_path(store: Path, writer: str = "duckdb") -> Path:
+    """Where the Parquet copy of ``store`` lives: ``era5.parquet`` (DuckDB's COPY, the
+    baseline) or ``era5.pyarrow.parquet`` (the old pyarrow copy, kept for comparison)."""
+    store = Path(store)
+    suffix = ".parquet" if writer == "duckdb" else f".{writer}.parquet"
+    return store.with_name(store.stem + suffix)
 
-    Rows in (time, latitude, longitude) row-major order, one row group per time chunk
-    (one day, 696,960 rows), columns time (timestamp[us]), latitude, longitude, t2m, u10,
-    v10 (float32), zstd. Built from the zarr data; idempotent through a stamp that
-    includes the store's stamp.
-    """
+
+def _day_tables(store: Path):
+    """The store as a stream of pyarrow tables, one per time chunk (one day), rows in
+    (time, latitude, longitude) row-major order: what both writers consume."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
     import zarr
 
-    store, out = Path(store), Path(out)
+    g = zarr.open_group(str(store), mode="r")
+    hours = g["time"][:]
+    times = (np.datetime64("1900-01-01T00", "us") + hours.astype("timedelta64[h]")).astype("datetime64[us]")
+    lat, lon = g["latitude"][:], g["longitude"][:]
+    schema = pa.schema([
+        ("time", pa.timestamp("us")), ("latitude", pa.float32()), ("longitude", pa.float32()),
+        ("t2m", pa.float32()), ("u10", pa.float32()), ("v10", pa.float32()),
+    ])
+
+    def tables():
+        for lo in range(0, hours.size, CHUNK_T):
+            hi = min(lo + CHUNK_T, hours.size)
+            nt = hi - lo
+            cols = {
+                "time": np.repeat(times[lo:hi], lat.size * lon.size),
+                "latitude": np.tile(np.repeat(lat, lon.size), nt),
+                "longitude": np.tile(lon, nt * lat.size),
+            }
+            for v in VARIABLES:
+                cols[v] = g[v][lo:hi].reshape(-1)
+            yield pa.table(cols, schema=schema)
+
+    return schema, tables()
+
+
+def _write_duckdb(store: Path, tmp: Path) -> None:
+    """``COPY (SELECT * FROM <the table>) TO 'x.parquet' (FORMAT parquet)`` with DuckDB's
+    defaults, as a user would write a Parquet copy: snappy, row groups of 122,880 rows,
+    dictionary pages only where a column's values repeat. The rows stream in by day, so
+    the 10x store never has to fit in memory."""
+    import duckdb
+    import pyarrow as pa
+
+    schema, tables = _day_tables(store)
+    batches = (b for t in tables for b in t.to_batches())
+    reader = pa.RecordBatchReader.from_batches(schema, batches)
+    con = duckdb.connect()
+    con.register("era5_rows", reader)
+    con.execute(f"COPY (SELECT * FROM era5_rows) TO '{tmp}' (FORMAT parquet)")
+    con.close()
+
+
+def _write_pyarrow(store: Path, tmp: Path) -> None:
+    """The copy the first harness wrote: pyarrow, one row group per day (696,960 rows),
+    zstd at pyarrow's default level, dictionary encoding on (pyarrow's default)."""
+    import pyarrow.parquet as pq
+
+    schema, tables = _day_tables(store)
+    with pq.ParquetWriter(str(tmp), schema, compression="zstd") as w:
+        for t in tables:
+            w.write_table(t, row_group_size=t.num_rows)
+
+
+def build_parquet(store: Path, out: Path | None = None, force: bool = False, verbose: bool = True,
+                  writer: str = "duckdb") -> Path:
+    """The same table as a Parquet file, for the ``parquet+duckdb`` baselines.
+
+    Columns time timestamp[us], latitude, longitude, t2m, u10, v10 float32; rows in
+    (time, latitude, longitude) row-major order. ``writer`` "duckdb"
+    (the baseline) uses DuckDB's COPY defaults; "pyarrow" rebuilds the copy the first
+    harness measured. Idempotent through a stamp that includes the store's stamp.
+    """
+    if writer not in PARQUET_WRITERS:
+        raise ValueError(f"build_parquet: writer {writer!r} is not one of {PARQUET_WRITERS}")
+    store = Path(store)
+    out = Path(out) if out is not None else parquet_path(store, writer)
     sp = stamp_path(out)
     store_stamp = json.loads(stamp_path(store).read_text())
-    want = {"parquet_version": PARQUET_VERSION, "store": store_stamp, "compression": "zstd"}
+    want = {"parquet_version": PARQUET_VERSION, "store": store_stamp, "writer": writer}
     if not force and out.is_file() and sp.is_file():
         try:
             if json.loads(sp.read_text()) == want:
@@ -249,33 +327,13 @@ def build_parquet(store: Path, out: Path, force: bool = False, verbose: bool = T
     t0 = time.perf_counter()
     if sp.exists():
         sp.unlink()
-    g = zarr.open_group(str(store), mode="r")
-    hours = g["time"][:]
-    times = (np.datetime64("1900-01-01T00", "us") + hours.astype("timedelta64[h]")).astype("datetime64[us]")
-    lat, lon = g["latitude"][:], g["longitude"][:]
-    n_time = hours.size
-    schema = pa.schema([
-        ("time", pa.timestamp("us")), ("latitude", pa.float32()), ("longitude", pa.float32()),
-        ("t2m", pa.float32()), ("u10", pa.float32()), ("v10", pa.float32()),
-    ])
     tmp = out.with_name(out.name + ".tmp")
-    with pq.ParquetWriter(str(tmp), schema, compression="zstd") as w:
-        for lo in range(0, n_time, CHUNK_T):
-            hi = min(lo + CHUNK_T, n_time)
-            nt = hi - lo
-            cols = {
-                "time": np.repeat(times[lo:hi], lat.size * lon.size),
-                "latitude": np.tile(np.repeat(lat, lon.size), nt),
-                "longitude": np.tile(lon, nt * lat.size),
-            }
-            for v in VARIABLES:
-                cols[v] = g[v][lo:hi].reshape(-1)
-            w.write_table(pa.table(cols, schema=schema), row_group_size=nt * lat.size * lon.size)
+    (_write_duckdb if writer == "duckdb" else _write_pyarrow)(store, tmp)
     tmp.replace(out)
     sp.write_text(json.dumps(want, indent=2) + "\n")
     if verbose:
-        print(f"{out}: written in {time.perf_counter() - t0:.1f} s, {out.stat().st_size / 1e6:.1f} MB",
-              file=sys.stderr)
+        print(f"{out}: written by {writer} in {time.perf_counter() - t0:.1f} s, "
+              f"{out.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
     return out
 
 
@@ -283,13 +341,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="store path (default benchmarks/data/era5.zarr)")
     ap.add_argument("--quick", action="store_true", help=f"{N_TIME_QUICK} time steps (smoke store)")
+    ap.add_argument("--scale", type=int, default=1,
+                    help="a store this many times longer in time (10: 14,600 hours, era5_x10.zarr)")
     ap.add_argument("--n-time", type=int, default=None, help="override the number of hourly steps")
     ap.add_argument("--level", type=int, default=ZSTD_LEVEL, help="zstd level")
+    ap.add_argument("--parquet", default="",
+                    help="also write Parquet copies: comma-separated writers from " + ", ".join(PARQUET_WRITERS))
     ap.add_argument("--force", action="store_true", help="rebuild even when the stamp matches")
     a = ap.parse_args(argv)
-    n_time = a.n_time or (N_TIME_QUICK if a.quick else N_TIME_FULL)
-    out = a.out or default_out(a.quick)
+    if a.scale < 1:
+        ap.error("--scale must be at least 1")
+    n_time = a.n_time or n_time_for(a.quick, a.scale)
+    out = a.out or default_out(a.quick, a.scale)
     build(out, n_time, a.level, a.force)
+    for writer in [w.strip() for w in a.parquet.split(",") if w.strip()]:
+        if writer not in PARQUET_WRITERS:
+            ap.error(f"unknown Parquet writer {writer!r}; choose from {PARQUET_WRITERS}")
+        build_parquet(out, force=a.force, writer=writer)
     return 0
 
 

@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import engines as E  # noqa: E402  (stdlib-only at import)
+import harness as H  # noqa: E402
 from harness import child_env, machine_info, versions, warm  # noqa: E402
 import make_era5 as M  # noqa: E402
 
@@ -43,6 +44,13 @@ Q3_DAY_QUICK = "2020-01-02"  # one whole day inside the 96-hour store (chunk 1)
 
 # zarrsql's goals, against the floor (median open + first query) and xarray-sql
 RATIO_GOALS = {"Q1": 1.5, "Q2": 3.0, "Q3": 2.5, "Q4": 3.0, "Q5": 1.2}
+# issue 20 goal 1: Q1 at the codec's limit (the faster decode floor), Q2-Q5 no slower than
+# DuckDB on the Parquet copy (DuckDB's COPY defaults), peak RSS of Q1-Q4 within 1.2x Parquet's
+DECODE_FLOORS = ["floor.numcodecs", "floor.zstandard"]
+DECODE_FLOOR_GOALS = {"Q1": 1.1}
+PARQUET_ENGINE = "parquet+duckdb"
+PARQUET_GOALS = {"Q2": 1.0, "Q3": 1.0, "Q4": 1.0, "Q5": 1.0}
+PARQUET_RSS_GOAL = 1.2
 RSS_GOAL_MB = 400.0
 RSS_GOAL_QUERIES = ["Q1", "Q2", "Q3", "Q4"]
 XARRAY_SQL_ENGINES = ["xarray-sql+duckdb", "xarray-sql+datafusion"]
@@ -55,7 +63,7 @@ SELECTIVE_XSQL_ENGINE = "xarray-sql+duckdb"
 SELECTIVE_XSQL_SPEEDUP = 10.0  # xarray-sql+duckdb / zarrsql, on every selective query
 
 VERSIONED = ["zarr", "duckdb", "xarray", "xarray-sql", "datafusion", "pandas", "pyarrow",
-             "numcodecs", "numpy", "psutil", "zarrsql"]
+             "numcodecs", "zstandard", "numpy", "psutil", "zarrsql"]
 
 NOISY = 1.5  # a cell whose slowest repetition took > 1.5x its fastest is marked †
 RTOL = 1e-6  # aggregates over float32 data computed in float64 by every engine
@@ -81,7 +89,11 @@ def warm_imports(python, engines) -> None:
                        cwd=str(HERE.parent))
 
 
-def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout, trace=False):
+DEFAULT_POLICY = H.LoadPolicy()
+
+
+def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout, trace=False,
+              policy=DEFAULT_POLICY):
     out = Path(workdir) / f"{tag}.json"
     res = Path(workdir) / f"{tag}.npz"
     errf = Path(workdir) / f"{tag}.stderr"
@@ -89,24 +101,21 @@ def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout,
            "--parquet", str(parquet), "--q3-day", day, "--out", str(out), "--result", str(res)]
     if trace:
         cmd.append("--trace")
-    load = os.getloadavg()[0]
-    t0 = time.perf_counter()
+    for f in (out, res):
+        f.unlink(missing_ok=True)  # a retried run must not report its predecessor's result
     with open(errf, "w") as ef:
-        try:
-            p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=ef, timeout=timeout,
-                               cwd=str(HERE.parent), env=child_env())
-            rc = p.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    wall = time.perf_counter() - t0
+        g = H.run_guarded(cmd, timeout=timeout, policy=policy, stdout=subprocess.DEVNULL, stderr=ef,
+                          cwd=str(HERE.parent), env=child_env())
+    rc = g.returncode
     rec = {"ok": False}
     if out.is_file():
         try:
             rec = json.loads(out.read_text())
         except ValueError:
             pass
-    rec["process_s"] = wall
-    rec["loadavg_1m"] = load
+    rec["process_s"] = g.wall_s
+    rec["loadavg_1m"] = g.loadavg_before[0]
+    rec["load"] = g.record()
     rec["returncode"] = rc
     if not rec.get("ok"):
         if "error" not in rec:
@@ -115,6 +124,13 @@ def run_child(python, engine, query, store, parquet, day, workdir, tag, timeout,
             rec["stderr_tail"] = tail
     rec["_result_path"] = str(res) if res.is_file() else None
     return rec
+
+
+def _run_summary(r, rep) -> dict:
+    """What the JSON keeps of one run (kept or discarded)."""
+    keep = ("ok", "query_s", "import_s", "total_s", "process_s", "peak_rss_mb", "loadavg_1m", "error",
+            "returncode", "load")
+    return {"rep": rep, **{k: r.get(k) for k in keep}}
 
 
 # --------------------------------------------------------------------------- comparison
@@ -257,9 +273,31 @@ def cell_text(cell, key="median_query_s"):
     t = fmt_s(cell[key]) + " · " + fmt_mb(cell["peak_rss_mb"])
     if key == "median_query_s" and cell.get("min_query_s") and cell["max_query_s"] > NOISY * cell["min_query_s"]:
         t += " †"
+    if cell.get("loaded_in_median"):
+        t += " ‡"
     if cell.get("agreement", "ok") not in ("ok", "reference"):
         t += " ⚠ DISAGREES"
     return t
+
+
+def load_markdown(doc, L) -> None:
+    """The load guard's paragraph: how quiet the machine was, what was discarded."""
+    lg = doc.get("load_guard")
+    if not lg:
+        return
+    pol = lg["policy"]
+    if not pol["enabled"]:
+        L.append("Load guard off (`--no-load-guard`): foreign load recorded per run in the JSON, nothing discarded.")
+        L.append("")
+        return
+    med = lg.get("median_foreign_cores_kept")
+    L.append(f"Load guard: a run is foreign-loaded when other processes used more than "
+             f"{pol['max_foreign_cores']:g} cores on average while it ran (CPU time of `/proc/stat` minus "
+             f"the child's and the harness's own); such a run is repeated up to {pol['retries']} times. "
+             f"This run: {lg['runs_kept']} runs kept, **{lg['runs_discarded']} discarded** for foreign load, "
+             f"{lg['kept_although_loaded']} kept although loaded (‡); median foreign load of the kept runs "
+             + ("—" if med is None else f"{med:.2f} cores") + ".")
+    L.append("")
 
 
 def ratio(a, b):
@@ -294,23 +332,32 @@ def build_markdown(doc) -> str:
     def table(key, title):
         L.append(f"## {title}")
         L.append("")
-        head = ["query"] + eng + (["zarrsql / floor"] if "zarrsql" in eng and "floor" in eng else [])
+        ratios = []  # (header, denominator(q) -> median or None)
+        if "zarrsql" in eng and "floor" in eng:
+            ratios.append(("zarrsql / floor", lambda q: (cells.get(f"floor/{q}") or {}).get(key)))
+        if "zarrsql" in eng and any(e in eng for e in DECODE_FLOORS):
+            ratios.append(("zarrsql / decode floor", lambda q: decode_floor(cells, q, key)[1]))
+        if "zarrsql" in eng and PARQUET_ENGINE in eng:
+            ratios.append(("zarrsql / Parquet", lambda q: (cells.get(f"{PARQUET_ENGINE}/{q}") or {}).get(key)))
+        head = ["query"] + eng + [h for h, _ in ratios]
         L.append("| " + " | ".join(head) + " |")
         L.append("|" + "---|" * len(head))
         for q in qs:
             row = [f"{q} {E.QUERIES[q]['title']}"]
             for e in eng:
                 row.append(cell_text(cells.get(f"{e}/{q}") if E.supports(e, q) else UNSUPPORTED, key))
-            if len(head) > len(eng) + 1:
-                r = ratio((cells.get(f"zarrsql/{q}") or {}).get(key), (cells.get(f"floor/{q}") or {}).get(key))
+            for _, den in ratios:
+                r = ratio((cells.get(f"zarrsql/{q}") or {}).get(key), den(q))
                 row.append(f"{r:.2f}×" if r is not None else "—")
             L.append("| " + " | ".join(row) + " |")
         L.append("")
 
     table("median_query_s", "Cold process: open + first query (median seconds · peak RSS), imports excluded as in the anchors")
     L.append(f"† the repetitions of this cell spread by more than {NOISY}× (slowest / fastest; see the "
-             "JSON for every repetition): treat its median with care.")
+             "JSON for every repetition): treat its median with care. ‡ every attempt of a run of this cell "
+             "was taken under foreign load (retries exhausted): its median measures the machine, not the engine.")
     L.append("")
+    load_markdown(doc, L)
     if doc.get("unsupported"):
         L.append("— the engine does not implement this query (" + "; ".join(
             f"{e} runs only {', '.join(E.SUPPORTED_QUERIES[e])}" for e in eng if e in E.SUPPORTED_QUERIES)
@@ -469,6 +516,52 @@ def selective_markdown(doc, L) -> None:
     L.append("")
 
 
+def decode_floor(cells, q, key="median_query_s"):
+    """The faster decode floor of query ``q``: (engine, median) or (None, None)."""
+    got = {e: (cells.get(f"{e}/{q}") or {}).get(key) for e in DECODE_FLOORS}
+    got = {e: v for e, v in got.items() if v is not None}
+    if not got:
+        return None, None
+    e = min(got, key=got.get)
+    return e, got[e]
+
+
+def issue20_goals(cells) -> list[dict]:
+    """Issue 20 goal 1: Q1 within 1.1x the faster decode floor; Q2-Q5 at most 1.0x DuckDB on
+    the Parquet copy; peak RSS of Q1-Q4 at most 1.2x Parquet's. A goal whose inputs were not
+    measured is "n/a"."""
+    na = "n/a (not measured)"
+    goals = []
+
+    def med(e, q, key="median_query_s"):
+        return (cells.get(f"{e}/{q}") or {}).get(key)
+
+    for q, lim in DECODE_FLOOR_GOALS.items():
+        z, (fe, f) = med("zarrsql", q), decode_floor(cells, q)
+        r = ratio(z, f)
+        goals.append({"goal": f"{q} ≤ {lim:g}× decode floor (issue 20)", "query": q, "ratio": r,
+                      "measured": "—" if r is None else f"{r:.2f}× ({fmt_s(z)} vs {fmt_s(f)}, {fe})",
+                      "status": na if r is None else ("met" if r <= lim else "**MISSED**"),
+                      "met": None if r is None else r <= lim})
+    for q, lim in PARQUET_GOALS.items():
+        z, pq = med("zarrsql", q), med(PARQUET_ENGINE, q)
+        r = ratio(z, pq)
+        goals.append({"goal": f"{q} ≤ {lim:g}× Parquet (issue 20)", "query": q, "ratio": r,
+                      "measured": "—" if r is None else f"{r:.2f}× ({fmt_s(z)} vs {fmt_s(pq)})",
+                      "status": na if r is None else ("met" if r <= lim else "**MISSED**"),
+                      "met": None if r is None else r <= lim})
+    for q in RSS_GOAL_QUERIES:
+        zc, pc = cells.get(f"zarrsql/{q}") or {}, cells.get(f"{PARQUET_ENGINE}/{q}") or {}
+        z = zc.get("peak_rss_mb") if zc.get("median_query_s") is not None else None
+        pq = pc.get("peak_rss_mb") if pc.get("median_query_s") is not None else None
+        r = ratio(z, pq)
+        goals.append({"goal": f"{q} peak RSS ≤ {PARQUET_RSS_GOAL:g}× Parquet's (issue 20)", "query": q, "ratio": r,
+                      "measured": "—" if r is None else f"{r:.2f}× ({fmt_mb(z)} vs {fmt_mb(pq)})",
+                      "status": na if r is None else ("met" if r <= PARQUET_RSS_GOAL else "**MISSED**"),
+                      "met": None if r is None else r <= PARQUET_RSS_GOAL})
+    return goals
+
+
 def evaluate_goals(cells, engines) -> list[dict]:
     if "zarrsql" not in engines:
         return []
@@ -487,7 +580,7 @@ def evaluate_goals(cells, engines) -> list[dict]:
         else:
             status = "met" if r <= lim else "**MISSED**"
             m = f"{r:.2f}× ({fmt_s(z)} vs {fmt_s(f)}; incl. imports {ri:.2f}×)" if ri else f"{r:.2f}×"
-        goals.append({"goal": f"{q} ≤ {lim:g}× floor", "query": q, "ratio": r, "ratio_incl_imports": ri,
+        goals.append({"goal": f"{q} ≤ {lim:g}× floor (zarr-python)", "query": q, "ratio": r, "ratio_incl_imports": ri,
                       "measured": m, "status": status, "met": None if r is None else r <= lim})
     for q in RSS_GOAL_QUERIES:
         c = cells.get(f"zarrsql/{q}") or {}
@@ -499,6 +592,7 @@ def evaluate_goals(cells, engines) -> list[dict]:
             ok = rss <= RSS_GOAL_MB
             goals.append({"goal": f"{q} peak RSS ≤ {RSS_GOAL_MB:g} MB", "query": q, "measured": fmt_mb(rss),
                           "status": "met" if ok else "**MISSED**", "met": ok})
+    goals += issue20_goals(cells)
     qs = sorted({k.split("/")[1] for k in cells})
     for q in qs:
         z = med("zarrsql", q)
@@ -527,7 +621,13 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter for the child processes")
     ap.add_argument("--out", type=Path, default=None, help="JSON output (default results/era5[_quick].json)")
     ap.add_argument("--no-trace", action="store_true", help="skip the extra zarrsql.trace() runs")
+    H.add_load_arguments(ap)
     a = ap.parse_args(argv)
+    policy = H.policy_from_args(a)
+    if a.quick and a.load_retries == H.LoadPolicy.retries:
+        # a smoke run must end in about two minutes even on a busy machine
+        policy = H.LoadPolicy(max_foreign_cores=policy.max_foreign_cores, retries=1,
+                              quiet_wait_s=1.0, enabled=policy.enabled)
 
     if a.repeat is None:
         a.repeat = 1 if a.quick else 3
@@ -545,7 +645,8 @@ def main(argv=None) -> int:
 
     n_time = M.N_TIME_QUICK if a.quick else M.N_TIME_FULL
     store = M.default_out(a.quick)
-    parquet = store.with_suffix(".parquet")
+    parquet = M.parquet_path(store, "duckdb")
+    parquet_pa = M.parquet_path(store, "pyarrow")
     day = Q3_DAY_QUICK if a.quick else Q3_DAY_FULL
     out_json = a.out or RESULTS / ("era5_quick.json" if a.quick else "era5.json")
     out_md = out_json.with_suffix(".md")
@@ -553,9 +654,12 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     log("== building inputs (untimed)")
     M.build(store, n_time)
+    pq_files = []
     if "parquet+duckdb" in engines:
-        M.build_parquet(store, parquet)
-    warm([store] + ([parquet] if "parquet+duckdb" in engines else []))
+        pq_files.append(M.build_parquet(store, parquet, writer="duckdb"))
+    if "parquet.pyarrow+duckdb" in engines:
+        pq_files.append(M.build_parquet(store, parquet_pa, writer="pyarrow"))
+    warm([store] + pq_files)
     warm_imports(a.python, engines)
 
     zs_ok, zs_msg = (None, None)
@@ -566,6 +670,7 @@ def main(argv=None) -> int:
     runs: dict[str, list] = {f"{e}/{q}": [] for q in queries for e in engines if E.supports(e, q)}
     unsupported = [f"{e}/{q}" for q in queries for e in engines if not E.supports(e, q)]
     traces: dict[str, dict] = {}
+    discarded: dict[str, list] = {k: [] for k in runs}
     with tempfile.TemporaryDirectory(prefix="zarrsql-bench-") as work:
         for rep in range(a.repeat):
             order = engines[rep % len(engines):] + engines[:rep % len(engines)]
@@ -574,15 +679,24 @@ def main(argv=None) -> int:
                     if not E.supports(e, q):
                         continue
                     tag = f"{e.replace('+', '_')}_{q}_{rep}"
-                    r = run_child(a.python, e, q, store, parquet, day, work, tag, a.timeout)
+                    r, dropped = H.with_retries(
+                        lambda e=e, q=q, tag=tag: run_child(a.python, e, q, store, parquet, day, work, tag,
+                                                            a.timeout, policy=policy),
+                        policy, log)
                     r["rep"] = rep
                     runs[f"{e}/{q}"].append(r)
+                    discarded[f"{e}/{q}"] += [_run_summary(x, rep) for x in dropped]
                     status = (f"open+query {r['query_s']:.3f} s, imports {r['import_s']:.2f} s, "
                               f"{r['peak_rss_mb']:.0f} MB") if r.get("ok") else "FAILED: " + r.get("error", "?")[:200]
+                    ld = r["load"]
+                    if ld.get("foreign_cores") is not None:
+                        status += f", foreign {ld['foreign_cores']:.2f} cores"
+                    status += " (LOADED, kept: retries exhausted)" if ld.get("kept_although_loaded") else ""
                     log(f"  rep {rep + 1}/{a.repeat} {q} {e:22s} {status}")
         if "zarrsql" in engines and zs_ok and not a.no_trace:
             for q in [q for q in ("Q3", "Q6") if q in queries]:
-                r = run_child(a.python, "zarrsql", q, store, parquet, day, work, f"trace_{q}", a.timeout, trace=True)
+                r = run_child(a.python, "zarrsql", q, store, parquet, day, work, f"trace_{q}", a.timeout, trace=True,
+                              policy=policy)
                 traces[q] = r.get("trace") or {"error": r.get("error", "no trace recorded")}
                 log(f"  trace {q}: {traces[q]}")
 
@@ -600,6 +714,9 @@ def main(argv=None) -> int:
                 if key not in runs:  # the engine does not implement this query
                     continue
                 ok_runs = [r for r in runs[key] if r.get("ok")]
+                # the medians come from the runs without foreign load when there are any
+                clean = [r for r in ok_runs if not r["load"].get("kept_although_loaded")]
+                timed = clean or ok_runs
                 problems = []
                 for r in ok_runs:
                     if q == "Q4":
@@ -617,18 +734,19 @@ def main(argv=None) -> int:
                 else:
                     agreement = "reference" if e == ref_e and q != "Q4" else "ok"
 
-                def med(k, rs=ok_runs):
+                def med(k, rs=timed):
                     return statistics.median([r[k] for r in rs]) if rs else None
 
                 cells[key] = {
                     "engine": e, "query": q,
                     "median_query_s": med("query_s"), "median_import_s": med("import_s"),
-                    "min_query_s": min((r["query_s"] for r in ok_runs), default=None),
-                    "max_query_s": max((r["query_s"] for r in ok_runs), default=None),
+                    "min_query_s": min((r["query_s"] for r in timed), default=None),
+                    "max_query_s": max((r["query_s"] for r in timed), default=None),
                     "median_total_s": med("total_s"), "median_process_s": med("process_s"),
                     "peak_rss_mb": max((r["peak_rss_mb"] for r in ok_runs), default=None),
-                    "runs": [{k: r.get(k) for k in ("rep", "ok", "query_s", "import_s", "total_s", "process_s",
-                                                   "peak_rss_mb", "loadavg_1m", "error", "returncode")} for r in runs[key]],
+                    "loaded_in_median": len(timed) - len(clean) if not clean else 0,
+                    "discarded_runs": discarded[key],
+                    "runs": [_run_summary(r, r["rep"]) for r in runs[key]],
                     "digest": ok_runs[0]["digest"] if ok_runs else None,
                     "result_type": ok_runs[0].get("result_type") if ok_runs else None,
                     "agreement": agreement, "reference": ref_e,
@@ -656,11 +774,20 @@ def main(argv=None) -> int:
                   "(interpreter start, imports, query, result check). peak_rss_mb is the max over "
                   "repetitions of the child's peak RSS (VmHWM) right after the result was materialised. "
                   "min_query_s and max_query_s show the spread; loadavg_1m is the 1-minute load "
-                  "average when each child started.",
+                  "average when each child started; load is the load guard's record of the run "
+                  "(foreign CPU time while it ran, load averages before and after). Medians use the "
+                  "runs without foreign load; discarded_runs are the foreign-loaded attempts that "
+                  "were repeated.",
+        "load_guard": H.load_summary([r for rs in runs.values() for r in rs],
+                                     [r for rs in discarded.values() for r in rs], policy),
         "store": {"path": str(store), "path_rel": os.path.relpath(store, HERE.parent),
                   "shape": st_stamp["shape"], "chunks": st_stamp["chunks"],
                   "zstd_level": st_stamp["zstd_level"], "size_mb": M.du_mb(store)},
-        "parquet": {"path": str(parquet), "size_mb": parquet.stat().st_size / 1e6} if parquet.exists() else None,
+        "parquet": {"path": str(parquet), "size_mb": parquet.stat().st_size / 1e6,
+                    "writer": "DuckDB COPY ... TO (FORMAT parquet), defaults"} if parquet.exists() else None,
+        "parquet_pyarrow": {"path": str(parquet_pa), "size_mb": parquet_pa.stat().st_size / 1e6,
+                            "writer": "pyarrow ParquetWriter, zstd, one row group per day"}
+        if parquet_pa.exists() else None,
         "machine": machine_info(),
         "versions": versions(VERSIONED),
         "zarrsql_ready": zs_ok, "zarrsql_ready_error": None if zs_ok else zs_msg,
