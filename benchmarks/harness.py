@@ -267,15 +267,19 @@ def add_load_arguments(ap) -> None:
     ap.add_argument("--max-foreign-load", type=float, default=LoadPolicy.max_foreign_cores,
                     help="cores of foreign CPU use above which a run is discarded and repeated "
                          "(default %(default)s)")
-    ap.add_argument("--load-retries", type=int, default=LoadPolicy.retries,
-                    help="repeats of a foreign-loaded run before it is kept, marked (default %(default)s)")
+    ap.add_argument("--load-retries", type=int, default=None,
+                    help=f"repeats of a foreign-loaded run before it is kept, marked (default {LoadPolicy.retries}; "
+                         "1 with --quick)")
     ap.add_argument("--no-load-guard", action="store_true",
                     help="record the load but never discard or repeat a run")
 
 
-def policy_from_args(a) -> LoadPolicy:
-    return LoadPolicy(max_foreign_cores=a.max_foreign_load, retries=max(0, a.load_retries),
-                      enabled=not a.no_load_guard)
+def policy_from_args(a, *, quick: bool = False) -> LoadPolicy:
+    """The policy of ``add_load_arguments``' options. A quick (smoke) run retries once and
+    waits at most a second for quiet, so it ends in minutes even on a busy machine."""
+    retries = a.load_retries if a.load_retries is not None else (1 if quick else LoadPolicy.retries)
+    return LoadPolicy(max_foreign_cores=a.max_foreign_load, retries=max(0, retries),
+                      quiet_wait_s=1.0 if quick else LoadPolicy.quiet_wait_s, enabled=not a.no_load_guard)
 
 
 # --------------------------------------------------------------------------- disk and page cache
