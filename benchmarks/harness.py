@@ -88,9 +88,15 @@ def machine_info() -> dict:
     except Exception:  # noqa: BLE001
         pass
     try:
-        info["zarrsql_git"] = subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=10).stdout.strip() or None
+        info["zarrsql_git"] = (
+            subprocess.run(
+                ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            or None
+        )
     except Exception:  # noqa: BLE001
         info["zarrsql_git"] = None
     return info
@@ -216,9 +222,12 @@ def run_guarded(cmd, *, timeout: float, policy: LoadPolicy = LoadPolicy(), **pop
     foreign = None if b0 is None or b1 is None else max(0.0, (b1 - b0) - child - (s1 - s0))
     return GuardedRun(
         returncode="timeout" if killed.is_set() else proc.returncode,
-        wall_s=wall, child_cpu_s=child, foreign_cpu_s=foreign,
+        wall_s=wall,
+        child_cpu_s=child,
+        foreign_cpu_s=foreign,
         foreign_cores=None if foreign is None else foreign / wall,
-        loadavg_before=la0, loadavg_after=os.getloadavg(),
+        loadavg_before=la0,
+        loadavg_after=os.getloadavg(),
         foreign_loaded=is_foreign_loaded(foreign, wall, policy),
     )
 
@@ -239,8 +248,10 @@ def with_retries(attempt, policy: LoadPolicy, log=None) -> tuple[dict, list[dict
             return rec, discarded
         discarded.append(rec)
         if log is not None:
-            log(f"    foreign load {load.get('foreign_cores', 0):.2f} cores: run discarded, retrying "
-                f"({len(discarded)}/{policy.retries})")
+            log(
+                f"    foreign load {load.get('foreign_cores', 0):.2f} cores: run discarded, retrying "
+                f"({len(discarded)}/{policy.retries})"
+            )
         time.sleep(policy.pause_s)
 
 
@@ -256,30 +267,40 @@ def load_summary(kept: list[dict], discarded: list[dict], policy: LoadPolicy) ->
         "max_foreign_cores_kept": max(fc) if fc else None,
         "median_foreign_cores_kept": sorted(fc)[len(fc) // 2] if fc else None,
         "method": "foreign CPU = busy time of /proc/stat (user+nice+system+irq+softirq+steal) during "
-                  "the child's life - the child's rusage (wait4, its threads and waited-for children) - "
-                  "the harness's own; foreign-loaded when it exceeds max(min_foreign_s, "
-                  "max_foreign_cores x wall)",
+        "the child's life - the child's rusage (wait4, its threads and waited-for children) - "
+        "the harness's own; foreign-loaded when it exceeds max(min_foreign_s, "
+        "max_foreign_cores x wall)",
     }
 
 
 def add_load_arguments(ap) -> None:
     """The load guard's command-line options, the same in every benchmark script."""
-    ap.add_argument("--max-foreign-load", type=float, default=LoadPolicy.max_foreign_cores,
-                    help="cores of foreign CPU use above which a run is discarded and repeated "
-                         "(default %(default)s)")
-    ap.add_argument("--load-retries", type=int, default=None,
-                    help=f"repeats of a foreign-loaded run before it is kept, marked (default {LoadPolicy.retries}; "
-                         "1 with --quick)")
-    ap.add_argument("--no-load-guard", action="store_true",
-                    help="record the load but never discard or repeat a run")
+    ap.add_argument(
+        "--max-foreign-load",
+        type=float,
+        default=LoadPolicy.max_foreign_cores,
+        help="cores of foreign CPU use above which a run is discarded and repeated (default %(default)s)",
+    )
+    ap.add_argument(
+        "--load-retries",
+        type=int,
+        default=None,
+        help=f"repeats of a foreign-loaded run before it is kept, marked (default {LoadPolicy.retries}; "
+        "1 with --quick)",
+    )
+    ap.add_argument("--no-load-guard", action="store_true", help="record the load but never discard or repeat a run")
 
 
 def policy_from_args(a, *, quick: bool = False) -> LoadPolicy:
     """The policy of ``add_load_arguments``' options. A quick (smoke) run retries once and
     waits at most a second for quiet, so it ends in minutes even on a busy machine."""
     retries = a.load_retries if a.load_retries is not None else (1 if quick else LoadPolicy.retries)
-    return LoadPolicy(max_foreign_cores=a.max_foreign_load, retries=max(0, retries),
-                      quiet_wait_s=1.0 if quick else LoadPolicy.quiet_wait_s, enabled=not a.no_load_guard)
+    return LoadPolicy(
+        max_foreign_cores=a.max_foreign_load,
+        retries=max(0, retries),
+        quiet_wait_s=1.0 if quick else LoadPolicy.quiet_wait_s,
+        enabled=not a.no_load_guard,
+    )
 
 
 # --------------------------------------------------------------------------- disk and page cache

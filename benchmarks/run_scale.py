@@ -79,8 +79,12 @@ def warm_run(path: Path, run) -> dict:
     if rewarmed:
         H.warm([path])
     rec = run()
-    rec["page_cache"] = {"input": path.name, "resident_before": before, "rewarmed": rewarmed,
-                         "resident_at_start": H.resident_fraction([path]) if rewarmed else before}
+    rec["page_cache"] = {
+        "input": path.name,
+        "resident_before": before,
+        "rewarmed": rewarmed,
+        "resident_at_start": H.resident_fraction([path]) if rewarmed else before,
+    }
     return rec
 
 
@@ -102,9 +106,14 @@ def cell_of(runs: list[dict], discarded: list[dict]) -> dict:
         "peak_rss_mb": max((r["peak_rss_mb"] for r in ok), default=None),
         "loaded_in_median": 0 if clean else len(timed),
         "runs": [{**R._run_summary(r, r["rep"]), "page_cache": r.get("page_cache")} for r in runs],
-        "min_resident_at_start": min((r["page_cache"]["resident_at_start"] for r in runs
-                                      if (r.get("page_cache") or {}).get("resident_at_start") is not None),
-                                     default=None),
+        "min_resident_at_start": min(
+            (
+                r["page_cache"]["resident_at_start"]
+                for r in runs
+                if (r.get("page_cache") or {}).get("resident_at_start") is not None
+            ),
+            default=None,
+        ),
         "rewarmed_runs": sum(1 for r in runs if (r.get("page_cache") or {}).get("rewarmed")),
         "discarded_runs": discarded,
         "errors": [r.get("error", "?") for r in runs if not r.get("ok")],
@@ -132,45 +141,64 @@ def evaluate(cells, engines, queries) -> tuple[dict, list[dict]]:
 
 
 def _goal(text, q, r, lim) -> dict:
-    return {"goal": text, "query": q, "ratio": r, "measured": "—" if r is None else f"{r:.2f}×",
-            "status": "n/a (not measured)" if r is None else ("met" if r <= lim else "**MISSED**"),
-            "met": None if r is None else r <= lim}
+    return {
+        "goal": text,
+        "query": q,
+        "ratio": r,
+        "measured": "—" if r is None else f"{r:.2f}×",
+        "status": "n/a (not measured)" if r is None else ("met" if r <= lim else "**MISSED**"),
+        "met": None if r is None else r <= lim,
+    }
 
 
 def markdown(doc) -> str:
     L = ["# Scale: the ERA5-like store and a 10× longer one", ""]
     s1, s10 = doc["stores"]["1"], doc["stores"][str(SCALE)]
     c = doc["conditions"]
-    L.append(f"1× `{s1['path_rel']}`: {s1['n_time']:,} hourly steps, {s1['size_mb']:,.0f} MB (Parquet "
-             f"{s1['parquet_mb']:,.0f} MB); {SCALE}× `{s10['path_rel']}`: {s10['n_time']:,} hourly steps, "
-             f"{s10['size_mb']:,.0f} MB (Parquet {s10['parquet_mb']:,.0f} MB). {doc['repeat']} repetition"
-             f"{'s' if doc['repeat'] != 1 else ''} per cell, each a fresh process, interleaved over engines and "
-             "stores; open + query, imports excluded; peak RSS = the child's VmHWM.")
+    L.append(
+        f"1× `{s1['path_rel']}`: {s1['n_time']:,} hourly steps, {s1['size_mb']:,.0f} MB (Parquet "
+        f"{s1['parquet_mb']:,.0f} MB); {SCALE}× `{s10['path_rel']}`: {s10['n_time']:,} hourly steps, "
+        f"{s10['size_mb']:,.0f} MB (Parquet {s10['parquet_mb']:,.0f} MB). {doc['repeat']} repetition"
+        f"{'s' if doc['repeat'] != 1 else ''} per cell, each a fresh process, interleaved over engines and "
+        "stores; open + query, imports excluded; peak RSS = the child's VmHWM."
+    )
     L.append("")
     d = c["disk"]
-    L.append(f"Conditions: warm page cache — every file read once before timing, and an input read "
-             f"again before a run when less than {WARM_ENOUGH:.1%} of it was in the page cache "
-             f"({c['rewarmed_runs']} runs); at the start of a run at least "
-             f"{_pct(c['min_resident_at_start'])} of its input was resident (mincore); of all inputs "
-             f"{_pct(c['resident_before'])} before the timed runs, {_pct(c['resident_after'])} after. Disk `{d.get('device')}` ({d.get('fstype')}, "
-             f"{'rotational' if d.get('rotational') else 'non-rotational'} as the kernel reports it), "
-             f"{d.get('free_gb')} GB free; RAM {d.get('memtotal_gb')} GB, {d.get('memavailable_gb')} GB "
-             f"available at the start. {doc['machine'].get('cpu_count')} CPUs.")
+    L.append(
+        f"Conditions: warm page cache — every file read once before timing, and an input read "
+        f"again before a run when less than {WARM_ENOUGH:.1%} of it was in the page cache "
+        f"({c['rewarmed_runs']} runs); at the start of a run at least "
+        f"{_pct(c['min_resident_at_start'])} of its input was resident (mincore); of all inputs "
+        f"{_pct(c['resident_before'])} before the timed runs, {_pct(c['resident_after'])} after. "
+        f"Disk `{d.get('device')}` ({d.get('fstype')}, "
+        f"{'rotational' if d.get('rotational') else 'non-rotational'} as the kernel reports it), "
+        f"{d.get('free_gb')} GB free; RAM {d.get('memtotal_gb')} GB, {d.get('memavailable_gb')} GB "
+        f"available at the start. {doc['machine'].get('cpu_count')} CPUs."
+    )
     L.append("")
-    L.append("| query | engine | 1× (median · peak RSS) | " + f"{SCALE}× (median · peak RSS) | time {SCALE}×/1× | "
-             f"RSS {SCALE}×/1× | CPU time {SCALE}×/1× |")
+    L.append(
+        "| query | engine | 1× (median · peak RSS) | " + f"{SCALE}× (median · peak RSS) | time {SCALE}×/1× | "
+        f"RSS {SCALE}×/1× | CPU time {SCALE}×/1× |"
+    )
     L.append("|---|---|---|---|---|---|---|")
     for q in doc["queries"]:
         for e in doc["engines"]:
             r = doc["ratios"][f"{e}/{q}"]
-            row = [f"{q} {E.QUERIES[q]['title']}", e, R.cell_text(doc["cells"].get(f"{e}/{q}/1")),
-                   R.cell_text(doc["cells"].get(f"{e}/{q}/{SCALE}")),
-                   "—" if r["time"] is None else f"{r['time']:.2f}×", "—" if r["rss"] is None else f"{r['rss']:.2f}×",
-                   "—" if r.get("cpu") is None else f"{r['cpu']:.2f}×"]
+            row = [
+                f"{q} {E.QUERIES[q]['title']}",
+                e,
+                R.cell_text(doc["cells"].get(f"{e}/{q}/1")),
+                R.cell_text(doc["cells"].get(f"{e}/{q}/{SCALE}")),
+                "—" if r["time"] is None else f"{r['time']:.2f}×",
+                "—" if r["rss"] is None else f"{r['rss']:.2f}×",
+                "—" if r.get("cpu") is None else f"{r['cpu']:.2f}×",
+            ]
             L.append("| " + " | ".join(row) + " |")
     L.append("")
-    L.append("† repetitions spread by more than 1.5×; ‡ every attempt of a run was under foreign load. "
-             "CPU time: the timed region's CPU seconds over all threads, which move little under load.")
+    L.append(
+        "† repetitions spread by more than 1.5×; ‡ every attempt of a run was under foreign load. "
+        "CPU time: the timed region's CPU seconds over all threads, which move little under load."
+    )
     L.append("")
     R.load_markdown(doc, L)
     if doc["goals"]:
@@ -180,16 +208,18 @@ def markdown(doc) -> str:
         L.append("|---|---|---|")
         L.extend(f"| {g['goal']} | {g['measured']} | {g['status']} |" for g in doc["goals"])
         L.append("")
-        L.append(f"Q5 returns every row: its result is {SCALE}× larger, so its peak RSS grows with it and "
-                 "is not judged.")
+        L.append(
+            f"Q5 returns every row: its result is {SCALE}× larger, so its peak RSS grows with it and is not judged."
+        )
         L.append("")
     L.append("## Do the engines agree?")
     L.append("")
     if doc["disagreements"]:
         L.append("**ENGINES DISAGREE:**")
         L.append("")
-        L.extend(f"- **{x['engine']} {x['query']} {x['scale']}×**: " + "; ".join(x["problems"])
-                 for x in doc["disagreements"])
+        L.extend(
+            f"- **{x['engine']} {x['query']} {x['scale']}×**: " + "; ".join(x["problems"]) for x in doc["disagreements"]
+        )
     else:
         L.append(f"Yes: every successful run matches {doc['reference']} on the same store.")
     L.append("")
@@ -243,59 +273,101 @@ def main(argv=None) -> int:
                         tag = f"{e.replace('+', '_')}_{q}_{k}_{rep}"
                         r, dropped = H.with_retries(
                             lambda e=e, q=q, s=s, tag=tag: warm_run(
-                                _input_of(e, s), lambda: R.run_child(
-                                    a.python, e, q, s["store"], s["parquet"], day, work, tag, a.timeout,
-                                    policy=policy)),
-                            policy, R.log)
+                                _input_of(e, s),
+                                lambda: R.run_child(
+                                    a.python, e, q, s["store"], s["parquet"], day, work, tag, a.timeout, policy=policy
+                                ),
+                            ),
+                            policy,
+                            R.log,
+                        )
                         r["rep"] = rep
                         runs[f"{e}/{q}/{k}"].append(r)
                         discarded[f"{e}/{q}/{k}"] += [R._run_summary(x, rep) for x in dropped]
                         ld = r["load"]
-                        R.log(f"  rep {rep + 1}/{repeat} {q} {k:>2}× {e:16s} "
-                              + (f"{r['query_s']:.3f} s, {r['peak_rss_mb']:.0f} MB" if r.get("ok")
-                                 else "FAILED: " + r.get("error", "?")[:200])
-                              + (f", foreign {ld['foreign_cores']:.2f} cores" if ld.get("foreign_cores") is not None
-                                 else ""))
+                        R.log(
+                            f"  rep {rep + 1}/{repeat} {q} {k:>2}× {e:16s} "
+                            + (
+                                f"{r['query_s']:.3f} s, {r['peak_rss_mb']:.0f} MB"
+                                if r.get("ok")
+                                else "FAILED: " + r.get("error", "?")[:200]
+                            )
+                            + (
+                                f", foreign {ld['foreign_cores']:.2f} cores"
+                                if ld.get("foreign_cores") is not None
+                                else ""
+                            )
+                        )
         disagreements = []
         for q in queries:
             for k in st:
                 ref_runs = [r for r in runs.get(f"{REFERENCE}/{q}/{k}", []) if r.get("ok")]
-                ref_e = REFERENCE if ref_runs else next(
-                    (e for e in engines if any(r.get("ok") for r in runs[f"{e}/{q}/{k}"])), None)
+                ref_e = (
+                    REFERENCE
+                    if ref_runs
+                    else next((e for e in engines if any(r.get("ok") for r in runs[f"{e}/{q}/{k}"])), None)
+                )
                 if ref_e is None:
                     continue
                 ref = next(r for r in runs[f"{ref_e}/{q}/{k}"] if r.get("ok"))
                 for e in engines:
-                    problems = [f"rep {r['rep'] + 1}: {p}" for r in runs[f"{e}/{q}/{k}"] if r.get("ok")
-                                for p in compare(q, ref, r)]
+                    problems = [
+                        f"rep {r['rep'] + 1}: {p}"
+                        for r in runs[f"{e}/{q}/{k}"]
+                        if r.get("ok")
+                        for p in compare(q, ref, r)
+                    ]
                     if problems:
-                        disagreements.append({"engine": e, "query": q, "scale": k, "reference": ref_e,
-                                              "problems": problems[:8]})
+                        disagreements.append(
+                            {"engine": e, "query": q, "scale": k, "reference": ref_e, "problems": problems[:8]}
+                        )
     resident_after = H.resident_fraction(inputs)
     cells = {key: cell_of(runs[key], discarded[key]) for key in runs}
     ratios, goals = evaluate(cells, engines, queries)
     doc = {
-        "benchmark": "scale", "quick": a.quick, "repeat": repeat, "engines": engines, "queries": queries,
-        "reference": REFERENCE, "q3_day": day,
-        "stores": {str(k): {"path": str(s["store"]), "path_rel": str(s["store"].relative_to(HERE.parent)),
-                            "n_time": s["n_time"], "size_mb": M.du_mb(s["store"]),
-                            "parquet": str(s["parquet"]), "parquet_mb": s["parquet"].stat().st_size / 1e6}
-                   for k, s in st.items()},
-        "conditions": {"page_cache": "warm: every input file read once (harness.warm) before the timed runs, "
-                                     "and its residency checked (mincore) before every run: an input with less "
-                                     f"than {WARM_ENOUGH:.1%} of its bytes in the page cache is read again first",
-                       "rewarmed_runs": sum(c["rewarmed_runs"] for c in cells.values()),
-                       "min_resident_at_start": min((c["min_resident_at_start"] for c in cells.values()
-                                                     if c["min_resident_at_start"] is not None), default=None),
-                       "resident_before": resident_before, "resident_after": resident_after,
-                       "disk": H.disk_info(st[1]["store"].parent)},
+        "benchmark": "scale",
+        "quick": a.quick,
+        "repeat": repeat,
+        "engines": engines,
+        "queries": queries,
+        "reference": REFERENCE,
+        "q3_day": day,
+        "stores": {
+            str(k): {
+                "path": str(s["store"]),
+                "path_rel": str(s["store"].relative_to(HERE.parent)),
+                "n_time": s["n_time"],
+                "size_mb": M.du_mb(s["store"]),
+                "parquet": str(s["parquet"]),
+                "parquet_mb": s["parquet"].stat().st_size / 1e6,
+            }
+            for k, s in st.items()
+        },
+        "conditions": {
+            "page_cache": "warm: every input file read once (harness.warm) before the timed runs, "
+            "and its residency checked (mincore) before every run: an input with less "
+            f"than {WARM_ENOUGH:.1%} of its bytes in the page cache is read again first",
+            "rewarmed_runs": sum(c["rewarmed_runs"] for c in cells.values()),
+            "min_resident_at_start": min(
+                (c["min_resident_at_start"] for c in cells.values() if c["min_resident_at_start"] is not None),
+                default=None,
+            ),
+            "resident_before": resident_before,
+            "resident_after": resident_after,
+            "disk": H.disk_info(st[1]["store"].parent),
+        },
         "timing": "median_query_s: open + query + materialised result in a fresh process, imports excluded; "
-                  "peak_rss_mb: max over repetitions of the child's VmHWM; medians from the runs without "
-                  "foreign load when a cell has any",
-        "machine": H.machine_info(), "versions": H.versions(VERSIONED),
-        "load_guard": H.load_summary([r for rs in runs.values() for r in rs],
-                                     [r for rs in discarded.values() for r in rs], policy),
-        "cells": cells, "ratios": ratios, "goals": goals, "disagreements": disagreements,
+        "peak_rss_mb: max over repetitions of the child's VmHWM; medians from the runs without "
+        "foreign load when a cell has any",
+        "machine": H.machine_info(),
+        "versions": H.versions(VERSIONED),
+        "load_guard": H.load_summary(
+            [r for rs in runs.values() for r in rs], [r for rs in discarded.values() for r in rs], policy
+        ),
+        "cells": cells,
+        "ratios": ratios,
+        "goals": goals,
+        "disagreements": disagreements,
     }
     doc["wall_s"] = time.perf_counter() - t_start
     out_json.parent.mkdir(parents=True, exist_ok=True)
