@@ -88,10 +88,7 @@ QUERIES: dict[str, dict] = {
     },
     "Q6": {
         "title": "point time series (lat 45, lon 90)",
-        "sql": (
-            "SELECT time, t2m FROM {src} "
-            f"WHERE latitude = {Q6_POINT[0]} AND longitude = {Q6_POINT[1]}"
-        ),
+        "sql": (f"SELECT time, t2m FROM {{src}} WHERE latitude = {Q6_POINT[0]} AND longitude = {Q6_POINT[1]}"),
         "columns": ["time", "t2m"],
         "sort": ["time"],
     },
@@ -370,7 +367,7 @@ class _RawArray:
         def one(ci):
             with open(self.chunk_file((ci,) + (0,) * (len(self.shape) - 1)), "rb") as fh:
                 data = fh.read()
-            self.decoder.into(data, buf[(ci - c0) * ct:(ci - c0 + 1) * ct])
+            self.decoder.into(data, buf[(ci - c0) * ct : (ci - c0 + 1) * ct])
 
         list(pool.map(one, range(c0, c1)))
         return buf[: min(self.shape[0], c1 * ct) - c0 * ct]
@@ -412,8 +409,11 @@ def run_decode_floor(engine: str, query: str, store: str, parquet: str, day: str
         if query == "Q2":
             a = t2m.read_time_chunks(0, n_chunks, pool)
             lat, lon = g["latitude"][:], g["longitude"][:]
-            return {"latitude": np.repeat(lat, lon.size), "longitude": np.tile(lon, lat.size),
-                    "avg_t2m": a.mean(axis=0, dtype=np.float64).ravel()}
+            return {
+                "latitude": np.repeat(lat, lon.size),
+                "longitude": np.tile(lon, lat.size),
+                "avg_t2m": a.mean(axis=0, dtype=np.float64).ravel(),
+            }
         if query in ("Q3", "Q6"):
             ts, ys, xs = floor_index_ranges(g, query, day)
             if ts.stop <= ts.start:
@@ -422,15 +422,18 @@ def run_decode_floor(engine: str, query: str, store: str, parquet: str, day: str
                 ct = t2m.chunks[0]
                 c0, c1 = ts.start // ct, (ts.stop - 1) // ct + 1
                 a = t2m.read_time_chunks(c0, c1, pool)
-                sub = a[ts.start - c0 * ct:ts.stop - c0 * ct, ys, xs]
+                sub = a[ts.start - c0 * ct : ts.stop - c0 * ct, ys, xs]
             if query == "Q3":
                 return {"avg_t2m": np.array([sub.mean(dtype=np.float64) if sub.size else np.nan])}
             return {"time": _decode_time(g["time"]), "t2m": sub[:, 0, 0]}
         if query == "Q4":
             lon = g["longitude"][:]
             n = min(Q4_LIMIT, lon.size)
-            out = {"time": np.repeat(_decode_time(g["time"])[:1], n),
-                   "latitude": np.repeat(g["latitude"][:][:1], n), "longitude": lon[:n]}
+            out = {
+                "time": np.repeat(_decode_time(g["time"])[:1], n),
+                "latitude": np.repeat(g["latitude"][:][:1], n),
+                "longitude": lon[:n],
+            }
             for v in ("t2m", "u10", "v10"):
                 out[v] = g[v].read_time_chunks(0, 1, pool)[0, 0, :n]
             return out
@@ -630,8 +633,11 @@ def _slices(result, name):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        col = result.column(result.column_names.index(name) if name in result.column_names
-                            else [c.lower() for c in result.column_names].index(name))
+        col = result.column(
+            result.column_names.index(name)
+            if name in result.column_names
+            else [c.lower() for c in result.column_names].index(name)
+        )
         pieces = []
         for ch in col.chunks:
             if ch.null_count:
@@ -639,7 +645,7 @@ def _slices(result, name):
             pieces.append(ch.to_numpy(zero_copy_only=False))
     for a in pieces:
         for lo in range(0, a.size, step):
-            yield a[lo:lo + step]
+            yield a[lo : lo + step]
 
 
 def digest_large(result, query: str) -> dict:
@@ -662,8 +668,13 @@ def digest_large(result, query: str) -> dict:
                 ss += float(np.dot(f, f))
                 lo, hi = min(lo, float(f.min())), max(hi, float(f.max()))
         finite = n - nulls
-        d["columns"][name] = {"sum": s if finite else None, "sumsq": ss if finite else None,
-                              "min": lo if finite else None, "max": hi if finite else None, "nulls": nulls}
+        d["columns"][name] = {
+            "sum": s if finite else None,
+            "sumsq": ss if finite else None,
+            "min": lo if finite else None,
+            "max": hi if finite else None,
+            "nulls": nulls,
+        }
         d["rows"] = n
     return d
 
