@@ -13,7 +13,8 @@ Timing, measured inside the child with ``time.perf_counter``:
                 result (an Arrow table for the SQL engines, numpy arrays or an Arrow
                 table for the floor) — the "cold process, open + first query" number
                 of the anchors;
-* ``total_s``   import_s + query_s.
+* ``total_s``   import_s + query_s;
+* ``query_cpu_s`` the CPU time (all threads, user + system) of the query_s region.
 
 ``peak_rss_mb`` is the process's peak RSS (``VmHWM``) taken right after the result is
 materialised (so it includes the imports but not the result checking below).
@@ -87,10 +88,7 @@ QUERIES: dict[str, dict] = {
     },
     "Q6": {
         "title": "point time series (lat 45, lon 90)",
-        "sql": (
-            "SELECT time, t2m FROM {src} "
-            f"WHERE latitude = {Q6_POINT[0]} AND longitude = {Q6_POINT[1]}"
-        ),
+        "sql": (f"SELECT time, t2m FROM {{src}} WHERE latitude = {Q6_POINT[0]} AND longitude = {Q6_POINT[1]}"),
         "columns": ["time", "t2m"],
         "sort": ["time"],
     },
@@ -98,22 +96,28 @@ QUERIES: dict[str, dict] = {
 
 ENGINES = [
     "floor",
+    "floor.numcodecs",
+    "floor.zstandard",
     "xarray.sel",
     "xarray+duckdb",
     "xarray-sql+duckdb",
     "xarray-sql+datafusion",
     "parquet+duckdb",
+    "parquet.pyarrow+duckdb",
     "zarrsql",
 ]
 
 # What each engine imports before its clock for open + query starts.
 ENGINE_IMPORTS = {
     "floor": ["numpy", "zarr", "pyarrow"],
+    "floor.numcodecs": ["numpy", "numcodecs", "numcodecs.zstd", "pyarrow", "concurrent.futures"],
+    "floor.zstandard": ["numpy", "zstandard", "pyarrow", "concurrent.futures"],
     "xarray.sel": ["numpy", "xarray", "zarr"],
     "xarray+duckdb": ["numpy", "pandas", "xarray", "zarr", "duckdb", "pyarrow"],
     "xarray-sql+duckdb": ["numpy", "xarray", "zarr", "xarray_sql", "duckdb", "pyarrow"],
     "xarray-sql+datafusion": ["numpy", "xarray", "zarr", "xarray_sql", "datafusion", "pyarrow"],
     "parquet+duckdb": ["duckdb", "pyarrow"],
+    "parquet.pyarrow+duckdb": ["duckdb", "pyarrow"],
     # `import zarrsql` is lazy (the engine loads on first use): import what `connect()` loads,
     # as eager `import zarrsql` did, so the clock starts after the same libraries as the others'
     "zarrsql": ["zarrsql", "zarrsql.engine.api", "zarrsql.engine.connection"],
@@ -132,6 +136,7 @@ def supports(engine: str, query: str) -> bool:
 
 
 SMALL_RESULT_ROWS = 200_000  # results up to this size are saved whole for comparison
+LARGE_RESULT_QUERIES = ("Q5",)  # compared through digest_large only (order-free, piecewise)
 
 
 def sql_for(query: str, src: str, day: str) -> str:
@@ -269,6 +274,180 @@ def run_floor(query: str, store: str, parquet: str, day: str):
     raise KeyError(query)
 
 
+# --------------------------------------------------------------------------- decode floors
+# What a hand-written reader of this store can do: read each chunk file, zstd-decode it into
+# its slot of a preallocated array, DECODE_THREADS threads, then numpy. No zarr-python in the
+# loop (its asyncio pipeline costs more than the decoding, see docs/benchmarks.md "Why the old
+# harness disagreed"). Two zstd bindings: numcodecs (what zarr-python uses) and zstandard.
+DECODE_THREADS = 2
+
+
+class _ZstdNumcodecs:
+    """numcodecs' Zstd, decoding straight into the destination buffer (no copy)."""
+
+    def __init__(self):
+        from numcodecs import Zstd
+
+        self._codec = Zstd()
+
+    def into(self, data: bytes, out) -> None:
+        self._codec.decode(data, out=out)
+
+
+class _ZstdZstandard:
+    """python-zstandard, reading the frame into the destination buffer (readinto, no copy).
+    One decompression context per thread: a context is not safe to share between threads."""
+
+    def __init__(self):
+        import threading
+
+        self._local = threading.local()
+
+    def into(self, data: bytes, out) -> None:
+        import zstandard
+
+        d = getattr(self._local, "d", None)
+        if d is None:
+            d = self._local.d = zstandard.ZstdDecompressor()
+        mv = memoryview(out).cast("B")
+        with d.stream_reader(data) as r:
+            pos = 0
+            while pos < len(mv):
+                k = r.readinto(mv[pos:])
+                if not k:
+                    break
+                pos += k
+        if pos != len(mv):
+            raise ValueError(f"decode floor: a chunk decoded to {pos} bytes, expected {len(mv)}")
+
+
+DECODERS = {"floor.numcodecs": _ZstdNumcodecs, "floor.zstandard": _ZstdZstandard}
+
+
+class _RawArray:
+    """One array of the store read without zarr-python: its zarr.json, its chunk files.
+
+    Only the layout make_era5.py writes is accepted (regular grid, default chunk keys with
+    "/", bytes little-endian + zstd): anything else is an error, never a wrong answer.
+    """
+
+    _DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4"}
+
+    def __init__(self, root, name: str, decoder):
+        import json as _json
+        from pathlib import Path
+
+        self.dir = Path(root) / name
+        meta = _json.loads((self.dir / "zarr.json").read_text())
+        codecs = [c["name"] for c in meta["codecs"]]
+        endian = meta["codecs"][0].get("configuration", {}).get("endian", "little")
+        sep = meta["chunk_key_encoding"].get("configuration", {}).get("separator", "/")
+        if codecs != ["bytes", "zstd"] or endian != "little" or sep != "/" or meta["data_type"] not in self._DTYPES:
+            raise ValueError(f"decode floor: {self.dir} is not a bytes+zstd array with '/' chunk keys")
+        self.shape = tuple(meta["shape"])
+        self.chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
+        self.dtype = self._DTYPES[meta["data_type"]]
+        self.attrs = meta.get("attributes", {})
+        self.decoder = decoder
+
+    def chunk_file(self, idx) -> str:
+        return str(self.dir / "c" / "/".join(str(i) for i in idx))
+
+    def read_time_chunks(self, c0: int, c1: int, pool):
+        """Chunks c0..c1-1 along the first axis (the others are single chunks) decoded into
+        one preallocated array, the thread pool decoding one chunk per task. Returns the
+        (rows, ...) view of the valid rows (the last chunk of a grid may be partial)."""
+        import numpy as np
+
+        if any(c != s for c, s in zip(self.chunks[1:], self.shape[1:], strict=True)):
+            raise ValueError(f"decode floor: {self.dir} is chunked along more than its first axis")
+        ct = self.chunks[0]
+        buf = np.empty(((c1 - c0) * ct, *self.shape[1:]), dtype=self.dtype)
+
+        def one(ci):
+            with open(self.chunk_file((ci,) + (0,) * (len(self.shape) - 1)), "rb") as fh:
+                data = fh.read()
+            self.decoder.into(data, buf[(ci - c0) * ct : (ci - c0 + 1) * ct])
+
+        list(pool.map(one, range(c0, c1)))
+        return buf[: min(self.shape[0], c1 * ct) - c0 * ct]
+
+    def __getitem__(self, key):
+        """``a[:]`` of a small array (coordinates): every chunk, in this thread."""
+        if key != slice(None) or len(self.shape) != 1:
+            raise KeyError("decode floor: only a[:] of a 1-d array is supported")
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            return self.read_time_chunks(0, -(-self.shape[0] // self.chunks[0]), pool)
+
+
+class _RawGroup:
+    def __init__(self, root, decoder):
+        self.root, self.decoder, self._arrays = root, decoder, {}
+
+    def __getitem__(self, name):
+        if name not in self._arrays:
+            self._arrays[name] = _RawArray(self.root, name, self.decoder)
+        return self._arrays[name]
+
+
+def run_decode_floor(engine: str, query: str, store: str, parquet: str, day: str):
+    """The decode floor: chunk files -> zstd (DECODERS[engine]) -> preallocated arrays,
+    DECODE_THREADS threads; the reductions in numpy float64 like the zarr-python floor."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    g = _RawGroup(store, DECODERS[engine]())
+    with ThreadPoolExecutor(DECODE_THREADS) as pool:
+        t2m = g["t2m"]
+        n_chunks = -(-t2m.shape[0] // t2m.chunks[0])
+        if query == "Q1":
+            a = t2m.read_time_chunks(0, n_chunks, pool)
+            return {"avg_t2m": np.array([a.mean(dtype=np.float64)])}
+        if query == "Q2":
+            a = t2m.read_time_chunks(0, n_chunks, pool)
+            lat, lon = g["latitude"][:], g["longitude"][:]
+            return {
+                "latitude": np.repeat(lat, lon.size),
+                "longitude": np.tile(lon, lat.size),
+                "avg_t2m": a.mean(axis=0, dtype=np.float64).ravel(),
+            }
+        if query in ("Q3", "Q6"):
+            ts, ys, xs = floor_index_ranges(g, query, day)
+            if ts.stop <= ts.start:
+                sub = np.empty((0,), np.float32)
+            else:
+                ct = t2m.chunks[0]
+                c0, c1 = ts.start // ct, (ts.stop - 1) // ct + 1
+                a = t2m.read_time_chunks(c0, c1, pool)
+                sub = a[ts.start - c0 * ct : ts.stop - c0 * ct, ys, xs]
+            if query == "Q3":
+                return {"avg_t2m": np.array([sub.mean(dtype=np.float64) if sub.size else np.nan])}
+            return {"time": _decode_time(g["time"]), "t2m": sub[:, 0, 0]}
+        if query == "Q4":
+            lon = g["longitude"][:]
+            n = min(Q4_LIMIT, lon.size)
+            out = {
+                "time": np.repeat(_decode_time(g["time"])[:1], n),
+                "latitude": np.repeat(g["latitude"][:][:1], n),
+                "longitude": lon[:n],
+            }
+            for v in ("t2m", "u10", "v10"):
+                out[v] = g[v].read_time_chunks(0, 1, pool)[0, 0, :n]
+            return out
+        if query == "Q5":
+            import pyarrow as pa
+
+            def arrow(a):
+                a = a.reshape(-1)  # the valid prefix of a C-contiguous buffer: no copy
+                return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), a.size, [None, pa.py_buffer(a)])
+
+            return pa.table({v: arrow(g[v].read_time_chunks(0, n_chunks, pool)) for v in ("t2m", "u10", "v10")})
+    raise KeyError(query)
+
+
 # --------------------------------------------------------------------------- xarray .sel
 def run_xarray_sel(query: str, store: str, parquet: str, day: str):
     """The idiomatic xarray path for coordinate selections (Q3 and Q6 only).
@@ -341,6 +520,11 @@ def run_parquet_duckdb(query, store, parquet, day):
     return _to_arrow_table(con.sql(sql_for(query, f"read_parquet({_sql_str(parquet)})", day)))
 
 
+def _pyarrow_copy(parquet: str) -> str:
+    """The pyarrow-written copy next to the DuckDB one (make_era5.parquet_path)."""
+    return parquet[: -len(".parquet")] + ".pyarrow.parquet" if parquet.endswith(".parquet") else parquet
+
+
 def run_zarrsql(query, store, parquet, day):
     import zarrsql
 
@@ -350,11 +534,14 @@ def run_zarrsql(query, store, parquet, day):
 
 RUNNERS = {
     "floor": run_floor,
+    "floor.numcodecs": lambda q, s, p, d: run_decode_floor("floor.numcodecs", q, s, p, d),
+    "floor.zstandard": lambda q, s, p, d: run_decode_floor("floor.zstandard", q, s, p, d),
     "xarray.sel": run_xarray_sel,
     "xarray+duckdb": run_xarray_duckdb,
     "xarray-sql+duckdb": run_xarray_sql_duckdb,
     "xarray-sql+datafusion": run_xarray_sql_datafusion,
     "parquet+duckdb": run_parquet_duckdb,
+    "parquet.pyarrow+duckdb": lambda q, s, p, d: run_parquet_duckdb(q, s, _pyarrow_copy(p), d),
     "zarrsql": run_zarrsql,
 }
 
@@ -434,6 +621,71 @@ def digest(cols) -> dict:
     return d
 
 
+def _slices(result, name):
+    """The values of column ``name`` of a result (dict of arrays or Arrow table) as numpy
+    pieces of at most 2**22 values, so a digest never holds a float64 copy of a column."""
+    import numpy as np
+
+    step = 1 << 22
+    if isinstance(result, dict):
+        pieces = [np.asarray(result[name]).reshape(-1)]
+    else:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        col = result.column(
+            result.column_names.index(name)
+            if name in result.column_names
+            else [c.lower() for c in result.column_names].index(name)
+        )
+        pieces = []
+        for ch in col.chunks:
+            if ch.null_count:
+                ch = pc.fill_null(ch.cast(pa.float64()), float("nan"))
+            pieces.append(ch.to_numpy(zero_copy_only=False))
+    for a in pieces:
+        for lo in range(0, a.size, step):
+            yield a[lo : lo + step]
+
+
+def digest_large(result, query: str) -> dict:
+    """``digest`` of a large result (Q5) computed piece by piece, without canonical()'s
+    float64 copy of every column: count, nulls, min, max, sum and sum of squares."""
+    import numpy as np
+
+    d = {"rows": 0, "columns": {}}
+    for name in QUERIES[query]["columns"]:
+        n = nulls = 0
+        s = ss = 0.0
+        lo, hi = np.inf, -np.inf
+        for a in _slices(result, name):
+            f = a[~np.isnan(a)] if a.dtype.kind == "f" else a
+            f = f.astype(np.float64)
+            n += a.size
+            nulls += a.size - f.size
+            if f.size:
+                s += float(f.sum())
+                ss += float(np.dot(f, f))
+                lo, hi = min(lo, float(f.min())), max(hi, float(f.max()))
+        finite = n - nulls
+        d["columns"][name] = {
+            "sum": s if finite else None,
+            "sumsq": ss if finite else None,
+            "min": lo if finite else None,
+            "max": hi if finite else None,
+            "nulls": nulls,
+        }
+        d["rows"] = n
+    return d
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process so far, every thread (user + system): beside the wall
+    clock, the timed region's CPU time shows its parallelism and barely moves under load."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def peak_rss_mb() -> float:
     """Peak RSS of this process image, in MiB.
 
@@ -473,7 +725,7 @@ def main(argv=None) -> int:
     try:
         for mod in ENGINE_IMPORTS[a.engine]:
             importlib.import_module(mod)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), _cpu_s()
         runner = RUNNERS[a.engine]
         if a.trace and a.engine == "zarrsql":
             import zarrsql
@@ -483,13 +735,17 @@ def main(argv=None) -> int:
             rec["trace"] = {f: getattr(tr, f, None) for f in TRACE_FIELDS}
         else:
             result = runner(a.query, a.store, a.parquet, a.q3_day)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), _cpu_s()
         rec["peak_rss_mb"] = peak_rss_mb()
-        rec.update(import_s=t1 - T0, query_s=t2 - t1, total_s=t2 - T0)
+        rec.update(import_s=t1 - T0, query_s=t2 - t1, total_s=t2 - T0, query_cpu_s=c2 - c1)
         rec["result_type"] = type(result).__module__ + "." + type(result).__qualname__
-        cols = canonical(result, a.query)
-        rec["digest"] = digest(cols)
-        if a.result and rec["digest"]["rows"] <= SMALL_RESULT_ROWS:
+        if a.query in LARGE_RESULT_QUERIES:
+            rec["digest"] = digest_large(result, a.query)
+            result = None
+        else:
+            cols = canonical(result, a.query)
+            rec["digest"] = digest(cols)
+        if a.result and result is not None and rec["digest"]["rows"] <= SMALL_RESULT_ROWS:
             import numpy as np
 
             with open(a.result, "wb") as fh:
