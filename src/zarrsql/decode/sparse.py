@@ -61,6 +61,12 @@ def _ranges(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, i
 
 def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The concatenation of array[starts[i]:ends[i]] for every i, reading merged ranges once."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return read_region(store, array, ((0, 0),))
+    if (starts[1:] == ends[:-1]).all():  # one run (a whole block of rows): no pieces to join
+        return read_region(store, array, ((int(starts[0]), int(ends[-1])),))
     pieces = []
     # ranges within one chunk of each other share their chunks: read them together, so that
     # no chunk is decoded twice
@@ -68,29 +74,48 @@ def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray
     blocks = [(a, read_region(store, array, ((a, b),))) for a, b in merged]
     k = 0
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        if b <= a:
-            continue
         while not (blocks[k][0] <= a and b <= blocks[k][0] + len(blocks[k][1])):
             k += 1
         base, block = blocks[k]
         pieces.append(block[a - base : b - base])
-    return np.concatenate(pieces) if pieces else read_region(store, array, ((0, 0),))
+    return np.concatenate(pieces)
+
+
+def _positions_dtype(n: int) -> type:
+    return np.int32 if n <= np.iinfo(np.int32).max else np.int64
 
 
 def entries(
-    store: Store, m: SparseMatrix, ptr: np.ndarray, positions: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    store: Store,
+    m: SparseMatrix,
+    ptr: np.ndarray,
+    positions: np.ndarray,
+    span: tuple[int, int] | None = None,
+    *,
+    major: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """(compressed positions, other-axis indices, raw data) of the stored entries of the
-    given compressed-axis positions (sorted ascending), in storage order."""
+    given compressed-axis positions (sorted ascending), in storage order.
+
+    `span` keeps only the entries stored in [lo, hi) of `indices`/`data` (a work unit that
+    ends inside a row, so that a chunk is never decoded by two units); `major=False` skips
+    the positions column (a query that does not ask for it). The indices keep a 32-bit type
+    when the other axis fits it: they become Arrow dictionary codes as they are."""
     starts, ends = ptr[positions], ptr[positions + 1]
-    counts = ends - starts
-    major = np.repeat(positions, counts)
-    minor = _gather(store, m.indices, starts, ends).astype(np.int64)
+    if span is not None:
+        starts, ends = np.maximum(starts, span[0]), np.minimum(ends, span[1])
+    counts = np.maximum(ends - starts, 0)
+    rows = np.repeat(positions.astype(_positions_dtype(m.shape[m.axis]), copy=False), counts) if major else None
+    minor = _gather(store, m.indices, starts, ends)
     data = _gather(store, m.data, starts, ends)
     other = m.shape[1 - m.axis]
+    if minor.dtype.kind not in "iu":
+        raise DecodeError(
+            f"sparse matrix '{m.path}': indices have type {minor.dtype}, not integers; the matrix is corrupt"
+        )
     if minor.size and (minor.min() < 0 or minor.max() >= other):
         raise DecodeError(f"sparse matrix '{m.path}': an index is outside 0..{other - 1}; the matrix is corrupt")
-    return major, minor, data
+    return rows, minor.astype(_positions_dtype(other), copy=False), data
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,7 @@ class DenseFromSparse:
         (r0, r1), (c0, c1) = unit.region
         lo, hi = (r0, r1) if m.axis == 0 else (c0, c1)
         major, minor, data = entries(store, m, self.ptr, np.arange(lo, hi))
+        assert major is not None
         rows, cols = (major, minor) if m.axis == 0 else (minor, major)
         keep = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
         block = np.zeros((r1 - r0, c1 - c0), dtype=m.data.dtype.numpy)
