@@ -176,3 +176,55 @@ def test_units_never_share_a_chunk(stores: dict[str, Path], monkeypatch: pytest.
     names = group["obs/_index"].nchunks + group["var/_index"].nchunks
     assert t.chunks_decoded <= 2 * per_array + group["X/indptr"].nchunks + names
     assert t.work_units_read > 1
+
+
+# ----------------------------------------------------------------------------- ranges of a chunk
+@pytest.mark.parametrize(
+    ("zarr_format", "dtype", "prefix"),
+    [(2, "int32", True), (2, "float32", True), (2, ">i4", False), (3, "int32", True), (3, "int64", True)],
+)
+def test_ranges_read_match_zarr(tmp_path: Path, zarr_format: int, dtype: str, prefix: bool) -> None:
+    """Slices of `indices`/`data` ending inside a chunk (decompressed only that far when the
+    chunk is a bare zstd frame of little-endian values) equal zarr-python's reading."""
+    import numcodecs
+
+    from zarrsql.decode.sparse import _gather, _plain_zstd
+    from zarrsql.metadata.tree import read_tree
+    from zarrsql.store.local import LocalStore
+
+    values = np.random.default_rng(1).integers(-1000, 1000, 1000).astype(dtype)
+    compressor = zarr.codecs.ZstdCodec() if zarr_format == 3 else numcodecs.Zstd(level=1)
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w", zarr_format=zarr_format)
+    array = group.create_array("a", shape=values.shape, chunks=(96,), dtype=values.dtype, compressors=[compressor])
+    array[:] = values
+    expected_back = array[:]
+    store = LocalStore(str(tmp_path / "g.zarr"))
+    meta = read_tree(store).arrays["a"]
+    assert (_plain_zstd(meta) is not None) == prefix
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        starts = np.sort(rng.integers(0, 1000, 6))
+        ends = np.minimum(starts + rng.integers(0, 150, 6), 1000)
+        got = _gather(store, meta, starts, ends)
+        expected = np.concatenate([expected_back[a:b] for a, b in zip(starts, ends, strict=True)])
+        np.testing.assert_array_equal(got, expected)
+        assert got.dtype == expected.dtype.newbyteorder("=")
+
+
+def test_a_truncated_chunk_is_refused(tmp_path: Path) -> None:
+    """A chunk cut short fails with a DecodeError naming it, even when only its start is needed."""
+    from zarrsql.decode.sparse import _gather
+    from zarrsql.errors import DecodeError
+    from zarrsql.metadata.tree import read_tree
+    from zarrsql.store.local import LocalStore
+
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w", zarr_format=3)
+    array = group.create_array("a", shape=(300,), chunks=(100,), dtype="float32")
+    array[:] = np.arange(300, dtype="float32")
+    chunk = tmp_path / "g.zarr" / "a" / "c" / "1"
+    chunk.write_bytes(chunk.read_bytes()[:-20])
+    store = LocalStore(str(tmp_path / "g.zarr"))
+    meta = read_tree(store).arrays["a"]
+    np.testing.assert_array_equal(_gather(store, meta, np.array([0]), np.array([50])), np.arange(50))
+    with pytest.raises(DecodeError, match="c/1"):
+        _gather(store, meta, np.array([100]), np.array([199]))

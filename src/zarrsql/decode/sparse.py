@@ -11,13 +11,15 @@ densely with `DenseFromSparse`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from zarrsql import counters
 from zarrsql.conventions.records import SparseMatrix
 from zarrsql.decode.cells import Cells, select_cells
-from zarrsql.decode.chunks import read_region
+from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
@@ -59,6 +61,78 @@ def _ranges(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, i
     return [(a, b) for a, b in out]
 
 
+@lru_cache(maxsize=1)
+def _zstandard() -> Any:
+    try:
+        import zstandard
+    except ImportError:  # an optional package: without it every chunk is decoded whole
+        return None
+    return zstandard
+
+
+def _plain_zstd(array: ArrayMeta) -> np.dtype | None:
+    """The little-endian value type of a 1-D array whose chunks are one bare zstd frame of
+    its values (so a prefix of a chunk can be decompressed alone), else None."""
+    dt = array.dtype.numpy
+    if array.ndim != 1 or dt is None or dt.kind not in "iuf" or _zstandard() is None:
+        return None
+    if array.zarr_format == 3:
+        codecs = array.codecs
+        if [c.get("name") for c in codecs] != ["bytes", "zstd"]:
+            return None
+        endian = (codecs[0].get("configuration") or {}).get("endian", "little")
+        return dt.newbyteorder("<") if endian == "little" or dt.itemsize == 1 else None
+    compressor = array.codecs.get("compressor") or {}
+    if array.codecs.get("filters") or compressor.get("id") != "zstd":
+        return None
+    stored = np.dtype(array.dtype.name)
+    return stored if stored.byteorder in ("<", "|") or (stored.byteorder == "=" and np.little_endian) else None
+
+
+def _prefix(array: ArrayMeta, dt: np.dtype, raw: Any, count: int, key: str) -> np.ndarray:
+    """The first `count` values of a chunk, decompressing only as far as they reach: a row
+    that ends early in a chunk does not pay for the rest of it."""
+    counters.count(chunks_decoded=1)
+    want = count * dt.itemsize
+    got = bytearray()
+    try:
+        with _zstandard().ZstdDecompressor().stream_reader(bytes(raw), read_across_frames=False) as reader:
+            while len(got) < want:
+                piece = reader.read(want - len(got))
+                if not piece:
+                    break
+                got += piece
+    except Exception as err:  # noqa: BLE001 - zstandard's ZstdError, or a frame it cannot read
+        raise DecodeError(f"array '{array.path}': chunk '{key}' is not a readable zstd frame ({err})") from err
+    if len(got) < want:
+        raise DecodeError(
+            f"array '{array.path}': chunk '{key}' decompresses to {len(got)} bytes, fewer than the "
+            f"{want} its first {count} values need; the chunk is corrupt or truncated"
+        )
+    return np.frombuffer(bytes(got), dtype=dt).astype(dt.newbyteorder("="), copy=False)
+
+
+def _read_range(store: Store, array: ArrayMeta, a: int, b: int) -> np.ndarray:
+    """array[a:b] of a 1-D array; a chunk needed only up to somewhere inside it is
+    decompressed only that far when its codecs allow (`_plain_zstd`)."""
+    dt = _plain_zstd(array) if fast_path(array) else None
+    size = array.chunks[0]
+    first, last = a // size, (b - 1) // size
+    partial = b < min((last + 1) * size, array.shape[0])
+    if dt is None or not partial:
+        return read_region(store, array, ((a, b),))
+    keys = [array.chunk_key((i,)) for i in range(first, last + 1)]
+    raws = store.get_many(keys)  # concurrent on remote stores
+    pieces = []
+    for i, key, raw in zip(range(first, last + 1), keys, raws, strict=True):
+        lo, hi = max(a, i * size) - i * size, min(b, (i + 1) * size) - i * size
+        if i == last and raw is not None:
+            pieces.append(_prefix(array, dt, raw, hi, key)[lo:hi])
+        else:
+            pieces.append(decode_chunk(array, raw, key, store.url)[lo:hi])
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
 def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The concatenation of array[starts[i]:ends[i]] for every i, reading merged ranges once."""
     keep = ends > starts
@@ -66,12 +140,12 @@ def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray
     if not len(starts):
         return read_region(store, array, ((0, 0),))
     if (starts[1:] == ends[:-1]).all():  # one run (a whole block of rows): no pieces to join
-        return read_region(store, array, ((int(starts[0]), int(ends[-1])),))
+        return _read_range(store, array, int(starts[0]), int(ends[-1]))
     pieces = []
     # ranges within one chunk of each other share their chunks: read them together, so that
     # no chunk is decoded twice
     merged = _ranges(starts, ends, max(MERGE_GAP, array.chunks[0]))
-    blocks = [(a, read_region(store, array, ((a, b),))) for a, b in merged]
+    blocks = [(a, _read_range(store, array, a, b)) for a, b in merged]
     k = 0
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         while not (blocks[k][0] <= a and b <= blocks[k][0] + len(blocks[k][1])):
