@@ -32,13 +32,13 @@ Engines:
 
 Each (engine, query, repetition) runs in a fresh process (this file with `--child`);
 repetitions are interleaved and the engine order rotates. Reported: the median of the
-child's open + query + materialise time (imports excluded, zarrsql's lazily loaded engine
-included in its import time; until the engine holds its result in memory: an
-Arrow table, a pandas frame or numpy arrays; turning it into Python lists for the digest is
-not timed), its import time, and its peak RSS (VmHWM); the
-1-minute load average before and after each child is kept with its record. An extra
-untimed zarrsql child per query records `zarrsql.trace()` counters. Results go to
-`benchmarks/results/anndata.json` and `.md` (`anndata_quick.*` with `--quick`).
+child's open + query time, its CPU time, its import time (zarrsql's lazily loaded engine
+counted there, as anndata's modules are), and its peak RSS (VmHWM). The timed region ends
+when the engine holds its result in memory (an Arrow table, a pandas frame, numpy arrays);
+turning it into Python lists for the digest is not timed. The 1-minute load average before
+and after each child is kept with its record. An extra untimed zarrsql child per query
+records `zarrsql.trace()` counters. Results go to `benchmarks/results/anndata.json` and
+`.md` (`anndata_quick.*` with `--quick`).
 """
 
 from __future__ import annotations
@@ -185,6 +185,15 @@ def peak_rss_mb() -> float:
     return float("nan")
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process, every thread (user + system): a check on wall times taken
+    while other work shares the machine."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def digest(query: str, names_a, names_b, values) -> dict:
     """An order-free summary both sides compute the same way: row count, value sum, and a
     checksum of the (name, name, value) rows (value rounded to float32 precision)."""
@@ -301,7 +310,7 @@ def child(args: argparse.Namespace) -> int:
             getattr(sys.modules["zarrsql"], "connect")  # noqa: B009 - counted as import, like anndata's
         rec["import_s"] = time.perf_counter() - t_import
         names = json.loads(Path(args.cells).read_text())
-        t_query = time.perf_counter()
+        t_query, cpu_query = time.perf_counter(), cpu_seconds()
         counters = None
         if args.engine == "zarrsql":
             result, counters = run_zarrsql(args.query, args.store, names, args.trace)
@@ -310,6 +319,7 @@ def child(args: argparse.Namespace) -> int:
         else:
             result = run_anndata_backed(args.query, args.store, names)
         rec["query_s"] = time.perf_counter() - t_query
+        rec["query_cpu_s"] = cpu_seconds() - cpu_query
         rec["peak_rss_mb"] = peak_rss_mb()
         lists = as_lists(args.query, result)
         rec["digest"] = digest(args.query, lists["columns"], lists["other"], lists["values"])
@@ -388,6 +398,7 @@ def summarise(runs: dict, engines: list[str], queries: list[str]) -> dict:
             cell = {"ok": len(ok) == len(recs) and bool(ok), "repetitions": len(recs)}
             if ok:
                 cell["query_s"] = statistics.median(r["query_s"] for r in ok)
+                cell["query_cpu_s"] = statistics.median(r["query_cpu_s"] for r in ok)
                 cell["import_s"] = statistics.median(r["import_s"] for r in ok)
                 cell["peak_rss_mb"] = statistics.median(r["peak_rss_mb"] for r in ok)
                 cell["query_s_all"] = [round(r["query_s"], 4) for r in ok]
@@ -422,18 +433,25 @@ def markdown(report: dict) -> str:
         "- `anndata`: `anndata.read_zarr` (all in memory) + scipy/pandas; `anndata.backed`: obs/var "
         "indexes by `read_elem`, X by `anndata.io.sparse_dataset` (rows/columns on demand) + scipy/pandas",
         "",
-        "| query | engine | open + query (s) | import (s) | total (s) | peak RSS (MB) | same result |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| query | engine | open + query (s) | its CPU (s) | import (s) | total (s) | peak RSS (MB) | same result |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for q in report["queries"]:
         for e in report["engines"]:
             c = s[f"{e}/{q}"]
             if not c.get("query_s"):
-                lines.append(f"| {q} | {e} | failed: {c.get('error', '')[:80]} | | | | |")
+                lines.append(f"| {q} | {e} | failed: {c.get('error', '')[:80]} | | | | | |")
                 continue
             same = report["agreement"].get(f"{e}/{q}", "—")
             total = c["query_s"] + c["import_s"]
-            cells = [f"{c['query_s']:.3f}", f"{c['import_s']:.2f}", f"{total:.2f}", f"{c['peak_rss_mb']:.0f}", same]
+            cells = [
+                f"{c['query_s']:.3f}",
+                f"{c['query_cpu_s']:.2f}",
+                f"{c['import_s']:.2f}",
+                f"{total:.2f}",
+                f"{c['peak_rss_mb']:.0f}",
+                same,
+            ]
             lines.append(f"| {q} | {e} | " + " | ".join(cells) + " |")
     lines += [
         "",
