@@ -93,23 +93,24 @@ def _prefix(array: ArrayMeta, dt: np.dtype, raw: Any, count: int, key: str) -> n
     """The first `count` values of a chunk, decompressing only as far as they reach: a row
     that ends early in a chunk does not pay for the rest of it."""
     counters.count(chunks_decoded=1)
-    want = count * dt.itemsize
-    got = bytearray()
+    out = np.empty(count, dtype=dt)
+    view, got = memoryview(out).cast("B"), 0
     try:
-        with _zstandard().ZstdDecompressor().stream_reader(bytes(raw), read_across_frames=False) as reader:
-            while len(got) < want:
-                piece = reader.read(want - len(got))
-                if not piece:
+        data = memoryview(raw).cast("B")
+        with _zstandard().ZstdDecompressor().stream_reader(data, read_size=len(data), read_across_frames=False) as r:
+            while got < len(view):
+                n = r.readinto(view[got:])
+                if not n:
                     break
-                got += piece
+                got += n
     except Exception as err:  # noqa: BLE001 - zstandard's ZstdError, or a frame it cannot read
         raise DecodeError(f"array '{array.path}': chunk '{key}' is not a readable zstd frame ({err})") from err
-    if len(got) < want:
+    if got < len(view):
         raise DecodeError(
-            f"array '{array.path}': chunk '{key}' decompresses to {len(got)} bytes, fewer than the "
-            f"{want} its first {count} values need; the chunk is corrupt or truncated"
+            f"array '{array.path}': chunk '{key}' decompresses to {got} bytes, fewer than the "
+            f"{len(view)} its first {count} values need; the chunk is corrupt or truncated"
         )
-    return np.frombuffer(bytes(got), dtype=dt).astype(dt.newbyteorder("="), copy=False)
+    return out.astype(dt.newbyteorder("="), copy=False)
 
 
 def _read_range(store: Store, array: ArrayMeta, a: int, b: int) -> np.ndarray:
