@@ -228,3 +228,20 @@ def test_a_truncated_chunk_is_refused(tmp_path: Path) -> None:
     np.testing.assert_array_equal(_gather(store, meta, np.array([0]), np.array([50])), np.arange(50))
     with pytest.raises(DecodeError, match="c/1"):
         _gather(store, meta, np.array([100]), np.array([199]))
+
+
+def test_name_lists_match_by_equality() -> None:
+    """The hashed IN list agrees with plain equality over names, None and numpy strings."""
+    from zarrsql.plan.predicate import InSet, leaf_truth
+
+    rng = np.random.default_rng(5)
+    pool = [f"n{i}" for i in range(40)]
+    values = np.array([None if k % 7 == 0 else pool[k % 40] for k in rng.integers(0, 400, 500)], dtype=object)
+    values[3] = np.str_("n5")
+    nulls = np.array([v is None for v in values])
+    wanted = ("n5", "n11", "absent", "n5")
+    truth, null = leaf_truth(InSet("obs", wanted), values, nulls)
+    expected = np.array([v is not None and any(v == w for w in wanted) for v in values])
+    np.testing.assert_array_equal(truth, expected)
+    np.testing.assert_array_equal(null, nulls)
+    assert truth[3]
