@@ -94,7 +94,7 @@ def _prefix(array: ArrayMeta, dt: np.dtype, raw: Any, count: int, key: str) -> n
     that ends early in a chunk does not pay for the rest of it."""
     counters.count(chunks_decoded=1)
     out = np.empty(count, dtype=dt)
-    view, got = memoryview(out).cast("B"), 0
+    view, got = out.data.cast("B"), 0
     try:
         data = memoryview(raw).cast("B")
         with _zstandard().ZstdDecompressor().stream_reader(data, read_size=len(data), read_across_frames=False) as r:
@@ -180,7 +180,9 @@ def entries(
     if span is not None:
         starts, ends = np.maximum(starts, span[0]), np.minimum(ends, span[1])
     counts = np.maximum(ends - starts, 0)
-    rows = np.repeat(positions.astype(_positions_dtype(m.shape[m.axis]), copy=False), counts) if major else None
+    rows: np.ndarray | None = (
+        np.repeat(positions.astype(_positions_dtype(m.shape[m.axis]), copy=False), counts) if major else None
+    )
     minor = _gather(store, m.indices, starts, ends)
     data = _gather(store, m.data, starts, ends)
     other = m.shape[1 - m.axis]

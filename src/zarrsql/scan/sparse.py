@@ -130,7 +130,8 @@ class SparseScan(OpenedTable):
         n = len(minor)
         rows, cols = (major, minor) if self.axis == 0 else (minor, major)
         if residual is not None:
-            index = {self.dims[0].name: rows, self.dims[1].name: cols}
+            # the positions of every axis the residual names were read (`wanted` above)
+            index = {d.name: a for d, a in zip(self.dims, (rows, cols), strict=True) if a is not None}
             t, _ = evaluate(
                 residual,
                 lambda leaf: leaf_truth(
@@ -180,8 +181,13 @@ class SparseScan(OpenedTable):
 
 def _spans(nnz: int, chunk: int) -> list[tuple[int, int]]:
     """Consecutive ranges of the stored entries 0..nnz, each of whole `data` chunks holding
-    about ENTRIES_PER_UNIT entries (a chunk larger than that is a span of its own)."""
-    step = max(1, ENTRIES_PER_UNIT // max(1, chunk)) * max(1, chunk)
+    about ENTRIES_PER_UNIT entries (a chunk larger than that is a span of its own). A chunk
+    over four times that is cut into spans of ENTRIES_PER_UNIT, which then share its decoding:
+    one unit of a whole huge chunk would hold all its rows in one batch."""
+    chunk = max(1, chunk)
+    step = max(1, ENTRIES_PER_UNIT // chunk) * chunk
+    if chunk > 4 * ENTRIES_PER_UNIT:
+        step = ENTRIES_PER_UNIT
     return [(a, min(a + step, nnz)) for a in range(0, nnz, step)]
 
 
