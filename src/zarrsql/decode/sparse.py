@@ -11,13 +11,15 @@ densely with `DenseFromSparse`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from zarrsql import counters
 from zarrsql.conventions.records import SparseMatrix
 from zarrsql.decode.cells import Cells, select_cells
-from zarrsql.decode.chunks import read_region
+from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
@@ -59,38 +61,138 @@ def _ranges(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, i
     return [(a, b) for a, b in out]
 
 
+@lru_cache(maxsize=1)
+def _zstandard() -> Any:
+    try:
+        import zstandard
+    except ImportError:  # an optional package: without it every chunk is decoded whole
+        return None
+    return zstandard
+
+
+def _plain_zstd(array: ArrayMeta) -> np.dtype | None:
+    """The little-endian value type of a 1-D array whose chunks are one bare zstd frame of
+    its values (so a prefix of a chunk can be decompressed alone), else None."""
+    dt = array.dtype.numpy
+    if array.ndim != 1 or dt is None or dt.kind not in "iuf" or _zstandard() is None:
+        return None
+    if array.zarr_format == 3:
+        codecs = array.codecs
+        if [c.get("name") for c in codecs] != ["bytes", "zstd"]:
+            return None
+        endian = (codecs[0].get("configuration") or {}).get("endian", "little")
+        return dt.newbyteorder("<") if endian == "little" or dt.itemsize == 1 else None
+    compressor = array.codecs.get("compressor") or {}
+    if array.codecs.get("filters") or compressor.get("id") != "zstd":
+        return None
+    stored = np.dtype(array.dtype.name)
+    return stored if stored.byteorder in ("<", "|") or (stored.byteorder == "=" and np.little_endian) else None
+
+
+def _prefix(array: ArrayMeta, dt: np.dtype, raw: Any, count: int, key: str) -> np.ndarray:
+    """The first `count` values of a chunk, decompressing only as far as they reach: a row
+    that ends early in a chunk does not pay for the rest of it."""
+    counters.count(chunks_decoded=1)
+    out = np.empty(count, dtype=dt)
+    view, got = out.data.cast("B"), 0
+    try:
+        data = memoryview(raw).cast("B")
+        with _zstandard().ZstdDecompressor().stream_reader(data, read_size=len(data), read_across_frames=False) as r:
+            while got < len(view):
+                n = r.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+    except Exception as err:  # noqa: BLE001 - zstandard's ZstdError, or a frame it cannot read
+        raise DecodeError(f"array '{array.path}': chunk '{key}' is not a readable zstd frame ({err})") from err
+    if got < len(view):
+        raise DecodeError(
+            f"array '{array.path}': chunk '{key}' decompresses to {got} bytes, fewer than the "
+            f"{len(view)} its first {count} values need; the chunk is corrupt or truncated"
+        )
+    return out.astype(dt.newbyteorder("="), copy=False)
+
+
+def _read_range(store: Store, array: ArrayMeta, a: int, b: int) -> np.ndarray:
+    """array[a:b] of a 1-D array; a chunk needed only up to somewhere inside it is
+    decompressed only that far when its codecs allow (`_plain_zstd`)."""
+    dt = _plain_zstd(array) if fast_path(array) else None
+    size = array.chunks[0]
+    first, last = a // size, (b - 1) // size
+    partial = b < min((last + 1) * size, array.shape[0])
+    if dt is None or not partial:
+        return read_region(store, array, ((a, b),))
+    keys = [array.chunk_key((i,)) for i in range(first, last + 1)]
+    raws = store.get_many(keys)  # concurrent on remote stores
+    pieces = []
+    for i, key, raw in zip(range(first, last + 1), keys, raws, strict=True):
+        lo, hi = max(a, i * size) - i * size, min(b, (i + 1) * size) - i * size
+        if i == last and raw is not None:
+            pieces.append(_prefix(array, dt, raw, hi, key)[lo:hi])
+        else:
+            pieces.append(decode_chunk(array, raw, key, store.url)[lo:hi])
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
 def _gather(store: Store, array: ArrayMeta, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The concatenation of array[starts[i]:ends[i]] for every i, reading merged ranges once."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return read_region(store, array, ((0, 0),))
+    if (starts[1:] == ends[:-1]).all():  # one run (a whole block of rows): no pieces to join
+        return _read_range(store, array, int(starts[0]), int(ends[-1]))
     pieces = []
     # ranges within one chunk of each other share their chunks: read them together, so that
     # no chunk is decoded twice
     merged = _ranges(starts, ends, max(MERGE_GAP, array.chunks[0]))
-    blocks = [(a, read_region(store, array, ((a, b),))) for a, b in merged]
+    blocks = [(a, _read_range(store, array, a, b)) for a, b in merged]
     k = 0
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-        if b <= a:
-            continue
         while not (blocks[k][0] <= a and b <= blocks[k][0] + len(blocks[k][1])):
             k += 1
         base, block = blocks[k]
         pieces.append(block[a - base : b - base])
-    return np.concatenate(pieces) if pieces else read_region(store, array, ((0, 0),))
+    return np.concatenate(pieces)
+
+
+def _positions_dtype(n: int) -> type:
+    return np.int32 if n <= np.iinfo(np.int32).max else np.int64
 
 
 def entries(
-    store: Store, m: SparseMatrix, ptr: np.ndarray, positions: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    store: Store,
+    m: SparseMatrix,
+    ptr: np.ndarray,
+    positions: np.ndarray,
+    span: tuple[int, int] | None = None,
+    *,
+    major: bool = True,
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """(compressed positions, other-axis indices, raw data) of the stored entries of the
-    given compressed-axis positions (sorted ascending), in storage order."""
+    given compressed-axis positions (sorted ascending), in storage order.
+
+    `span` keeps only the entries stored in [lo, hi) of `indices`/`data` (a work unit that
+    ends inside a row, so that a chunk is never decoded by two units); `major=False` skips
+    the positions column (a query that does not ask for it). The indices keep a 32-bit type
+    when the other axis fits it: they become Arrow dictionary codes as they are."""
     starts, ends = ptr[positions], ptr[positions + 1]
-    counts = ends - starts
-    major = np.repeat(positions, counts)
-    minor = _gather(store, m.indices, starts, ends).astype(np.int64)
+    if span is not None:
+        starts, ends = np.maximum(starts, span[0]), np.minimum(ends, span[1])
+    counts = np.maximum(ends - starts, 0)
+    rows: np.ndarray | None = (
+        np.repeat(positions.astype(_positions_dtype(m.shape[m.axis]), copy=False), counts) if major else None
+    )
+    minor = _gather(store, m.indices, starts, ends)
     data = _gather(store, m.data, starts, ends)
     other = m.shape[1 - m.axis]
+    if minor.dtype.kind not in "iu":
+        raise DecodeError(
+            f"sparse matrix '{m.path}': indices have type {minor.dtype}, not integers; the matrix is corrupt"
+        )
     if minor.size and (minor.min() < 0 or minor.max() >= other):
         raise DecodeError(f"sparse matrix '{m.path}': an index is outside 0..{other - 1}; the matrix is corrupt")
-    return major, minor, data
+    return rows, minor.astype(_positions_dtype(other), copy=False), data
 
 
 @dataclass(frozen=True)
@@ -110,6 +212,7 @@ class DenseFromSparse:
         (r0, r1), (c0, c1) = unit.region
         lo, hi = (r0, r1) if m.axis == 0 else (c0, c1)
         major, minor, data = entries(store, m, self.ptr, np.arange(lo, hi))
+        assert major is not None
         rows, cols = (major, minor) if m.axis == 0 else (minor, major)
         keep = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
         block = np.zeros((r1 - r0, c1 - c0), dtype=m.data.dtype.numpy)

@@ -90,19 +90,39 @@ def _labels(logical: lg.Labels) -> pa.Array:
     if hit is None or hit[0] is not logical:
         if len(_dictionaries) > 64:
             _dictionaries.clear()
-        hit = (logical, pa.array(logical.values, type=pa.string()))
+        hit = (logical, _strings(np.asarray(logical.values).reshape(-1).tolist()))
         _dictionaries[id(logical)] = hit
     return hit[1]
+
+
+def _strings(items: list[Any]) -> pa.Array:
+    """A string array built from its buffers: `pa.array` imports pandas (hundreds of modules,
+    a few tenths of a second) the first time it runs, and a scan need not pay that."""
+    nulls = np.fromiter((v is None for v in items), bool, len(items))
+    encoded = [b"" if v is None else str(v).encode("utf-8") for v in items]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+    if offsets[-1] > np.iinfo(np.int32).max:  # too long for 32-bit offsets: let pyarrow split it
+        return pa.array(items, type=pa.string())
+    validity, null_count = _validity(nulls)
+    buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.string(), len(items), buffers, null_count)
+
+
+def _codes(values: Any, nulls: np.ndarray | None) -> pa.Array:
+    """Dictionary codes as an int32 Arrow array, wrapped like any fixed-width column: not by
+    `pa.array`, which imports pandas (hundreds of modules) on its first numpy input."""
+    codes = np.ascontiguousarray(values, dtype=np.int32)
+    validity, null_count = _validity(None if nulls is None else np.asarray(nulls, dtype=bool).reshape(-1))
+    return pa.Array.from_buffers(pa.int32(), len(codes), [validity, pa.py_buffer(codes)], null_count)
 
 
 def _nested(values: Any, nulls: np.ndarray | None, logical: lg.Logical) -> pa.Array:
     mask = None if nulls is None or nulls.ndim != 1 or not nulls.any() else pa.array(nulls)
     if isinstance(logical, lg.Labels):
-        indices = pa.array(np.asarray(values, dtype=np.int32), mask=nulls if mask is not None else None)
-        return pa.DictionaryArray.from_arrays(indices, _labels(logical))
+        return pa.DictionaryArray.from_arrays(_codes(values, nulls), _labels(logical))
     if isinstance(logical, lg.Enum):
-        codes = np.asarray(values, dtype=np.int32)
-        indices = pa.array(codes, mask=nulls)
+        indices = _codes(values, nulls)
         return pa.DictionaryArray.from_arrays(
             indices, pa.array(list(logical.categories), pa.string()), ordered=logical.ordered
         )

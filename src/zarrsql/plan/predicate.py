@@ -119,6 +119,12 @@ def compare(values: np.ndarray, op: str, v: Any) -> np.ndarray:
 
 
 def member(values: np.ndarray, candidates: tuple[Any, ...]) -> np.ndarray:
+    if values.dtype == object and candidates and all(type(c) is str for c in candidates):
+        # names (cells, genes, stations): one hash lookup per value, not one pass per candidate
+        wanted = frozenset(candidates)
+        return np.fromiter((isinstance(v, str) and v in wanted for v in values.reshape(-1)), bool, values.size).reshape(
+            values.shape
+        )
     out = np.zeros(values.shape, dtype=bool)
     for c in candidates:
         out |= compare(values, "=", c)

@@ -1,11 +1,13 @@
 """Tables of sparse matrices: one row per stored entry, in blocks of the compressed axis.
 
-A CSR table's work units are blocks of rows (CSC: of columns) holding about
-`ENTRIES_PER_UNIT` stored entries. Several matrices of one table give the union of their
-stored positions, 0 for a matrix with nothing stored where another has. A pushed predicate
-that keeps some positions of the compressed axis plans only the blocks holding them and
-reads only those positions' slices of `indices`/`data`; every other predicate on the
-dimensions is applied exactly to each entry.
+A table of one matrix has work units that are spans of its stored entries, whole chunks
+of `data` holding about `ENTRIES_PER_UNIT` entries: a row (CSR; a column for CSC) that
+straddles two spans is read in two parts, and no chunk is decoded by two units. Several
+matrices of one table give the union of their stored positions, 0 for a matrix with nothing
+stored where another has; their units are blocks of rows (columns) of about
+`ENTRIES_PER_UNIT` entries. A pushed predicate that keeps some positions of the compressed
+axis plans only the units holding them and reads only those positions' slices of
+`indices`/`data`; every other predicate on the dimensions is applied exactly to each entry.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ ENTRIES_PER_UNIT = 1 << 20
 @dataclass(frozen=True)
 class SparseUnit:
     """A block of compressed-axis positions: `positions` are the ones to read (sorted);
-    `residual` is the part of the predicate applied to each entry."""
+    `residual` is the part of the predicate applied to each entry; `span`, when set, the
+    range of stored entries [lo, hi) the unit reads (their rows may continue outside it)."""
 
     index: int
     positions: np.ndarray
     residual: Predicate | None
+    span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,12 @@ class SparsePlan:
     blocks: list[np.ndarray]
     residual: Predicate | None
     exact_rows: int | None
+    spans: list[tuple[int, int]] | None = None
 
     def units(self) -> Iterator[SparseUnit]:
         for i, block in enumerate(self.blocks):
             if len(block):
-                yield SparseUnit(i, block, self.residual)
+                yield SparseUnit(i, block, self.residual, None if self.spans is None else self.spans[i])
 
     def rows(self) -> int | None:
         return self.exact_rows
@@ -75,15 +80,19 @@ class SparseScan(OpenedTable):
         combined = conjoin((self.base_predicate, predicate))
         counts = sum(np.diff(p) for p in self.pointers)
         assert isinstance(counts, np.ndarray), "a sparse table has at least one matrix"
-        bounds = _blocks(counts)
         kept, residual = self._split(combined)
-        blocks = [np.arange(a, b) for a, b in bounds]
-        if kept is not None:
-            blocks = [k[(k >= a) & (k < b)] for k, (a, b) in zip([kept] * len(bounds), bounds, strict=True)]
         exact = None
         if residual is None and len(self.pointers) == 1:
             exact = int(counts.sum()) if kept is None else int(counts[kept].sum())
-        return SparsePlan(len(bounds), blocks, residual, exact)
+        if len(self.pointers) == 1:
+            spans = _spans(int(self.pointers[0][-1]), self.matrices[0].data.chunks[0])
+            bounds = _span_positions(self.pointers[0], spans)
+        else:
+            spans, bounds = None, _blocks(counts)
+        blocks = [np.arange(a, b) for a, b in bounds]
+        if kept is not None:
+            blocks = [kept[(kept >= a) & (kept < b)] for a, b in bounds]
+        return SparsePlan(len(bounds), blocks, residual, exact, spans)
 
     def _split(self, predicate: Predicate | None) -> tuple[np.ndarray | None, Predicate | None]:
         """Kept positions of the compressed axis (from its own conjuncts), and the rest."""
@@ -109,12 +118,20 @@ class SparseScan(OpenedTable):
     def unit_columns(self, unit: Any, columns: Sequence[Column]) -> tuple[int, list[tuple[Any, Any]]]:
         if not columns and unit.residual is None and len(self.pointers) == 1:
             ptr = self.pointers[0]  # count(*): the pointers alone say how many entries there are
-            return int((ptr[unit.positions + 1] - ptr[unit.positions]).sum()), []
-        major, minor, values = self._union(unit.positions)
-        rows, cols = (major, minor) if self.axis == 0 else (minor, major)
+            starts, ends = ptr[unit.positions], ptr[unit.positions + 1]
+            if unit.span is not None:
+                starts, ends = np.maximum(starts, unit.span[0]), np.minimum(ends, unit.span[1])
+            return int(np.maximum(ends - starts, 0).sum()), []
         residual = unit.residual
+        wanted = {c.dim for c in columns if c.dim is not None}
         if residual is not None:
-            index = {self.dims[0].name: rows, self.dims[1].name: cols}
+            wanted |= {k for k, d in enumerate(self.dims) if d.name in columns_of(residual)}
+        major, minor, values = self._union(unit, need_major=self.axis in wanted)
+        n = len(minor)
+        rows, cols = (major, minor) if self.axis == 0 else (minor, major)
+        if residual is not None:
+            # the positions of every axis the residual names were read (`wanted` above)
+            index = {d.name: a for d, a in zip(self.dims, (rows, cols), strict=True) if a is not None}
             t, _ = evaluate(
                 residual,
                 lambda leaf: leaf_truth(
@@ -123,17 +140,20 @@ class SparseScan(OpenedTable):
                     self._dim_nulls(leaf.column, index[leaf.column]),
                 ),
             )
-            rows, cols, values = rows[t], cols[t], [v[t] for v in values]
+            rows = None if rows is None else rows[t]
+            cols = None if cols is None else cols[t]
+            values, n = [v[t] for v in values], int(np.count_nonzero(t))
         parts = []
         for col in columns:
             if col.dim is not None:
                 dv = self.dims[col.dim]
                 idx = rows if col.dim == 0 else cols
+                assert idx is not None, "the positions of an axis a column shows are read"
                 column = idx if isinstance(col.logical, Labels) else dv.values[idx]
                 parts.append((column, None if dv.nulls is None else dv.nulls[idx]))
             else:
                 parts.append(self.values[col.data].decode(values[col.data]))  # type: ignore[index]
-        return len(rows), parts
+        return n, parts
 
     def _dim_values(self, name: str) -> np.ndarray:
         return next(d.values for d in self.dims if d.name == name)
@@ -142,13 +162,14 @@ class SparseScan(OpenedTable):
         nulls = next(d.nulls for d in self.dims if d.name == name)
         return None if nulls is None else nulls[idx]
 
-    def _union(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        got = [entries(self.store, m, p, positions) for m, p in zip(self.matrices, self.pointers, strict=True)]
-        if len(got) == 1:
-            major, minor, data = got[0]
+    def _union(self, unit: SparseUnit, *, need_major: bool) -> tuple[np.ndarray | None, np.ndarray, list[np.ndarray]]:
+        if len(self.matrices) == 1:
+            m, p = self.matrices[0], self.pointers[0]
+            major, minor, data = entries(self.store, m, p, unit.positions, unit.span, major=need_major)
             return major, minor, [data]
+        got = [entries(self.store, m, p, unit.positions) for m, p in zip(self.matrices, self.pointers, strict=True)]
         other = self.table.shape[1 - self.axis]
-        keys = [g[0] * other + g[1] for g in got]
+        keys = [g[0].astype(np.int64) * other + g[1] for g in got]  # type: ignore[union-attr]
         union = np.unique(np.concatenate(keys))
         out = []
         for (_, _, data), k in zip(got, keys, strict=True):
@@ -156,6 +177,29 @@ class SparseScan(OpenedTable):
             full[np.searchsorted(union, k)] = data
             out.append(full)
         return union // other, union % other, out
+
+
+def _spans(nnz: int, chunk: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of the stored entries 0..nnz, each of whole `data` chunks holding
+    about ENTRIES_PER_UNIT entries (a chunk larger than that is a span of its own). A chunk
+    over four times that is cut into spans of ENTRIES_PER_UNIT, which then share its decoding:
+    one unit of a whole huge chunk would hold all its rows in one batch."""
+    chunk = max(1, chunk)
+    step = max(1, ENTRIES_PER_UNIT // chunk) * chunk
+    if chunk > 4 * ENTRIES_PER_UNIT:
+        step = ENTRIES_PER_UNIT
+    return [(a, min(a + step, nnz)) for a in range(0, nnz, step)]
+
+
+def _span_positions(ptr: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """For each span, the compressed-axis positions [a, b) with entries stored inside it."""
+    if not spans:
+        return []
+    lo = np.array([s[0] for s in spans], dtype=np.int64)
+    hi = np.array([s[1] for s in spans], dtype=np.int64)
+    first = np.searchsorted(ptr[1:], lo, side="right")  # first position ending after lo
+    stop = np.searchsorted(ptr[:-1], hi, side="left")  # first position starting at or after hi
+    return list(zip(first.tolist(), stop.tolist(), strict=True))
 
 
 def _blocks(counts: np.ndarray) -> list[tuple[int, int]]:
