@@ -1,6 +1,6 @@
-"""A wide group on S3 without consolidated metadata: 300 arrays opened with concurrent
-requests in a bounded number of rounds, one request per document or chunk (no hidden HEAD),
-against moto's S3 server with latency, its log counting every request."""
+"""Requests to S3, counted by moto's server (with latency; its log records every request):
+a wide group without consolidated metadata (300 arrays) opens with concurrent requests in a
+bounded number of rounds, and every document, chunk or range costs one request (no HEAD)."""
 
 from __future__ import annotations
 
@@ -137,3 +137,34 @@ def test_the_s3_connection_pool_holds_concurrency_connections():
     assert theirs["config_kwargs"]["max_pool_connections"] == 48
     _, given = split_options("s3", {"config_kwargs": '{"max_pool_connections": 5}'})
     assert given["config_kwargs"]["max_pool_connections"] == 5
+
+
+def test_a_sharded_array_on_s3_reads_inner_chunks_with_ranged_gets(con, wide, tmp_path):
+    """Ranged GETs (the shard index at the end, then the inner chunks a query needs) go out
+    as single requests too, and read what zarr-python reads."""
+    import zarr
+
+    timed, endpoint = wide
+    path = tmp_path / "sharded.zarr"
+    group = zarr.open_group(str(path), mode="w", zarr_format=3)
+    x = group.create_array("x", shape=(64,), chunks=(64,), dtype="int64", dimension_names=["x"])
+    x[:] = np.arange(64)
+    v = group.create_array("v", shape=(64,), chunks=(8,), shards=(64,), dtype="float64", dimension_names=["x"])
+    v[:] = np.sqrt(np.arange(64.0))
+    zarr.consolidate_metadata(str(path))
+    client = moto_client("s3", endpoint, "fixture", "fixture")
+    timed.latency = 0.0
+    for f in path.rglob("*"):
+        if f.is_file():
+            key = f"sharded.zarr/{f.relative_to(path).as_posix()}"
+            client.put_object(Bucket=BUCKET, Key=key, Body=f.read_bytes(), ACL="public-read")
+    timed.latency = LATENCY
+    clear_cache()
+    opts = f"storage_options := MAP {{'endpoint_url': '{endpoint}'}}"
+    sql = f"SELECT sum(v) FROM read_zarr('s3://{BUCKET}/sharded.zarr', {opts}) WHERE x BETWEEN 10 AND 20"
+    rows, timeline = _run(con, timed, sql)
+    expected = zarr.open_array(str(path / "v"), mode="r")[10:21].sum()
+    assert rows[0][0] == pytest.approx(expected, rel=1e-12)
+    shard_gets = [p for m, p, *_ in timeline if m == "GET" and "/v/c/" in p]
+    assert 2 <= len(shard_gets) <= 3  # the index, then inner chunks 1 and 2 (8 values each)
+    assert _kinds(timeline)["HEAD"] == 0
