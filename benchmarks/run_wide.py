@@ -14,7 +14,8 @@ requests (by method) and the dependent rounds: the longest chain of requests eac
 the previous one was answered (`s3server.dependent_rounds`). Engines:
 
 - `floor`: one LIST of the group, then every `zarr.json` with 32 GETs in flight (s3fs's
-  client, `get_object` itself) — the least any reader of an unconsolidated group must do;
+  client with a pool of 32 connections, `get_object` itself) — the least any reader of an
+  unconsolidated group must do;
 - `zarrsql tables`: `SELECT * FROM read_zarr_tables(...)`;
 - `zarrsql describe`: `DESCRIBE SELECT * FROM read_zarr(...)` (the 301-column table);
 - `xarray`: `xr.open_zarr(..., consolidated=False)` (zarr-python over s3fs).
@@ -80,7 +81,9 @@ def floor(url: str, endpoint: str) -> list[str]:
     import s3fs
 
     async def run() -> list[str]:
-        fs = s3fs.S3FileSystem(anon=True, endpoint_url=endpoint, asynchronous=True)
+        # a connection per request in flight: botocore's pool holds 10 by default
+        pool = {"max_pool_connections": IN_FLIGHT}
+        fs = s3fs.S3FileSystem(anon=True, endpoint_url=endpoint, asynchronous=True, config_kwargs=pool)
         session = await fs.set_session()
         bucket, _, prefix = url.removeprefix("s3://").partition("/")
         listed = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix + "/", Delimiter="/")
