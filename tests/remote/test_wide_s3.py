@@ -168,3 +168,31 @@ def test_a_sharded_array_on_s3_reads_inner_chunks_with_ranged_gets(con, wide, tm
     shard_gets = [p for m, p, *_ in timeline if m == "GET" and "/v/c/" in p]
     assert 2 <= len(shard_gets) <= 3  # the index, then inner chunks 1 and 2 (8 values each)
     assert _kinds(timeline)["HEAD"] == 0
+
+
+def test_validating_a_v2_walk_asks_one_head_per_document(con, wide, served_root):
+    """An unconsolidated v2 store records the documents it found absent (`.zgroup` of an
+    array, ...) too; revalidating one is one HEAD, not a HEAD and a LIST (s3fs's `_info`)."""
+    timed, endpoint = wide
+    store = served_root / "plain/v2_air_temperature.zarr"
+    client = moto_client("s3", endpoint, "fixture", "fixture")
+    timed.latency = 0.0
+    for f in store.rglob("*"):
+        if f.is_file():
+            key = f"v2.zarr/{f.relative_to(store).as_posix()}"
+            client.put_object(Bucket=BUCKET, Key=key, Body=f.read_bytes(), ACL="public-read")
+    timed.latency = LATENCY
+    clear_cache()
+    opts = f"storage_options := MAP {{'endpoint_url': '{endpoint}'}}"
+    sql = f"SELECT count(*), avg(air) FROM read_zarr('s3://{BUCKET}/v2.zarr', {opts})"
+    first, _ = _run(con, timed, sql)
+    second, timeline = _run(con, timed, sql)
+    import xarray as xr
+
+    air = xr.open_zarr(store, consolidated=False).air.values.astype(np.float64)
+    for rows in (first, second):  # the sum's order, and so its last bits, may differ
+        assert rows[0][0] == air.size
+        assert rows[0][1] == pytest.approx(np.nanmean(air), rel=1e-9)
+    kinds = _kinds(timeline)
+    assert kinds["LIST"] == 0  # validation only: HEADs, nothing listed
+    assert kinds["HEAD"] > 0

@@ -190,6 +190,16 @@ async def _s3_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
     return Fetched(bytes(data), len(data), info)
 
 
+async def _s3_head(fs: Any, path: str) -> dict[str, Any]:
+    """One HEAD of an object: s3fs's `_info` follows a missing key with a LIST (is it a
+    folder?), a second request for every document a validation finds absent."""
+    from s3fs.core import version_id_kw
+
+    bucket, key, version = fs.split_path(path)
+    out = await fs._call_s3("head_object", Bucket=bucket, Key=key, **version_id_kw(version))
+    return {"ETag": out.get("ETag", ""), "LastModified": out.get("LastModified", ""), "size": out.get("ContentLength")}
+
+
 async def _http_head(fs: Any, path: str) -> dict[str, Any]:
     """One HEAD request; fsspec's own `_info` turns every failure into 'not found'."""
     from aiohttp import ClientResponseError
@@ -264,7 +274,7 @@ _S3 = Backend(
     set_defaults=s3_defaults,
     size_pool=s3_pool,
     get=_s3_get,
-    info=_fresh_info,
+    info=_s3_head,
     ls=_fresh_ls,
     credentials_hint=(
         "give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
