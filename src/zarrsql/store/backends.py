@@ -170,7 +170,7 @@ async def _s3_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
     `get_object` is one request; its ETag, date and size are the validator `token` asks for,
     so reading a document also saves the HEAD that validation would make.
     """
-    from s3fs.core import _error_wrapper, version_id_kw
+    from s3fs.core import _error_wrapper, version_id_kw  # type: ignore[import-untyped]
 
     bucket, key, version = fs.split_path(path)
     ranged = {} if byte_range is None else {"Range": _range_header(byte_range)}
@@ -193,7 +193,7 @@ async def _s3_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
 async def _s3_head(fs: Any, path: str) -> dict[str, Any]:
     """One HEAD of an object: s3fs's `_info` follows a missing key with a LIST (is it a
     folder?), a second request for every document a validation finds absent."""
-    from s3fs.core import version_id_kw
+    from s3fs.core import version_id_kw  # type: ignore[import-untyped]
 
     bucket, key, version = fs.split_path(path)
     out = await fs._call_s3("head_object", Bucket=bucket, Key=key, **version_id_kw(version))
