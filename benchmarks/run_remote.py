@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,10 +25,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from harness import child_env  # noqa: E402
+from harness import child_env, machine_info  # noqa: E402
 
 ROOT = HERE.parent
-
+sys.path.insert(0, str(ROOT))
+from tests.remote.s3server import dependent_rounds  # noqa: E402
 
 SERVER = ROOT / "tests" / "remote" / "httpserver.py"
 DAYS = {"era5.zarr": "2020-02-01", "era5_quick.zarr": "2020-01-02"}
@@ -55,30 +57,10 @@ ENGINES = {  # column: (runner in engines.py, or "floor" for remote_floor.py; ov
 }
 
 
-def server_log(port: int) -> list[tuple[str, str]]:
-    """(method, path) of every request the server answered so far."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/__log") as r:
-        return [tuple(e) for e in json.load(r)]
-
-
-METADATA_FILES = ("zarr.json", ".zmetadata", ".zarray", ".zattrs", ".zgroup")
-COORDINATES = ("time", "latitude", "longitude")
-
-
-def dependent_rounds(log: list[tuple[str, str]], store: str) -> int:
-    """Round trips that cannot overlap: each needs the answer of the one before. The metadata
-    document names the arrays, the coordinate chunks decide which data chunks a filter keeps,
-    then the data chunks go out `concurrency` (32) at a time."""
-    metadata = coordinates = data = 0
-    for _, path in log:
-        rel = path.split(f"/{store}/", 1)[-1]
-        if rel.rsplit("/", 1)[-1] in METADATA_FILES:
-            metadata += 1
-        elif rel.split("/", 1)[0] in COORDINATES:
-            coordinates += 1
-        else:
-            data += 1
-    return (metadata > 0) + (coordinates > 0) + -(-data // 32)
+def server_timeline(port: int) -> list[list]:
+    """(method, path, arrived, answered) of every request the server answered so far."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/__timeline") as r:
+        return json.load(r)
 
 
 #: Imported before the clock starts for HTTP runs, as the engines' own libraries are: both
@@ -90,10 +72,12 @@ def run_child(python: str, runner: str, query: str, store: str, day: str) -> dic
     extra = HTTP_IMPORTS if store.startswith("http") else []
     code = CHILD.format(bench=str(HERE), runner=runner, query=query, store=store, day=day, extra=extra)
     # bytecode cached as run_era5.py does: lazily imported modules are not recompiled in the clock
+    load = os.getloadavg()[0]
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=600, env=child_env())
+    res = {"load_before": load, "load_after": os.getloadavg()[0]}
     if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        return {**res, "error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
+    return {**res, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
 def main() -> int:
@@ -119,12 +103,13 @@ def main() -> int:
         results: dict[str, dict[str, list[dict]]] = {}
         for rep in range(args.repeat):
             for query in ("Q1", "Q3"):
-                for column, (runner, remote) in ENGINES.items():
-                    before = len(server_log(port))
+                order = list(ENGINES.items())
+                for column, (runner, remote) in order[rep % len(order):] + order[: rep % len(order)]:
+                    before = len(server_timeline(port))
                     res = run_child(args.python, runner, query, url if remote else str(store_path), DAYS[name])
-                    made = server_log(port)[before:]
+                    made = server_timeline(port)[before:]
                     res["requests"] = len(made) if remote else None
-                    res["rounds"] = dependent_rounds(made, name) if remote else None
+                    res["rounds"] = dependent_rounds(made) if remote else None
                     results.setdefault(query, {}).setdefault(column, []).append(res)
                     print(f"rep {rep + 1} {query} {column}: {res}", file=sys.stderr, flush=True)
     finally:
@@ -144,7 +129,34 @@ def _cell(runs: list[dict]) -> tuple[str, float | None]:
     return text, median
 
 
+def _median(runs: list[dict], key: str) -> float | None:
+    ok = [r[key] for r in runs if key in r and r[key] is not None and "seconds" in r]
+    return statistics.median(ok) if ok else None
+
+
+def goals(results: dict, latency: float) -> dict[str, dict]:
+    """Issue 20, goal 7: Q1 over HTTP within 1.2x the fetch+decode floor over HTTP; Q3 over
+    HTTP within zarrsql's local time plus one round trip per dependent round the query needs
+    (the floor's rounds: metadata, coordinates, the chunk)."""
+    out = {}
+    for query, cols in results.items():
+        remote = _median(cols["zarrsql, HTTP"], "seconds")
+        if query == "Q1":
+            floor = _median(cols["floor, HTTP"], "seconds")
+            bound = 1.2 * floor if floor else None
+            rule = "zarrsql, HTTP <= 1.2 x floor, HTTP"
+        else:
+            local = _median(cols["zarrsql, local disk"], "seconds")
+            rounds = _median(cols["floor, HTTP"], "rounds")
+            bound = local + rounds * latency if local and rounds else None
+            rule = "zarrsql, HTTP <= zarrsql, local disk + rounds x latency"
+        out[query] = {"rule": rule, "bound": bound, "measured": remote,
+                      "met": None if bound is None or remote is None else remote <= bound}
+    return out
+
+
 def write(results: dict, name: str, args: argparse.Namespace) -> None:
+    met = goals(results, args.latency)
     lines = [
         f"# Remote stores: zarrsql over HTTP ({args.latency * 1000:.0f} ms per request) vs local disk and xarray-sql",
         "",
@@ -156,17 +168,13 @@ def write(results: dict, name: str, args: argparse.Namespace) -> None:
         "`concurrency` (32 requests in flight), cold metadata cache (a new process). The floor is "
         "`benchmarks/remote_floor.py`: the same requests in the same dependent order, 32 in flight, each "
         "chunk decompressed and reduced on a thread per core, no SQL and no table — the least a reader "
-        "must do, with the same HTTP client (aiohttp), on the same two cores as the server.",
-        "",
-        "Goal (issue 7): HTTP ≤ 1.5 × local disk + one round trip per concurrent batch. Two readings of "
-        "\"batch\": *strict* counts ⌈requests / 32⌉ round trips, as if every request could go out at once; "
-        "*dependent* counts the rounds that cannot overlap, because each needs the answer of the one before: "
-        "the metadata document (which names the arrays), the coordinate chunks (which decide the data chunks a "
-        "filter keeps), then the data chunks 32 at a time (`rounds`, from the server's log).",
+        "must do, with the same HTTP client (aiohttp), on the same two cores as the server. *rounds*: the "
+        "longest chain of requests each sent after the one before was answered (server's log): the round "
+        "trips a run waited for one after another.",
         "",
         "| query | " + " | ".join(ENGINES) + " | HTTP / local | floor: HTTP / local | zarrsql / floor, HTTP"
-        " | rounds | goal, strict | met | goal, dependent | met |",
-        "|---|" + "---|" * (len(ENGINES) + 9),
+        " | rounds: floor, zarrsql |",
+        "|---|" + "---|" * (len(ENGINES) + 4),
     ]
     for query, cols in results.items():
         cells = {c: _cell(cols[c]) for c in ENGINES}
@@ -175,23 +183,27 @@ def write(results: dict, name: str, args: argparse.Namespace) -> None:
         floor_local, floor_remote = cells["floor, local disk"][1], cells["floor, HTTP"][1]
         ratio += f" | {floor_remote / floor_local:.2f}×" if floor_local and floor_remote else " | —"
         ratio += f" | {remote / floor_remote:.2f}×" if remote and floor_remote else " | —"
-        runs = [r for r in cols["zarrsql, HTTP"] if r.get("requests")]
-        row = f"| {query} | " + " | ".join(cells[c][0] for c in ENGINES) + f" | {ratio} |"
-        if not (local and remote and runs):
-            lines.append(row + " — | — | — | — | — |")
-            continue
-        reqs = int(statistics.median(r["requests"] for r in runs))
-        rounds = int(statistics.median(r["rounds"] for r in runs))
-        row += f" {rounds} |"
-        for batches in (-(-reqs // 32), rounds):
-            goal = 1.5 * local + args.latency * batches
-            row += f" {goal:.3f} s | {'yes' if remote <= goal else 'no'} |"
-        lines.append(row)
+        rounds = [_median(cols[c], "rounds") for c in ("floor, HTTP", "zarrsql, HTTP")]
+        shown = ", ".join("—" if r is None else f"{r:g}" for r in rounds)
+        lines.append(f"| {query} | " + " | ".join(cells[c][0] for c in ENGINES) + f" | {ratio} | {shown} |")
+    lines += ["", "Goals (issue 20, goal 7):", "", "| query | goal | bound | zarrsql, HTTP | met |",
+              "|---|---|---|---|---|"]
+    for query, g in met.items():
+        bound = "—" if g["bound"] is None else f"{g['bound']:.3f} s"
+        measured = "—" if g["measured"] is None else f"{g['measured']:.3f} s"
+        verdict = "n/a" if g["met"] is None else ("yes" if g["met"] else "no")
+        lines.append(f"| {query} | {g['rule']} | {bound} | {measured} | {verdict} |")
+    loads = [r[k] for cols in results.values() for runs in cols.values() for r in runs
+             for k in ("load_before", "load_after") if k in r]
+    if loads:
+        lines += ["", f"Load average (1 min) around the runs: {min(loads):.1f} – {max(loads):.1f} "
+                  f"on {os.cpu_count()} cores (every run's in the JSON)."]
     text = "\n".join(lines) + "\n"
-    out = HERE / "results" / "remote.md"
+    out = HERE / "results" / ("remote_quick.md" if args.quick else "remote.md")
     out.write_text(text)
-    (HERE / "results" / "remote.json").write_text(json.dumps({"store": name, "latency": args.latency,
-                                                              "repeat": args.repeat, "results": results}, indent=1))
+    out.with_suffix(".json").write_text(json.dumps(
+        {"machine": machine_info(), "store": name, "latency": args.latency, "repeat": args.repeat,
+         "goals": met, "results": results}, indent=1))
     print(text)
 
 

@@ -43,6 +43,8 @@ class FaultyServer(ThreadingHTTPServer):
         self.salt = ""
         self.lock = threading.Lock()
         self.log: list[tuple[str, str]] = []
+        #: (method, path, seconds since the epoch when it arrived, when its answer was sent)
+        self.timeline: list[tuple[str, str, float, float]] = []
         self.faults: dict[str, list[str | None]] = {}
         self.always: dict[str, str] = {}
         self.on_request: Callable[[str, str], None] | None = None
@@ -95,6 +97,7 @@ class FaultyServer(ThreadingHTTPServer):
     def reset(self) -> None:
         with self.lock:
             self.log.clear()
+            self.timeline.clear()
             self.faults.clear()
             self.always.clear()
             self.salt = ""
@@ -143,6 +146,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, *, body: bool) -> None:
         server = self.server
+        arrived = time.time()
         with server.lock:
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
@@ -152,12 +156,14 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with server.lock:
                 server.in_flight -= 1
+                if not self.path.startswith("/__"):
+                    server.timeline.append((self.command, unquote(urlsplit(self.path).path), arrived, time.time()))
 
     def _respond(self, *, body: bool) -> None:
         path = unquote(urlsplit(self.path).path)
-        if path == "/__log":  # the benchmark's view of the log (not logged itself)
+        if path in ("/__log", "/__timeline"):  # the benchmark's view of the log (not logged itself)
             with self.server.lock:
-                payload = json.dumps(self.server.log).encode()
+                payload = json.dumps(self.server.log if path == "/__log" else self.server.timeline).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

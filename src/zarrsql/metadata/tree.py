@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, ZarrSQLError
 from zarrsql.metadata.arrays import ArrayMeta, GroupMeta, parse_v2_array, parse_v2_group, parse_v3_array, parse_v3_group
 from zarrsql.metadata.documents import field_choice, field_object, load_document, wrong_type
-from zarrsql.store import ChangeWatching, Refusing, Store, check_key
+from zarrsql.store import ChangeWatching, ReadTokens, Refusing, Store, check_key
 
 #: The documents of a v2 node: names in a listing that are not child nodes.
 _V2_DOCUMENTS = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -543,11 +543,14 @@ _cache: dict[str, NodeTree] = {}
 
 
 def _settle(tree: NodeTree) -> None:
-    """Replace pending validators (remote documents) with their tokens, in one `token_many`."""
+    """Replace pending validators (remote documents) with their tokens: those that came with
+    the reads where the store has them (no request), the rest in one `token_many`."""
     # snapshots here and below: a scan opening another table of this store may add validators
     pending = [k for k, v in list(tree.validators.items()) if v == _PENDING]
     if pending:
-        tree.validators.update(zip(pending, tree.store.token_many(pending), strict=True))
+        store = tree.store
+        tokens = store.read_tokens(pending) if isinstance(store, ReadTokens) else store.token_many(pending)
+        tree.validators.update(zip(pending, tokens, strict=True))
     tree.checked_at = time.monotonic()
 
 

@@ -22,6 +22,7 @@ from zarrsql.store.options import (
     gcs_defaults,
     http_defaults,
     s3_defaults,
+    s3_pool,
     split_settings,
 )
 
@@ -41,6 +42,10 @@ class Fetched:
 
 
 def _nothing(_: Any) -> None:
+    return None
+
+
+def _no_pool(_: dict[str, Any], __: int) -> None:
     return None
 
 
@@ -156,6 +161,45 @@ async def _http_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched
     return Fetched(data, len(data), info)
 
 
+async def _s3_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
+    """One GET of an object, with the validator its response carries.
+
+    s3fs's own `_cat_file` first asks for the object's size (a HEAD, or an answer from its
+    listings cache, which may be stale) whenever it may split a large read, so every chunk
+    would cost two dependent round trips, one of them unseen by `trace()`. A single
+    `get_object` is one request; its ETag, date and size are the validator `token` asks for,
+    so reading a document also saves the HEAD that validation would make.
+    """
+    from s3fs.core import _error_wrapper, version_id_kw  # type: ignore[import-untyped]
+
+    bucket, key, version = fs.split_path(path)
+    ranged = {} if byte_range is None else {"Range": _range_header(byte_range)}
+
+    async def read() -> tuple[dict[str, Any], bytes]:
+        response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **version_id_kw(version), **ranged)
+        try:
+            return response, await response["Body"].read()
+        finally:
+            response["Body"].close()
+
+    response, data = await _error_wrapper(read, retries=fs.retries)
+    size = response.get("ContentLength") if byte_range is None else None
+    if byte_range is not None:
+        size = str(response.get("ContentRange") or "/").rsplit("/", 1)[-1] or None
+    info = {"ETag": response.get("ETag", ""), "LastModified": response.get("LastModified", ""), "size": size}
+    return Fetched(bytes(data), len(data), info)
+
+
+async def _s3_head(fs: Any, path: str) -> dict[str, Any]:
+    """One HEAD of an object: s3fs's `_info` follows a missing key with a LIST (is it a
+    folder?), a second request for every document a validation finds absent."""
+    from s3fs.core import version_id_kw  # type: ignore[import-untyped]
+
+    bucket, key, version = fs.split_path(path)
+    out = await fs._call_s3("head_object", Bucket=bucket, Key=key, **version_id_kw(version))
+    return {"ETag": out.get("ETag", ""), "LastModified": out.get("LastModified", ""), "size": out.get("ContentLength")}
+
+
 async def _http_head(fs: Any, path: str) -> dict[str, Any]:
     """One HEAD request; fsspec's own `_info` turns every failure into 'not found'."""
     from aiohttp import ClientResponseError
@@ -202,7 +246,8 @@ class Backend:
 
     `extra` is the pip extra that installs its filesystem. `one_attempt(fs)` switches off the
     library's own retries, on every instance made. `set_defaults(options)` fills in the
-    storage options zarrsql sets unless the user did. `get`/`info`/`ls` are the async
+    storage options zarrsql sets unless the user did; `size_pool(options, concurrency)` makes
+    the library's connection pool hold `concurrency` connections. `get`/`info`/`ls` are the async
     requests for a key's bytes (and validator), its info record and a folder's names.
     `plain_http_hint`: a failed TLS handshake may mean the port speaks plain HTTP.
     """
@@ -212,6 +257,7 @@ class Backend:
     open: Callable[[str, dict[str, Any]], tuple[Any, str]] = _open_fsspec
     one_attempt: Callable[[Any], None] = _nothing
     set_defaults: Callable[[dict[str, Any]], None] = _nothing
+    size_pool: Callable[[dict[str, Any], int], None] = _no_pool
     get: Callable[[Any, str, ByteRange | None], Awaitable[Fetched]] = _cat
     info: Callable[[Any, str], Awaitable[dict[str, Any]]] = _info
     ls: Callable[[Any, str], Awaitable[list[str]]] = _ls
@@ -226,7 +272,9 @@ _S3 = Backend(
     extra="s3",
     one_attempt=_one_s3_attempt,
     set_defaults=s3_defaults,
-    info=_fresh_info,
+    size_pool=s3_pool,
+    get=_s3_get,
+    info=_s3_head,
     ls=_fresh_ls,
     credentials_hint=(
         "give credentials: storage_options := MAP {'key': ..., 'secret': ...}, the AWS_* "
@@ -289,5 +337,7 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
     """zarrsql's settings and the keywords for the fsspec filesystem of `protocol`, with the
     defaults its backend sets."""
     ours, theirs = split_settings(storage_options)
-    backend_for(protocol).set_defaults(theirs)
+    backend = backend_for(protocol)
+    backend.set_defaults(theirs)
+    backend.size_pool(theirs, ours.concurrency)
     return ours, theirs

@@ -3,7 +3,8 @@
 Every store reads keys (`Store`). What only some stores can do is a protocol of its own,
 checked with `isinstance` where it is used, so callers never test for a concrete store:
 `RangeReading` (a part of a key's value: sharded arrays read only the inner chunks a query
-touches), `Prefetching` (fetches started ahead of the reader), `ChangeWatching` (a missing
+touches), `Prefetching` (fetches started ahead of the reader), `ReadTokens` (validators
+that came with reads), `ChangeWatching` (a missing
 chunk is checked against the metadata the query planned with), `Refusing` (keys a store will
 not read, such as a local link out of the store) and `ZarrPythonAccess` (a zarr-python store
 over the same keys, for codecs zarrsql does not decode itself).
@@ -95,6 +96,15 @@ class Prefetching(Protocol):
     def prefetch(self, keys: Sequence[str]) -> list[concurrent.futures.Future[bytes | None]]: ...
 
     def forget(self, keys: Sequence[str]) -> None: ...
+
+
+@runtime_checkable
+class ReadTokens(Protocol):
+    """A store whose reads carry validators: `read_tokens` gives, per key, the validator of the
+    version its last read returned (as `token` spells them), asking only for keys read
+    without one."""
+
+    def read_tokens(self, keys: Sequence[str]) -> list[str | None]: ...
 
 
 @runtime_checkable

@@ -16,7 +16,8 @@ zarrsql reads these keys itself and does not pass them on:
 | `metadata_ttl` | 0 | seconds a cached node tree is trusted without revalidating it |
 
 On S3, botocore's own retries are turned off (`config_kwargs` default) and s3fs's are
-set to one attempt, so that `retries` means what it says. On Azure the same holds: the
+set to one attempt, so that `retries` means what it says; botocore's connection pool (10 by
+default) is sized to `concurrency`, so that `concurrency` does too. On Azure the same holds: the
 storage SDK's retry policy (3 retries, 15 s apart) is set to none when the store opens.
 On GCS, gcsfs's loop around every request (6 attempts, up to 16 s apart) is bypassed
 (store/remote.py).
@@ -226,6 +227,15 @@ def s3_defaults(theirs: dict[str, Any]) -> None:
     if not s3_has_credentials(theirs):
         theirs["anon"] = True
     theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
+
+
+def s3_pool(theirs: dict[str, Any], concurrency: int) -> None:
+    """As many pooled connections as requests in flight: botocore's pool holds 10, and a
+    request beyond them waits for a free connection, so `concurrency` would not mean what it
+    says. A `max_pool_connections` the user gives in `config_kwargs` is kept."""
+    config = dict(theirs.get("config_kwargs") or {})
+    config.setdefault("max_pool_connections", concurrency)
+    theirs["config_kwargs"] = config
 
 
 def http_defaults(theirs: dict[str, Any]) -> None:

@@ -45,8 +45,9 @@ MAX_BACKOFF = 2.0
 #: Seconds a validator seen on a GET stands in for a HEAD (once): about a round trip's worth
 #: of staleness, which a HEAD has too. It saves the HEAD that follows reading a document.
 FETCHED_TOKEN_AGE = 2.0
-#: Validators kept from GETs (oldest dropped): chunk reads must not grow it without bound.
-MAX_FETCHED_TOKENS = 1024
+#: Validators kept from GETs (oldest dropped): chunk reads must not grow it without bound,
+#: while the documents of a wide store (thousands of arrays) keep theirs until the walk ends.
+MAX_FETCHED_TOKENS = 8192
 
 
 def _protocol(url: str) -> str:
@@ -302,6 +303,17 @@ class FsspecStore:
         known = {k: tok for k, (tok, at) in fetched.items() if now - at < FETCHED_TOKEN_AGE}
         ask = [k for k in dict.fromkeys(keys) if k not in known]
         answers = dict(zip(ask, self._token_requests(ask), strict=True)) if ask else {}
+        return [known[k] if k in known else answers[k] for k in keys]
+
+    def read_tokens(self, keys: Sequence[str]) -> list[str | None]:
+        """The validator of the version each key's last GET read, whatever its age (a HEAD only
+        for a key read without one): what a cached document must be checked against later.
+        A HEAD now could describe a newer version than the bytes read, and would cost a round
+        trip per wave of `concurrency` documents on a store of many arrays."""
+        with self._lock:
+            known = {k: self._fetched.pop(k)[0] for k in keys if k in self._fetched}
+        ask = [k for k in dict.fromkeys(keys) if k not in known]
+        answers = dict(zip(ask, self.token_many(ask), strict=True)) if ask else {}
         return [known[k] if k in known else answers[k] for k in keys]
 
     def _token_requests(self, keys: Sequence[str]) -> list[str | None]:
