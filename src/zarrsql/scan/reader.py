@@ -32,7 +32,7 @@ from zarrsql import counters
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
-from zarrsql.plan.units import ScanPlan
+from zarrsql.plan.units import ScanPlan, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
@@ -56,13 +56,19 @@ def _prefetcher(scan: TableScan) -> Any:
     return scan.store.prefetch if scan.store.remote and isinstance(scan.store, Prefetching) else None
 
 
-def _unit_batch(scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
+def _unit_batch(
+    scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema, grid: tuple[int, ...] | None = None
+) -> pa.RecordBatch:
+    """One unit's batch. A grouped unit (dense plans, `grid` given) has its rows put back in
+    the order of the ungrouped units, so grouping never changes a scan's row order."""
     n_rows, parts = scan.unit_columns(unit, columns)
     arrays = [to_arrow(values, nulls, col.logical) for col, (values, nulls) in zip(columns, parts, strict=True)]
-    counters.count(work_units_read=1, rows=n_rows)
+    counters.count(work_units_read=getattr(unit, "merged", 1), rows=n_rows)
     if not arrays:  # no column asked for (count(*)): rows without columns
         return pa.RecordBatch.from_struct_array(pa.nulls(n_rows, pa.struct([])))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    order = None if grid is None else ungrouped_order(unit, grid)
+    return batch if order is None else batch.take(pa.array(order))
 
 
 class _Queued:
@@ -236,7 +242,9 @@ def cancel_all() -> None:
 def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
-    units = iter(plan.units())
+    # small chunks are read in grouped units: the costs below are per unit, not per chunk
+    grid = plan.grid if isinstance(plan, ScanPlan) else None
+    units = iter(plan.grouped_units() if isinstance(plan, ScanPlan) else plan.units())
     first = next(units, None)
     if first is None:
         return
@@ -264,7 +272,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
             if prefetch is not None:
                 keys = scan.unit_keys(unit, columns) or []
                 arrivals = prefetch(keys)
-            work = functools.partial(_unit_batch, scan, unit, columns, schema)
+            work = functools.partial(_unit_batch, scan, unit, columns, schema, grid)
             pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
                 yield stop.take(pending.popleft())
