@@ -361,50 +361,82 @@ def _group_pieces(
     return pieces
 
 
-#: Recent `ungrouped_order` permutations of whole regions, by (region shape, grid): a full
-#: scan has a handful of distinct unit shapes (inner units and those at the edges).
-_ORDERS: dict[tuple[tuple[int, ...], tuple[int, ...]], np.ndarray] = {}
-_ORDERS_KEPT = 8
+@dataclass(frozen=True)
+class Reorder:
+    """How a grouped unit's rows (row-major over its region, as selected) are put in the
+    order the ungrouped units would give them: chunk by chunk in row-major order of the chunk
+    grid, each chunk's rows row-major. `apply` reorders an array along its first axis; `order`
+    is the same permutation as an index array (for values numpy cannot hold in one array).
+
+    When every chunk along each axis holds the same number of rows (all but an array edge),
+    the reorder is a reshape of the rows into (chunks, rows per chunk) per axis and one
+    transposed copy, several times cheaper than gathering by index."""
+
+    lengths: tuple[int, ...]
+    bounds: tuple[tuple[int, ...], ...]
+    blocks: tuple[int, ...] | None  # rows per chunk along each axis when regular, else None
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        if self.blocks is None:
+            return np.take(values, self.order, axis=0)
+        trailing = values.shape[1:]
+        ndim = len(self.lengths)
+        split: list[int] = []
+        for n, b in zip(self.lengths, self.blocks, strict=True):
+            split += [n // b, b]
+        axes = [2 * k for k in range(ndim)] + [2 * k + 1 for k in range(ndim)]
+        axes += list(range(2 * ndim, 2 * ndim + len(trailing)))
+        moved = values.reshape(*split, *trailing).transpose(axes)
+        return np.ascontiguousarray(moved).reshape(-1, *trailing)
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        ranks = np.arange(int(np.prod(self.lengths, dtype=np.int64)), dtype=np.int64).reshape(self.lengths)
+        axes = [[slice(a, b) for a, b in itertools.pairwise(bs)] for bs in self.bounds]
+        parts = [ranks[block].reshape(-1) for block in itertools.product(*axes)]
+        out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return out.astype(np.int32) if len(out) < 2**31 else out
 
 
-def ungrouped_order(unit: WorkUnit, grid: tuple[int, ...]) -> np.ndarray | None:
-    """The unit's rows (row-major over its region, as selected) in the order the ungrouped
-    units would give them: chunk by chunk in row-major order of the chunk grid, each chunk's
-    rows row-major. An index array into the unit's rows; None when that order is the same.
+def _reorder(bounds: list[list[int]]) -> Reorder:
+    lengths = tuple(b[-1] for b in bounds)
+    sizes = [[b - a for a, b in itertools.pairwise(bs)] for bs in bounds]
+    regular = all(len(set(s)) <= 1 for s in sizes)
+    blocks = tuple(s[0] if s else 1 for s in sizes) if regular else None
+    return Reorder(lengths, tuple(tuple(b) for b in bounds), blocks)
+
+
+#: Recent reorders of whole regions, by (region shape, grid): a full scan has a handful of
+#: distinct unit shapes (the inner units and those at the edges).
+_REORDERS: dict[tuple[tuple[int, ...], tuple[int, ...]], Reorder] = {}
+_REORDERS_KEPT = 8
+
+
+def ungrouped_order(unit: WorkUnit, grid: tuple[int, ...]) -> Reorder | None:
+    """How to put a unit's rows in the order of the ungrouped units (see `Reorder`); None
+    when that is the order they have (a unit of one chunk).
 
     A grouped unit starts on a chunk boundary, so along each axis the rows it selects fall
-    into the chunks it spans at known ranks; the permutation lists, chunk by chunk, the
-    block of row-major ranks each chunk holds. Only units planned by `grouped_units` (whole
+    into the chunks it spans at known ranks. Only units planned by `grouped_units` (whole
     regions or per-axis index selections) are handled."""
     if unit.merged == 1:
         return None
     shape = unit.shape
     if unit.select is None:
         key = (shape, grid)
-        hit = _ORDERS.get(key)
+        hit = _REORDERS.get(key)
         if hit is None:
-            hit = _block_order([list(range(0, n, g)) + [n] for n, g in zip(shape, grid, strict=True)])
-            if len(_ORDERS) >= _ORDERS_KEPT:
-                _ORDERS.clear()
-            _ORDERS[key] = hit
+            hit = _reorder([list(range(0, n, g)) + [n] for n, g in zip(shape, grid, strict=True)])
+            if len(_REORDERS) >= _REORDERS_KEPT:
+                _REORDERS.clear()
+            _REORDERS[key] = hit
         return hit
     assert not isinstance(unit.select, np.ndarray), "grouped units select per axis"
     bounds = []
     for s, n, g in zip(unit.select, shape, grid, strict=True):
         edges = np.arange(0, n + g, g).clip(max=n)
-        bounds.append(edges.tolist() if s is None else np.searchsorted(s, edges).tolist())
-    return _block_order([sorted(set(b)) for b in bounds])
-
-
-def _block_order(bounds: list[list[int]]) -> np.ndarray:
-    """Row-major ranks of a box of rows, listed block by block: `bounds[k]` are the rank
-    boundaries of the blocks along axis k (first 0, last the axis's row count)."""
-    lengths = tuple(b[-1] for b in bounds)
-    ranks = np.arange(int(np.prod(lengths, dtype=np.int64)), dtype=np.int64).reshape(lengths)
-    axes = [[slice(a, b) for a, b in itertools.pairwise(bs)] for bs in bounds]
-    parts = [ranks[block].reshape(-1) for block in itertools.product(*axes)]
-    out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    return out.astype(np.int32) if len(out) < 2**31 else out
+        bounds.append(sorted(set(edges.tolist() if s is None else np.searchsorted(s, edges).tolist())))
+    return _reorder(bounds)
 
 
 def _separable_select(

@@ -26,13 +26,14 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from zarrsql import counters
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
-from zarrsql.plan.units import ScanPlan, ungrouped_order
+from zarrsql.plan.units import Reorder, ScanPlan, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
@@ -62,13 +63,22 @@ def _unit_batch(
     """One unit's batch. A grouped unit (dense plans, `grid` given) has its rows put back in
     the order of the ungrouped units, so grouping never changes a scan's row order."""
     n_rows, parts = scan.unit_columns(unit, columns)
-    arrays = [to_arrow(values, nulls, col.logical) for col, (values, nulls) in zip(columns, parts, strict=True)]
+    reorder = None if grid is None else ungrouped_order(unit, grid)
+    arrays = [_column(values, nulls, col, n_rows, reorder) for col, (values, nulls) in zip(columns, parts, strict=True)]
     counters.count(work_units_read=getattr(unit, "merged", 1), rows=n_rows)
     if not arrays:  # no column asked for (count(*)): rows without columns
         return pa.RecordBatch.from_struct_array(pa.nulls(n_rows, pa.struct([])))
-    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
-    order = None if grid is None else ungrouped_order(unit, grid)
-    return batch if order is None else batch.take(pa.array(order))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _column(values: Any, nulls: Any, col: Column, n_rows: int, reorder: Reorder | None) -> pa.Array:
+    """A column as Arrow, reordered: numpy values (one row per first-axis entry) before they
+    are wrapped, anything else (lists, geometries) by index once in Arrow."""
+    if reorder is None:
+        return to_arrow(values, nulls, col.logical)
+    if isinstance(values, np.ndarray) and len(values) == n_rows and (nulls is None or len(nulls) == n_rows):
+        return to_arrow(reorder.apply(values), None if nulls is None else reorder.apply(nulls), col.logical)
+    return to_arrow(values, nulls, col.logical).take(pa.array(reorder.order))
 
 
 class _Queued:
