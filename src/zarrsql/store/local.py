@@ -92,12 +92,12 @@ class LocalStore:
         return [self._read_in(k, folders) for k in keys]
 
     def _read_in(self, key: str, folders: dict[str, str]) -> bytes | None:
-        path = self._path(key)
-        folder, name = os.path.split(path)
+        folder, _, name = check_key(key).rpartition("/")
         real = folders.get(folder)
         if real is None:
-            real = folders[folder] = os.path.realpath(folder)
-        if not self._inside(os.path.join(real, name)):
+            real = folders[folder] = os.path.realpath(self._path(folder))
+        path = real + os.sep + name  # the folder as resolved: only the file's own name is left
+        if not self._inside(path):
             return self._read(key, None)
         try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
