@@ -24,7 +24,8 @@ def cases(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], list[list[
     grid = tuple(draw(st.integers(1, n + 1)) for n in shape)
     kept = [draw(st.none() | st.lists(st.integers(0, n - 1), min_size=1, max_size=n, unique=True)) for n in shape]
     cells = draw(st.integers(1, 400))
-    return shape, tuple(min(g, n) for g, n in zip(grid, shape, strict=True)), kept, cells
+    most = draw(st.none() | st.integers(1, 30))
+    return shape, tuple(min(g, n) for g, n in zip(grid, shape, strict=True)), kept, cells, most
 
 
 def cells_of(unit: WorkUnit) -> np.ndarray:
@@ -41,7 +42,7 @@ def cells_of(unit: WorkUnit) -> np.ndarray:
 @settings(max_examples=300, deadline=None)
 @given(cases())
 def test_grouped_units_give_the_ungrouped_rows_in_their_order(case) -> None:
-    shape, grid, kept, cells = case
+    shape, grid, kept, cells, most = case
     dims = [DimValues(f"d{k}", np.arange(n), None) for k, n in enumerate(shape)]
     parts = [InSet(f"d{k}", tuple(v)) for k, v in enumerate(kept) if v is not None]
     predicate = None if not parts else (parts[0] if len(parts) == 1 else And(tuple(parts)))
@@ -50,7 +51,7 @@ def test_grouped_units_give_the_ungrouped_rows_in_their_order(case) -> None:
     plain = [cells_of(u) for u in plan.units()]
     want = np.concatenate(plain) if plain else np.zeros((0, len(shape)), dtype=np.int64)
     got_parts, merged = [], 0
-    for unit in plan.grouped_units(cells):
+    for unit in plan.grouped_units(cells, max_chunks=most):
         rows = cells_of(unit)
         assert len(rows) == unit.num_rows()
         reorder = ungrouped_order(unit, grid)
@@ -65,6 +66,7 @@ def test_grouped_units_give_the_ungrouped_rows_in_their_order(case) -> None:
         lasts = [(b - 1) // g for (_, b), g in zip(unit.region, grid, strict=True)]
         assert len(touched) == int(np.prod([hi - lo + 1 for lo, hi in zip(firsts, lasts, strict=True)]))
         assert unit.merged == len(touched)
+        assert most is None or unit.merged <= max(1, most)
     got = np.concatenate(got_parts) if got_parts else np.zeros((0, len(shape)), dtype=np.int64)
     np.testing.assert_array_equal(got, want)
     assert merged == plan.units_kept()

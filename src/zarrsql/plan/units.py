@@ -110,14 +110,17 @@ class ScanPlan:
             region = _region(index, self.shape, self.grid)
             yield WorkUnit(index, region, _separable_select(self.kept, region))
 
-    def grouped_units(self, cells: int | None = None) -> Iterator[WorkUnit]:
+    def grouped_units(self, cells: int | None = None, *, max_chunks: int | None = None) -> Iterator[WorkUnit]:
         """The rows of `units()`, with runs of adjacent small chunks merged into units of up to
-        `cells` cells (`GROUP_CELLS` by default; see the module docstring). Plans whose units are
-        not a product of kept chunks per axis (a masked predicate, `only`) list `units()`."""
+        `cells` cells (`GROUP_CELLS` by default; see the module docstring) and at most
+        `max_chunks` grid cells (a remote store's requests in flight: a `LIMIT` met by the first
+        unit then still costs one round trip). Plans whose units are not a product of kept
+        chunks per axis (a masked predicate, `only`) list `units()`."""
         if self.only is not None or (self.predicate is not None and self.kept is None):
             yield from self.units()
             return
-        pieces = _group_pieces(self.shape, self.grid, self._chunk_lists(), GROUP_CELLS if cells is None else cells)
+        target = GROUP_CELLS if cells is None else cells
+        pieces = _group_pieces(self.shape, self.grid, self._chunk_lists(), target, max_chunks)
         for combo in itertools.product(*pieces):
             region = tuple(
                 (a * g, min((b + 1) * g, n)) for (a, b), g, n in zip(combo, self.grid, self.shape, strict=True)
@@ -337,19 +340,23 @@ def _split(run: tuple[int, int], per: int) -> list[tuple[int, int]]:
 
 
 def _group_pieces(
-    shape: tuple[int, ...], grid: tuple[int, ...], lists: list[np.ndarray], cells: int
+    shape: tuple[int, ...], grid: tuple[int, ...], lists: list[np.ndarray], cells: int, max_chunks: int | None
 ) -> list[list[tuple[int, int]]]:
     """Per axis, the (first, last) chunk runs grouped units span. From the last axis back, an
-    axis's kept chunks are merged while a unit stays within `cells`; an axis is merged only
-    while every faster axis is one run merged whole, so each unit is a box of kept chunks."""
+    axis's kept chunks are merged while a unit stays within `cells` (and `max_chunks`); an
+    axis is merged only while every faster axis is one run merged whole, so each unit is a
+    box of kept chunks."""
     pieces = [[(c, c) for c in kept.tolist()] for kept in lists]
     extent = [min(g, n) for g, n in zip(grid, shape, strict=True)]
+    merged = 1  # grid cells per unit so far
     for k in reversed(range(len(shape))):
         other = 1
         for j, e in enumerate(extent):
             if j != k:
                 other *= e
         per = cells // max(1, other * grid[k])
+        if max_chunks is not None:
+            per = min(per, max_chunks // merged)
         if per <= 1:
             break
         runs = _runs(lists[k])
@@ -358,6 +365,7 @@ def _group_pieces(
             break
         (first, last), g = pieces[k][0], grid[k]
         extent[k] = min((last + 1) * g, shape[k]) - first * g
+        merged *= last - first + 1
     return pieces
 
 

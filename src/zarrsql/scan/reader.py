@@ -254,7 +254,9 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     counters.count(work_units_planned=plan.units_total, scans=1)
     # small chunks are read in grouped units: the costs below are per unit, not per chunk
     grid = plan.grid if isinstance(plan, ScanPlan) else None
-    units = iter(plan.grouped_units() if isinstance(plan, ScanPlan) else plan.units())
+    # a remote unit holds at most one round of requests, so a LIMIT still waits one round trip
+    most = getattr(scan.store, "concurrency", None) if getattr(scan.store, "remote", False) else None
+    units = iter(plan.grouped_units(max_chunks=most) if isinstance(plan, ScanPlan) else plan.units())
     first = next(units, None)
     if first is None:
         return
