@@ -16,7 +16,14 @@ from zarrsql.store.local import LocalStore
 @pytest.fixture
 def store(tmp_path: Path) -> LocalStore:
     root = tmp_path / "store"
-    for key, data in {"v/c/0/0": b"a", "v/c/0/1": b"bb", "v/c/1/0": b"ccc", "w/c/0": b"inside"}.items():
+    for key, data in {
+        "v/c/0/0": b"a",
+        "v/c/0/1": b"bb",
+        "v/c/1/0": b"ccc",
+        "w/c/0": b"inside",
+        "w/c/1": b"",
+        "w/c/2": bytes(range(256)) * 5000,
+    }.items():
         path = root.joinpath(*key.split("/"))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
@@ -32,9 +39,10 @@ def store(tmp_path: Path) -> LocalStore:
 
 
 def test_answers_what_get_answers_key_by_key(store: LocalStore) -> None:
-    keys = ["v/c/0/0", "v/c/0/1", "v/c/1/0", "v/c/0/2", "linked/c/0", "v/c/9/9", "v/c/2", "nope/c/0"]
+    keys = ["v/c/0/0", "v/c/0/1", "v/c/1/0", "v/c/0/2", "linked/c/0", "v/c/9/9", "v/c/2", "nope/c/0", "w/c/1", "w/c/2"]
     assert store.get_many(keys) == [store.get(k) for k in keys]
-    assert store.get_many(keys) == [b"a", b"bb", b"ccc", b"inside", b"inside", None, None, None]
+    big = bytes(range(256)) * 5000  # more than one read's worth
+    assert store.get_many(keys) == [b"a", b"bb", b"ccc", b"inside", b"inside", None, None, None, b"", big]
 
 
 @pytest.mark.parametrize("key", ["v/c/1/1", "out/c/0"], ids=["chunk link", "folder link"])
