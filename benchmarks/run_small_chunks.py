@@ -229,16 +229,23 @@ def zarrsql_query(store: Path, star: bool) -> dict:
 
     import zarrsql
 
-    t = time.perf_counter()
+    import resource
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    t, c = time.perf_counter(), cpu()
     con = zarrsql.connect()
-    connect_s = time.perf_counter() - t
+    connect_s, connect_cpu_s = time.perf_counter() - t, cpu() - c
     src = f"read_zarr('{store}')"
     if not star:
         (avg,), = con.sql(f"SELECT avg(t2m) FROM {src}").fetchall()
-        return {"avg": avg, "connect_s": connect_s}
+        return {"avg": avg, "connect_s": connect_s, "connect_cpu_s": connect_cpu_s}
     table = con.sql(f"SELECT * FROM {src}").to_arrow_table()
     t2m = table.column("t2m").to_numpy()
     return {"avg": float(t2m.sum(dtype=np.float64)) / len(t2m), "rows": table.num_rows, "connect_s": connect_s,
+            "connect_cpu_s": connect_cpu_s,
             "columns": table.column_names, "nulls": sum(c.null_count for c in table.columns)}
 
 
@@ -424,6 +431,8 @@ def small_part(args, store: Path) -> dict:
                   "cpu_ratio_to_least_cpu_floor": None if cpu_floor is None or cpu[q] is None else cpu[q] / cpu_floor,
                   "cpu_overhead_us_per_chunk": None if cpu_floor is None or cpu[q] is None
                   else (cpu[q] - cpu_floor) / chunks * 1e6,
+                  "cpu_overhead_us_per_chunk_after_connect": None if cpu_floor is None or cpu[q] is None
+                  else (cpu[q] - (median_of(runs[q], "connect_cpu_s") or 0.0) - cpu_floor) / chunks * 1e6,
                   "ratio_to_each_floor": {n: z / f for n, f in floors.items()},
                   "overhead_us_per_chunk": (z - floors[fastest]) / chunks * 1e6,
                   "overhead_us_per_chunk_after_connect": (z - connect - floors[fastest]) / chunks * 1e6,
@@ -510,7 +519,8 @@ def markdown(doc: dict) -> str:
                      f"{d['overhead_us_per_chunk']:.1f} µs per chunk ({d['overhead_us_per_chunk_after_connect']:.1f} "
                      f"µs without connect(), {d['median_connect_s']:.3f} s); CPU time "
                      f"{_s(d['cpu_ratio_to_least_cpu_floor'])}x the least CPU of a floor, "
-                     f"{_s(d['cpu_overhead_us_per_chunk'])} µs of CPU per chunk more")
+                     f"{_s(d['cpu_overhead_us_per_chunk'])} µs of CPU per chunk more "
+                     f"({_s(d['cpu_overhead_us_per_chunk_after_connect'])} without connect())")
     if "goal" in small:
         L.append(f"- goal: {small['goal']['text']}: **{'met' if small['goal']['met'] else 'missed'}**")
     L.append(f"- zarrsql trace (Q1): {small['trace']}")
