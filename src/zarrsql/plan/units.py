@@ -121,7 +121,12 @@ class ScanPlan:
             return
         target = GROUP_CELLS if cells is None else cells
         pieces = _group_pieces(self.shape, self.grid, self._chunk_lists(), target, max_chunks)
-        for combo in itertools.product(*pieces):
+        for i, combo in enumerate(itertools.product(*pieces)):
+            if i == 0:  # the first group chunk by chunk: a LIMIT met early reads one chunk
+                for index in itertools.product(*[range(a, b + 1) for a, b in combo]):
+                    region = _region(index, self.shape, self.grid)
+                    yield WorkUnit(index, region, _separable_select(self.kept, region))
+                continue
             region = tuple(
                 (a * g, min((b + 1) * g, n)) for (a, b), g, n in zip(combo, self.grid, self.shape, strict=True)
             )
