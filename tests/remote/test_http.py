@@ -274,9 +274,10 @@ def test_fetched_ahead_chunks_are_each_requested_once(con, http, served_root):
     assert set(chunk_gets.values()) == {1}, chunk_gets.most_common(3)
 
 
-def test_a_scan_closed_early_leaves_no_fetch_behind(http):
+def test_a_scan_closed_early_leaves_no_fetch_behind(http, monkeypatch):
     """A LIMIT met early: only the units queued so far are fetched, and nothing fetched ahead
     stays in the store once the scan is closed (queued units' fetches are dropped)."""
+    monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
 
@@ -302,10 +303,11 @@ def test_a_scan_closed_early_leaves_no_fetch_behind(http):
     assert scan.store._ahead == {}
 
 
-def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http):
+def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http, monkeypatch):
     """Requests that share the bandwidth finish in no set order: a unit is decoded as soon as
     its chunks are in, not behind units whose chunks are late (two late units would otherwise
     hold both decoding threads)."""
+    monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     import threading
 
     from zarrsql.scan.reader import read_batches

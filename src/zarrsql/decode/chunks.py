@@ -16,8 +16,10 @@ wrong values without any error; nothing can detect that short of a checksum code
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -161,7 +163,7 @@ def _decode_bytes_codec(codec: Any, data: Any, size: int | None = None) -> Any:
 
 
 def _cells(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)
 
 
 def _from_bytes(origin: str, data: Any, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -204,77 +206,165 @@ def _decode_vlen(codec: str, data: Any, shape: tuple[int, ...]) -> np.ndarray:
     return arr
 
 
-def _v2_filter(f: dict[str, Any], data: Any, shape: tuple[int, ...]) -> Any:
-    codec = _codec_id(f)
-    if codec in ("vlen-utf8", "vlen-bytes"):
-        return _decode_vlen(codec, data, shape)
-    return _stage(codec, _numcodec(f).decode, data)
+@dataclass(frozen=True, slots=True)
+class _V2Pipeline:
+    """A v2 array's compressor and filters, built once: `decode` turns a chunk's bytes into
+    its values (chunk shape, `order`). Codecs known to keep no state between calls are shared
+    by every chunk (and thread); any other is built per chunk, as numcodecs expects."""
 
+    array: ArrayMeta
+    compressor: tuple[str, Any] | None
+    filters: tuple[tuple[str, dict[str, Any], Any], ...]
+    #: The chunk's bytes when the compressor's output is its values (no filter, fixed size).
+    size: int | None
 
-def _decode_v2(array: ArrayMeta, raw: bytes) -> np.ndarray:
-    data: Any = raw
-    last = None
-    comp = array.codecs.get("compressor")
-    filters = array.codecs.get("filters") or []
-    if comp:
-        last = _codec_id(comp)
+    @staticmethod
+    def build(array: ArrayMeta) -> _V2Pipeline:
+        comp = array.codecs.get("compressor")
+        compressor = (_codec_id(comp), _shared_numcodec(comp)) if comp else None
+        filters = tuple((_codec_id(f), f, _shared_numcodec(f)) for f in reversed(array.codecs.get("filters") or []))
         fixed = not filters and array.dtype.kind != "string"
         size = _cells(array.chunks) * np.dtype(array.dtype.name).itemsize if fixed else None
-        data = _stage(last, lambda d: _decode_bytes_codec(_numcodec(comp), d, size), data)
-    for f in reversed(filters):
-        last = _codec_id(f)
-        data = _v2_filter(f, data, array.chunks)
-    if array.dtype.kind == "string":
-        arr = np.asarray(data, dtype=object).reshape(-1)
-        if arr.size != _cells(array.chunks):
-            cells = _cells(array.chunks)
-            raise _Failure(
-                f"codec '{last}' gave {arr.size} values, but a chunk of shape {list(array.chunks)} holds {cells}"
+        return _V2Pipeline(array, compressor, filters, size)
+
+    def decode(self, raw: Any) -> np.ndarray:
+        array = self.array
+        data: Any = raw
+        last = None
+        if self.compressor is not None:
+            last, shared = self.compressor
+            codec = shared if shared is not None else _numcodec(array.codecs["compressor"])
+            data = _stage(last, lambda d: _decode_bytes_codec(codec, d, self.size), data)
+        for last, config, shared in self.filters:
+            data = _v2_filter(last, config, shared, data, array.chunks)
+        if array.dtype.kind == "string":
+            arr = np.asarray(data, dtype=object).reshape(-1)
+            if arr.size != _cells(array.chunks):
+                cells = _cells(array.chunks)
+                raise _Failure(
+                    f"codec '{last}' gave {arr.size} values, but a chunk of shape {list(array.chunks)} holds {cells}"
+                )
+        else:
+            origin = f"codec '{last}' gave" if last else "the stored chunk (no compressor) holds"
+            arr = _from_bytes(origin, data, np.dtype(array.dtype.name), array.chunks)
+        return arr.reshape(array.chunks, order=array.order)
+
+
+def _shared_numcodec(config: Any) -> Any:
+    """The numcodecs codec of `config`, built once, when its id is one of the stateless
+    bytes codecs (`NUMCODECS_BYTES`); None for any other (built per chunk)."""
+    if not isinstance(config, dict) or config.get("id") not in NUMCODECS_BYTES:
+        return None
+    try:
+        return _numcodec(config)
+    except Exception:  # a configuration numcodecs refuses: each chunk's decode reports it by name
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _V3Pipeline:
+    """One v3 codec list prepared for chunks of `shape`: the bytes-to-bytes codecs in decode
+    order, the array-to-bytes codec, and the transpose, all looked up once."""
+
+    array: ArrayMeta
+    stages: tuple[tuple[str, Any], ...]
+    a2b: dict[str, Any]
+    stored: tuple[int, ...]
+    back: tuple[int, ...] | None
+    dtype: np.dtype | None
+    origin: str
+    #: The last stage's output size when it is the chunk's values (read by `bytes`).
+    size: int | None
+
+    @staticmethod
+    def build(
+        array: ArrayMeta, codecs: list[dict], shape: tuple[int, ...], dtype: np.dtype | None = None
+    ) -> _V3Pipeline:
+        stages = []
+        last = None  # the bytes-to-bytes codec the array-to-bytes codec gets its input from
+        for c in reversed(codecs):
+            name = c.get("name")
+            if _bytes_codec_name(name):
+                itemsize = (dtype if dtype is not None else array.dtype.numpy or np.dtype("u1")).itemsize
+                stages.append(
+                    (name, _v3_bytes_codec(name, _freeze(_bytes_config(name, c.get("configuration"), itemsize))))
+                )
+                last = name
+        order = None
+        for c in codecs:
+            if c.get("name") == "transpose":
+                settings: Any = c.get("configuration") or {}  # JSON, checked by check_v3_codecs
+                order = tuple(settings.get("order"))
+        stored = tuple(shape[i] for i in order) if order else shape
+        a2b = next(c for c in codecs if c.get("name") in ("bytes", "vlen-utf8", "vlen-bytes", SHARDING))
+        dt = None
+        if a2b["name"] == "bytes":
+            base = dtype if dtype is not None else array.dtype.numpy
+            assert base is not None, "an array with the 'bytes' codec has a fixed-size numpy dtype"
+            endian = (a2b.get("configuration") or {}).get("endian", "little")
+            dt = (
+                base
+                if base.itemsize == 1 or base.kind == "S"
+                else base.newbyteorder("<" if endian == "little" else ">")
             )
-    else:
-        origin = f"codec '{last}' gave" if last else "the stored chunk (no compressor) holds"
-        arr = _from_bytes(origin, data, np.dtype(array.dtype.name), array.chunks)
-    return arr.reshape(array.chunks, order=array.order)
+        origin = f"codec '{last}' gave" if last else "codec 'bytes' got"
+        back = tuple(int(i) for i in np.argsort(order)) if order else None
+        size = _cells(stored) * dt.itemsize if dt is not None and stages else None
+        return _V3Pipeline(array, tuple(stages), a2b, stored, back, dt, origin, size)
+
+    def decode(self, raw: Any) -> np.ndarray:
+        data: Any = raw
+        final = len(self.stages) - 1
+        for k, (name, codec) in enumerate(self.stages):
+            try:
+                data = _decode_bytes_codec(codec, data, self.size if k == final else None)
+            except _Failure:
+                raise
+            except Exception as err:  # codec libraries raise their own types; this is their edge
+                raise _Failure(f"codec '{name}' failed: {type(err).__name__}: {err}") from err
+        name = self.a2b["name"]
+        if name == SHARDING:
+            arr = _decode_shard(self.array, self.a2b.get("configuration") or {}, data, self.stored)
+        elif name == "bytes":
+            assert self.dtype is not None
+            arr = _from_bytes(self.origin, data, self.dtype, self.stored)
+        else:
+            arr = _decode_vlen(name, data, self.stored)
+        arr = arr.reshape(self.stored)
+        return arr.transpose(self.back) if self.back else arr
+
+
+def _v2_filter(codec: str, f: dict[str, Any], shared: Any, data: Any, shape: tuple[int, ...]) -> Any:
+    if codec in ("vlen-utf8", "vlen-bytes"):
+        return _decode_vlen(codec, data, shape)
+    return _stage(codec, (shared if shared is not None else _numcodec(f)).decode, data)
 
 
 def _decode_codecs(
     array: ArrayMeta, codecs: list[dict], raw: Any, shape: tuple[int, ...], dtype: np.dtype | None = None
 ) -> np.ndarray:
     """Decode one v3 codec list into an array of `shape` (`dtype` overrides the array's)."""
-    data: Any = raw
-    last = None  # the bytes-to-bytes codec the array-to-bytes codec gets its input from
-    itemsize = (dtype if dtype is not None else array.dtype.numpy or np.dtype("u1")).itemsize
-    stages = [c for c in reversed(codecs) if _bytes_codec_name(c.get("name"))]
-    # The last stage's output is the chunk's values when `bytes` reads them: its exact size.
-    fixed = any(c.get("name") == "bytes" for c in codecs)
-    for k, c in enumerate(stages):
-        name = c.get("name")
-        codec = _v3_bytes_codec(name, _freeze(_bytes_config(name, c.get("configuration"), itemsize)))
-        size = _cells(shape) * itemsize if fixed and k == len(stages) - 1 else None
-        data = _stage(name, lambda d, codec=codec, size=size: _decode_bytes_codec(codec, d, size), data)
-        last = name
-    order = None
-    for c in codecs:
-        if c.get("name") == "transpose":
-            settings: Any = c.get("configuration") or {}  # JSON, checked by check_v3_codecs
-            order = tuple(settings.get("order"))
-    stored_shape = tuple(shape[i] for i in order) if order else shape
-    a2b = next(c for c in codecs if c.get("name") in ("bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed"))
-    if a2b["name"] == "sharding_indexed":
-        arr = _decode_shard(array, a2b.get("configuration") or {}, data, stored_shape)
-    elif a2b["name"] == "bytes":
-        base = dtype if dtype is not None else array.dtype.numpy
-        assert base is not None, "an array with the 'bytes' codec has a fixed-size numpy dtype"
-        endian = (a2b.get("configuration") or {}).get("endian", "little")
-        dt = base if base.itemsize == 1 or base.kind == "S" else base.newbyteorder("<" if endian == "little" else ">")
-        origin = f"codec '{last}' gave" if last else "codec 'bytes' got"
-        arr = _from_bytes(origin, data, dt, stored_shape)
-    else:
-        arr = _decode_vlen(a2b["name"], data, stored_shape)
-    arr = arr.reshape(stored_shape)
-    if order:
-        arr = arr.transpose(np.argsort(order))
-    return arr
+    return _V3Pipeline.build(array, codecs, shape, dtype).decode(raw)
+
+
+#: Prepared pipelines of recently read arrays, by the array record's identity (see `_pipeline`).
+_PIPELINES: dict[int, tuple[ArrayMeta, _V2Pipeline | _V3Pipeline]] = {}
+_PIPELINES_KEPT = 256
+
+
+def _pipeline(array: ArrayMeta) -> _V2Pipeline | _V3Pipeline:
+    """The array's chunk pipeline, prepared once: a scan of many small chunks would otherwise
+    look up its codecs again for every chunk. Kept by identity, the record held with it so
+    that a reused id never matches; rebuilt after the cache is cleared (no lock: a race
+    builds the same pipeline twice)."""
+    hit = _PIPELINES.get(id(array))
+    if hit is not None and hit[0] is array:
+        return hit[1]
+    made = _V2Pipeline.build(array) if array.zarr_format == 2 else _V3Pipeline.build(array, array.codecs, array.chunks)
+    if len(_PIPELINES) >= _PIPELINES_KEPT:
+        _PIPELINES.clear()
+    _PIPELINES[id(array)] = (array, made)
+    return made
 
 
 #: An inner chunk a shard's index marks as absent (offset and length all ones).
@@ -380,10 +470,15 @@ def decode_chunk(
     counters.count(chunks_decoded=1)
     if raw is None:
         return fill_chunk(array, array.chunks)
+    return _decode_stored(array, _pipeline(array), raw, key, store_url)
+
+
+def _decode_stored(
+    array: ArrayMeta, pipeline: _V2Pipeline | _V3Pipeline, raw: Any, key: str | None, store_url: str | None
+) -> np.ndarray:
+    """One stored chunk through its array's prepared pipeline; a failure names the chunk."""
     try:
-        arr = (
-            _decode_v2(array, raw) if array.zarr_format == 2 else _decode_codecs(array, array.codecs, raw, array.chunks)
-        )
+        arr = pipeline.decode(raw)
     except _Failure as err:
         raise _chunk_error(array, key, store_url, err.detail) from err
     except (ValueError, RuntimeError, TypeError) as err:  # the layout around the codecs (a reshape)
@@ -407,35 +502,73 @@ def region_chunks(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list
     return list(itertools.product(*per_axis))
 
 
+def _region_key_list(array: ArrayMeta, per_axis: list[range]) -> list[str]:
+    """The keys of every chunk in the product of `per_axis`, in `region_chunks` order:
+    `ArrayMeta.chunk_key`'s spelling, with each axis's part of the key formatted once."""
+    sep = array.separator
+    if array.v2_keys:
+        head = f"{array.path}/" if array.path else ""
+        parts = [[(sep if k else "") + str(i) for i in r] for k, r in enumerate(per_axis)]
+    else:
+        head = f"{array.path}/c" if array.path else "c"
+        parts = [[sep + str(i) for i in r] for r in per_axis]
+    return [head + "".join(p) for p in itertools.product(*parts)]
+
+
 def region_keys(array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> list[str] | None:
     """The store keys `read_region` will get for `region`; None when zarr-python reads it."""
     if not fast_path(array):
         return None
-    return [array.chunk_key(idx) for idx in region_chunks(array, region)]
+    if not region:
+        return [array.chunk_key(())]
+    return _region_key_list(array, [_chunk_ranges(a, b, c) for (a, b), c in zip(region, array.chunks, strict=True)])
 
 
 def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The cells of `region` ((start, stop) per axis), assembled from every chunk it touches."""
     if not fast_path(array):
         return _read_with_zarr(store, array, region)
-    shape = tuple(b - a for a, b in region)
     indices = region_chunks(array, region)
     if len(indices) == 1:
         idx = indices[0]
         chunk = read_chunk(store, array, idx)
         sl = tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, array.chunks, strict=True))
         return chunk[sl]
-    out = np.empty(shape, dtype=array.dtype.numpy)
-    keys = [array.chunk_key(idx) for idx in indices]
+    return _assemble(store, array, region)
+
+
+def _axis_slices(a: int, b: int, c: int) -> tuple[range, list[slice], list[slice]]:
+    """Along one axis of region [a, b) over chunks of length `c`: the chunks it touches, and
+    per chunk the slice of the region it fills and the slice of the chunk it takes."""
+    chunks = _chunk_ranges(a, b, c)
+    dst, src = [], []
+    for i in chunks:
+        lo, hi = max(a, i * c), min(b, (i + 1) * c)
+        dst.append(slice(lo - a, hi - a))
+        src.append(slice(lo - i * c, hi - i * c))
+    return chunks, dst, src
+
+
+def _assemble(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """A region of several chunks: fetched together, each decoded through the array's prepared
+    pipeline into its place; the slices are worked out per axis once, not per chunk, since a
+    region of many small chunks spends its time on per-chunk work."""
+    axes = [_axis_slices(a, b, c) for (a, b), c in zip(region, array.chunks, strict=True)]
+    keys = _region_key_list(array, [ax[0] for ax in axes])
+    out = np.empty(tuple(b - a for a, b in region), dtype=array.dtype.numpy)
+    pipeline = _pipeline(array)
+    fill: np.ndarray | None = None
     raws = store.get_many(keys)  # concurrent on remote stores
-    for idx, key, raw in zip(indices, keys, raws, strict=True):
-        chunk = decode_chunk(array, raw, key, store.url)
-        dst, src = [], []
-        for (a, b), i, c in zip(region, idx, array.chunks, strict=True):
-            lo, hi = max(a, i * c), min(b, (i + 1) * c)
-            dst.append(slice(lo - a, hi - a))
-            src.append(slice(lo - i * c, hi - i * c))
-        out[tuple(dst)] = chunk[tuple(src)]
+    counters.count(chunks_decoded=len(keys))
+    dsts = itertools.product(*[ax[1] for ax in axes])
+    srcs = itertools.product(*[ax[2] for ax in axes])
+    for key, raw, dst, src in zip(keys, raws, dsts, srcs, strict=True):
+        if raw is None:  # absent: the fill value
+            if fill is None:
+                fill = fill_chunk(array, (1,) * len(region))
+            out[dst] = fill
+            continue
+        out[dst] = _decode_stored(array, pipeline, raw, key, store.url)[src]
     return out
 
 

@@ -8,6 +8,16 @@ in row-major order. With a predicate, each unit also carries which of its rows t
 - any other predicate is evaluated per unit as a boolean mask over the unit's cells; units
   whose mask is empty are dropped.
 Both are exact: a planned unit produces exactly the rows where the predicate is true.
+
+Small chunks make small units, and every unit costs the reader a fixed amount (a batch, a
+hand-off between threads, the engine's work per batch). `ScanPlan.grouped_units` merges runs
+of adjacent kept chunks into one unit of up to `GROUP_CELLS` cells, for the plans whose units
+are a product of kept chunks per axis (no predicate, or a separable one); a merged unit spans
+only kept chunks, so it reads no chunk the ungrouped units would not, and its selection is
+computed from the same kept indices, so its rows are exactly theirs. Its rows come out in
+row-major order of its region; `ungrouped_order` gives the permutation that puts them back
+in the order the ungrouped units would have produced them (chunk by chunk), so that
+grouping changes no query's row order.
 """
 
 from __future__ import annotations
@@ -43,6 +53,9 @@ class WorkUnit:
     index: tuple[int, ...]
     region: tuple[tuple[int, int], ...]
     select: None | tuple[np.ndarray | None, ...] | np.ndarray
+    #: How many chunk-grid cells the unit covers (more than 1 for a grouped unit; its `index`
+    #: is then its first cell's), so that counts of units read stay counts of grid cells.
+    merged: int = 1
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -96,6 +109,31 @@ class ScanPlan:
         for index in itertools.product(*[c.tolist() for c in self._chunk_lists()]):
             region = _region(index, self.shape, self.grid)
             yield WorkUnit(index, region, _separable_select(self.kept, region))
+
+    def grouped_units(self, cells: int | None = None, *, max_chunks: int | None = None) -> Iterator[WorkUnit]:
+        """The rows of `units()`, with runs of adjacent small chunks merged into units of up to
+        `cells` cells (`GROUP_CELLS` by default; see the module docstring) and at most
+        `max_chunks` grid cells (a remote store's requests in flight: a `LIMIT` met by the first
+        unit then still costs one round trip). Plans whose units are not a product of kept
+        chunks per axis (a masked predicate, `only`) list `units()`."""
+        if self.only is not None or (self.predicate is not None and self.kept is None):
+            yield from self.units()
+            return
+        target = GROUP_CELLS if cells is None else cells
+        pieces = _group_pieces(self.shape, self.grid, self._chunk_lists(), target, max_chunks)
+        for i, combo in enumerate(itertools.product(*pieces)):
+            if i == 0:  # the first group chunk by chunk: a LIMIT met early reads one chunk
+                for index in itertools.product(*[range(a, b + 1) for a, b in combo]):
+                    region = _region(index, self.shape, self.grid)
+                    yield WorkUnit(index, region, _separable_select(self.kept, region))
+                continue
+            region = tuple(
+                (a * g, min((b + 1) * g, n)) for (a, b), g, n in zip(combo, self.grid, self.shape, strict=True)
+            )
+            merged = 1
+            for a, b in combo:
+                merged *= b - a + 1
+            yield WorkUnit(tuple(a for a, _ in combo), region, _separable_select(self.kept, region), merged)
 
     def units_kept(self) -> int:
         """How many units `units()` lists, without listing them (except under `only`)."""
@@ -279,6 +317,139 @@ def _chunks_kept(n: int, g: int, kept: np.ndarray | None) -> np.ndarray:
     if kept is None:
         return np.arange(_n_chunks(n, g))
     return np.unique(kept // g)
+
+
+#: The cells a grouped unit aims at (`ScanPlan.grouped_units`): about 1 MB per float32 column,
+#: enough to make the per-unit costs small beside decoding, small enough that the reader's
+#: window of units in flight stays a few MB per column; chunks this large are never merged.
+GROUP_CELLS = 1 << 18
+
+
+def _runs(chunks: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted chunk indices as (first, last) runs of consecutive indices."""
+    if len(chunks) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(chunks) != 1) + 1
+    firsts = chunks[np.concatenate([[0], breaks])].tolist()
+    lasts = chunks[np.concatenate([breaks, [len(chunks)]]) - 1].tolist()
+    return list(zip(firsts, lasts, strict=True))
+
+
+def _split(run: tuple[int, int], per: int) -> list[tuple[int, int]]:
+    """A run of chunks cut into the fewest pieces of at most `per` chunks, of near-equal length."""
+    first, last = run
+    count = last - first + 1
+    parts = -(-count // per)
+    bounds = [first + (count * i) // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(parts)]
+
+
+def _group_pieces(
+    shape: tuple[int, ...], grid: tuple[int, ...], lists: list[np.ndarray], cells: int, max_chunks: int | None
+) -> list[list[tuple[int, int]]]:
+    """Per axis, the (first, last) chunk runs grouped units span. From the last axis back, an
+    axis's kept chunks are merged while a unit stays within `cells` (and `max_chunks`); an
+    axis is merged only while every faster axis is one run merged whole, so each unit is a
+    box of kept chunks."""
+    pieces = [[(c, c) for c in kept.tolist()] for kept in lists]
+    extent = [min(g, n) for g, n in zip(grid, shape, strict=True)]
+    merged = 1  # grid cells per unit so far
+    for k in reversed(range(len(shape))):
+        other = 1
+        for j, e in enumerate(extent):
+            if j != k:
+                other *= e
+        per = cells // max(1, other * grid[k])
+        if max_chunks is not None:
+            per = min(per, max_chunks // merged)
+        if per <= 1:
+            break
+        runs = _runs(lists[k])
+        pieces[k] = [p for run in runs for p in _split(run, per)]
+        if len(pieces[k]) != 1:
+            break
+        (first, last), g = pieces[k][0], grid[k]
+        extent[k] = min((last + 1) * g, shape[k]) - first * g
+        merged *= last - first + 1
+    return pieces
+
+
+@dataclass(frozen=True)
+class Reorder:
+    """How a grouped unit's rows (row-major over its region, as selected) are put in the
+    order the ungrouped units would give them: chunk by chunk in row-major order of the chunk
+    grid, each chunk's rows row-major. `apply` reorders an array along its first axis; `order`
+    is the same permutation as an index array (for values numpy cannot hold in one array).
+
+    When every chunk along each axis holds the same number of rows (all but an array edge),
+    the reorder is a reshape of the rows into (chunks, rows per chunk) per axis and one
+    transposed copy, several times cheaper than gathering by index."""
+
+    lengths: tuple[int, ...]
+    bounds: tuple[tuple[int, ...], ...]
+    blocks: tuple[int, ...] | None  # rows per chunk along each axis when regular, else None
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        if self.blocks is None:
+            return np.take(values, self.order, axis=0)
+        trailing = values.shape[1:]
+        ndim = len(self.lengths)
+        split: list[int] = []
+        for n, b in zip(self.lengths, self.blocks, strict=True):
+            split += [n // b, b]
+        axes = [2 * k for k in range(ndim)] + [2 * k + 1 for k in range(ndim)]
+        axes += list(range(2 * ndim, 2 * ndim + len(trailing)))
+        moved = values.reshape(*split, *trailing).transpose(axes)
+        return np.ascontiguousarray(moved).reshape(-1, *trailing)
+
+    @functools.cached_property
+    def order(self) -> np.ndarray:
+        ranks = np.arange(int(np.prod(self.lengths, dtype=np.int64)), dtype=np.int64).reshape(self.lengths)
+        axes = [[slice(a, b) for a, b in itertools.pairwise(bs)] for bs in self.bounds]
+        parts = [ranks[block].reshape(-1) for block in itertools.product(*axes)]
+        out = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return out.astype(np.int32) if len(out) < 2**31 else out
+
+
+def _reorder(bounds: list[list[int]]) -> Reorder:
+    lengths = tuple(b[-1] for b in bounds)
+    sizes = [[b - a for a, b in itertools.pairwise(bs)] for bs in bounds]
+    regular = all(len(set(s)) <= 1 for s in sizes)
+    blocks = tuple(s[0] if s else 1 for s in sizes) if regular else None
+    return Reorder(lengths, tuple(tuple(b) for b in bounds), blocks)
+
+
+#: Recent reorders of whole regions, by (region shape, grid): a full scan has a handful of
+#: distinct unit shapes (the inner units and those at the edges).
+_REORDERS: dict[tuple[tuple[int, ...], tuple[int, ...]], Reorder] = {}
+_REORDERS_KEPT = 8
+
+
+def ungrouped_order(unit: WorkUnit, grid: tuple[int, ...]) -> Reorder | None:
+    """How to put a unit's rows in the order of the ungrouped units (see `Reorder`); None
+    when that is the order they have (a unit of one chunk).
+
+    A grouped unit starts on a chunk boundary, so along each axis the rows it selects fall
+    into the chunks it spans at known ranks. Only units planned by `grouped_units` (whole
+    regions or per-axis index selections) are handled."""
+    if unit.merged == 1:
+        return None
+    shape = unit.shape
+    if unit.select is None:
+        key = (shape, grid)
+        hit = _REORDERS.get(key)
+        if hit is None:
+            hit = _reorder([list(range(0, n, g)) + [n] for n, g in zip(shape, grid, strict=True)])
+            if len(_REORDERS) >= _REORDERS_KEPT:
+                _REORDERS.clear()
+            _REORDERS[key] = hit
+        return hit
+    assert not isinstance(unit.select, np.ndarray), "grouped units select per axis"
+    bounds = []
+    for s, n, g in zip(unit.select, shape, grid, strict=True):
+        edges = np.arange(0, n + g, g).clip(max=n)
+        bounds.append(sorted(set(edges.tolist() if s is None else np.searchsorted(s, edges).tolist())))
+    return _reorder(bounds)
 
 
 def _separable_select(

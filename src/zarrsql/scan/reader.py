@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from zarrsql import counters
@@ -33,7 +34,7 @@ from zarrsql.decode.buffers import POOL
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
-from zarrsql.plan.units import ScanPlan
+from zarrsql.plan.units import Reorder, ScanPlan, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
@@ -57,13 +58,28 @@ def _prefetcher(scan: TableScan) -> Any:
     return scan.store.prefetch if scan.store.remote and isinstance(scan.store, Prefetching) else None
 
 
-def _unit_batch(scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema) -> pa.RecordBatch:
+def _unit_batch(
+    scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema, grid: tuple[int, ...] | None = None
+) -> pa.RecordBatch:
+    """One unit's batch. A grouped unit (dense plans, `grid` given) has its rows put back in
+    the order of the ungrouped units, so grouping never changes a scan's row order."""
     n_rows, parts = scan.unit_columns(unit, columns)
-    arrays = [to_arrow(values, nulls, col.logical) for col, (values, nulls) in zip(columns, parts, strict=True)]
-    counters.count(work_units_read=1, rows=n_rows)
+    reorder = None if grid is None else ungrouped_order(unit, grid)
+    arrays = [_column(values, nulls, col, n_rows, reorder) for col, (values, nulls) in zip(columns, parts, strict=True)]
+    counters.count(work_units_read=getattr(unit, "merged", 1), rows=n_rows)
     if not arrays:  # no column asked for (count(*)): rows without columns
         return pa.RecordBatch.from_struct_array(pa.nulls(n_rows, pa.struct([])))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _column(values: Any, nulls: Any, col: Column, n_rows: int, reorder: Reorder | None) -> pa.Array:
+    """A column as Arrow, reordered: numpy values (one row per first-axis entry) before they
+    are wrapped, anything else (lists, geometries) by index once in Arrow."""
+    if reorder is None:
+        return to_arrow(values, nulls, col.logical)
+    if isinstance(values, np.ndarray) and len(values) == n_rows and (nulls is None or len(nulls) == n_rows):
+        return to_arrow(reorder.apply(values), None if nulls is None else reorder.apply(nulls), col.logical)
+    return to_arrow(values, nulls, col.logical).take(pa.array(reorder.order))
 
 
 class _Queued:
@@ -239,7 +255,11 @@ def cancel_all() -> None:
 def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
     schema = schema_of(columns)
     counters.count(work_units_planned=plan.units_total, scans=1)
-    units = iter(plan.units())
+    # small chunks are read in grouped units: the costs below are per unit, not per chunk
+    grid = plan.grid if isinstance(plan, ScanPlan) else None
+    # a remote unit holds at most one round of requests, so a LIMIT still waits one round trip
+    most = getattr(scan.store, "concurrency", None) if getattr(scan.store, "remote", False) else None
+    units = iter(plan.grouped_units(max_chunks=most) if isinstance(plan, ScanPlan) else plan.units())
     first = next(units, None)
     if first is None:
         return
@@ -267,7 +287,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
             if prefetch is not None:
                 keys = scan.unit_keys(unit, columns) or []
                 arrivals = prefetch(keys)
-            work = functools.partial(_unit_batch, scan, unit, columns, schema)
+            work = functools.partial(_unit_batch, scan, unit, columns, schema, grid)
             pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
                 yield stop.take(pending.popleft())
