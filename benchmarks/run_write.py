@@ -246,18 +246,21 @@ def markdown(doc: dict) -> str:
 
 def rss_goal_lines(doc: dict) -> list[str]:
     """The RSS goal per case: a zarrsql write's peak at most the sort baseline's peak plus two
-    rows of output chunks."""
-    lines = ["| case | engine | peak RSS | duckdb-sort peak + 2 rows of chunks | goal met |", "|---|---|---|---|---|"]
+    rows of output chunks (medians of the runs' peaks; each run's peaks are in the JSON)."""
+    lines = [
+        "| case | engine | peak RSS (median of runs) | duckdb-sort peak + 2 rows of chunks | goal met |",
+        "|---|---|---|---|---|",
+    ]
     for case, cell in doc["cases"].items():
         base = cell["engines"].get("duckdb-sort", {})
         if not base.get("ok"):
             continue
-        bound = base["peak_rss_mb"] + 2 * cell["chunk_row_mb"]
+        bound = base["median_peak_rss_mb"] + 2 * cell["chunk_row_mb"]
         for engine in ("zarrsql", "zarrsql-sorted"):
             r = cell["engines"].get(engine, {})
             if r.get("ok"):
-                met = "yes" if r["peak_rss_mb"] <= bound else "**no**"
-                lines.append(f"| {case} | {engine} | {r['peak_rss_mb']:.0f} MB | {bound:.0f} MB | {met} |")
+                met = "yes" if r["median_peak_rss_mb"] <= bound else "**no**"
+                lines.append(f"| {case} | {engine} | {r['median_peak_rss_mb']:.0f} MB | {bound:.0f} MB | {met} |")
     return lines
 
 
@@ -295,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
                 if ok:
                     rec["median_s"] = sorted(r["seconds"] for r in ok)[len(ok) // 2]
                     rec["peak_rss_mb"] = max(r["peak_rss_mb"] for r in ok)
+                    # DuckDB's own peak moves by tens of MB between identical runs (its threads'
+                    # hash partitions), so the RSS goal compares medians of the runs' peaks
+                    rec["median_peak_rss_mb"] = sorted(r["peak_rss_mb"] for r in ok)[len(ok) // 2]
                 else:
                     rec["error"] = runs[-1].get("error", "")
                 cell["engines"][engine] = rec
