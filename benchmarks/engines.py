@@ -41,6 +41,8 @@ import resource  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 
+from harness import ZARRSQL_IMPORTS  # noqa: E402  (standard library only)
+
 # --------------------------------------------------------------------------- queries
 # ``{src}`` is the engine's table expression: a registered table name, read_parquet(...)
 # or read_zarr(...). Every engine runs the same text (the floor implements the same
@@ -118,9 +120,9 @@ ENGINE_IMPORTS = {
     "xarray-sql+datafusion": ["numpy", "xarray", "zarr", "xarray_sql", "datafusion", "pyarrow"],
     "parquet+duckdb": ["duckdb", "pyarrow"],
     "parquet.pyarrow+duckdb": ["duckdb", "pyarrow"],
-    # `import zarrsql` is lazy (the engine loads on first use): import what `connect()` loads,
-    # as eager `import zarrsql` did, so the clock starts after the same libraries as the others'
-    "zarrsql": ["zarrsql", "zarrsql.engine.api", "zarrsql.engine.connection"],
+    # `import zarrsql` is lazy (the engine loads on first use): import what its first query
+    # loads (harness.ZARRSQL_IMPORTS), so the clock starts after the same libraries as the others'
+    "zarrsql": ZARRSQL_IMPORTS,
 }
 
 # Engines that implement only some queries; every other engine runs every query. The

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 
 import engines as E  # noqa: E402
 import make_era5 as M  # noqa: E402
-from harness import child_env, machine_info, versions, warm  # noqa: E402
+from harness import ZARRSQL_IMPORTS, child_env, machine_info, versions, warm  # noqa: E402
 
 RESULTS = HERE / "results"
 COLUMNS = ["zarrsql plain", "zarrsql icechunk", "xarray icechunk"]
@@ -136,7 +136,7 @@ def _next_day(day: str) -> str:
 def child(column: str, query: str, store: str, repo: str, day: str) -> None:
     import importlib
 
-    for name in ("zarrsql", "icechunk", "xarray", "duckdb", "pyarrow", "zarr", "numpy"):
+    for name in ("icechunk", "xarray", "zarr", *ZARRSQL_IMPORTS, "zarrsql.store.icechunk"):
         importlib.import_module(name)
     t0 = time.perf_counter()
     if column == "xarray icechunk":

@@ -46,14 +46,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from engines import Q3_LAT, Q3_LON, Q4_LIMIT, QUERIES, sql_for  # noqa: E402
-from harness import child_env  # noqa: E402
+from harness import ZARRSQL_IMPORTS, child_env  # noqa: E402
 
 ENGINES = ("zarrsql:zarr", "zarrsql:same-bytes", "zarrsql:json", "zarrsql:parquet", "xarray:netcdf")
 RUN_QUERIES = ("Q1", "Q2", "Q3", "Q4")
 DAYS_PER_FILE = 10
 #: What each engine imports before its clock starts (engines.py's rule): the Parquet layout's
 #: records are read with pandas (through fsspec's LazyReferenceMapper), a library import.
-_ZARRSQL = ("zarrsql.engine.api", "zarrsql.engine.connection")
+_ZARRSQL = (*ZARRSQL_IMPORTS, "zarrsql.store.references")
 IMPORTS = {
     "zarrsql:zarr": _ZARRSQL,
     "zarrsql:same-bytes": _ZARRSQL,

@@ -139,11 +139,11 @@ WRITERS = {
 #: Imported before the clock starts (as run_era5.py excludes imports); the time with them is
 #: kept as `process_s`.
 IMPORTS = {
-    "zarrsql": ["zarrsql", "zarrsql.write.api", "zarrsql.write.grid", "duckdb", "pandas", "zarr", "pyarrow"],
-    "zarrsql-sorted": ["zarrsql", "zarrsql.write.api", "zarrsql.write.grid", "duckdb", "pandas", "zarr", "pyarrow"],
+    "zarrsql": [*harness.ZARRSQL_IMPORTS, "zarrsql.write.api", "zarrsql.write.grid", "pandas", "zarr"],
+    "zarrsql-sorted": [*harness.ZARRSQL_IMPORTS, "zarrsql.write.api", "zarrsql.write.grid", "pandas", "zarr"],
     "xarray": ["xarray", "duckdb", "pandas", "zarr"],
     "xarray-sql": ["xarray", "xarray_sql", "duckdb", "pandas", "zarr"],
-    "duckdb-sort": ["zarrsql", "zarrsql.write.api", "zarrsql.write.grid", "duckdb", "pandas", "zarr", "pyarrow"],
+    "duckdb-sort": [*harness.ZARRSQL_IMPORTS, "zarrsql.write.api", "zarrsql.write.grid", "pandas", "zarr"],
 }
 
 
