@@ -60,7 +60,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import child_env, machine_info, versions, warm  # noqa: E402
+from harness import ZARRSQL_IMPORTS, child_env, machine_info, versions, warm  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -78,7 +78,7 @@ QUERIES = {
 #: The sparse format of the store each query runs on.
 FORMAT = {"full": "csr", "selective": "csr", "genewise": "csc"}
 ENGINE_IMPORTS = {
-    "zarrsql": ["zarrsql", "pyarrow"],
+    "zarrsql": [*ZARRSQL_IMPORTS, "zarrsql.scan.sparse", "zarrsql.decode.sparse", "zarrsql.conventions.anndata"],
     "anndata": ["anndata", "scipy.sparse", "pandas", "numpy"],
     "anndata.backed": ["anndata", "scipy.sparse", "pandas", "numpy", "zarr"],
 }
