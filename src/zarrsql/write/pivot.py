@@ -93,13 +93,22 @@ def keep_rows(source: Source, dims: tuple[str, ...], kinds: dict[str, str], vari
             index, at = grow_and_place(found[k], dimension_values(d, batch.column(d), kinds[d]))
             found[k] = index
             positions.append(at.astype(_position_type(len(index))))
-        values = {name: column_values(name, batch.column(name), kind) for name, kind in variables.items()}
+        values = {name: _owned(column_values(name, batch.column(name), kind)) for name, kind in variables.items()}
         parts.append((positions, values))
         rows += batch.num_rows
         size += sum(p.nbytes for p in positions) + sum(_nbytes(v) for v in values.values())
         if size > ONE_READ_BYTES:
             return None
     return Kept(finish_grid(dims, kinds, found), parts, rows, variables)
+
+
+def _owned(values: Values) -> Values:
+    """`values` in memory of their own. A column read zero-copy from an Arrow batch that came
+    through the C data interface keeps the whole batch alive (pyarrow releases an imported
+    batch as one), so a kept float32 column would hold every column of its batches."""
+    data = values.data if values.data.flags.owndata else values.data.copy()
+    nulls = values.nulls if values.nulls is None or values.nulls.flags.owndata else values.nulls.copy()
+    return Values(data, nulls)
 
 
 def _position_type(n: int) -> type[np.signedinteger]:
