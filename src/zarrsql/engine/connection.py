@@ -347,10 +347,9 @@ class Connection:
             # Each connection therefore gets UDFs of its own, and its macros call those.
             suffix = uuid.uuid4().hex[:12]
             scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
-            two = ["VARCHAR", "VARCHAR"]
             con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
-            con.create_function(list_udf, _list_udf(state), two, "VARCHAR", side_effects=False)
-            con.create_function(action_udf, _action_udf(state), two, "VARCHAR", side_effects=False)
+            con.create_function(list_udf, _list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+            con.create_function(action_udf, _action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
             state.perform = self._perform
             state.opener = SecretOpener(con)
             con.execute(";\n".join(macro_statements(scan_udf, list_udf, action_udf)))
