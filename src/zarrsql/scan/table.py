@@ -9,6 +9,7 @@ one unit's columns. The sparse scan (`scan/sparse.py`) is the other implementati
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -311,13 +312,16 @@ class DenseScan(OpenedTable):
         truth, _ = evaluate(predicate, leaf)
         return np.asarray(truth).reshape(shape)
 
-    def _repeats(self, axis: int) -> bool:
-        """Whether an axis' column comes back for another unit: only when the chunk grid has
-        more than one unit across the other axes (time, the slowest axis of a store chunked
-        by time, never repeats, and keeping its columns would only hold memory)."""
-        grid = self.table.chunk_grid
-        counts = [-(-n // max(c, 1)) for n, c in zip(self.table.shape, grid, strict=True)]
-        return int(np.prod([n for k, n in enumerate(counts) if k != axis], dtype=np.int64)) > 1
+    @functools.cached_property
+    def _repeating_axes(self) -> frozenset[int]:
+        """The axes whose columns come back for another unit: those with more than one unit
+        of the chunk grid across the other axes (time, the slowest axis of a store chunked by
+        time, never repeats, and keeping its columns would only hold memory). Worked out once
+        per scan: `_coordinate` asks for every unit and column."""
+        counts = [-(-n // max(c, 1)) for n, c in zip(self.table.shape, self.table.chunk_grid, strict=True)]
+        return frozenset(
+            axis for axis in range(len(counts)) if int(np.prod(counts[:axis] + counts[axis + 1 :], dtype=np.int64)) > 1
+        )
 
     def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
         """A coordinate column of a unit. Units of one shape at one place along an axis give
@@ -328,7 +332,8 @@ class DenseScan(OpenedTable):
         The reader's threads call this at once: the cache is only touched under its lock
         (the columns themselves are built outside it, and never written after)."""
         axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
-        key = (col.name, unit.region[axis], unit.shape) if unit.select is None and self._repeats(axis) else None
+        shared = unit.select is None and axis in self._repeating_axes
+        key = (col.name, unit.region[axis], unit.shape) if shared else None
         if key is not None:
             with self._patterns_lock:
                 hit = self._patterns.pop(key, None)
