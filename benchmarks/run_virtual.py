@@ -52,13 +52,13 @@ ENGINES = ("zarrsql:zarr", "zarrsql:same-bytes", "zarrsql:json", "zarrsql:parque
 RUN_QUERIES = ("Q1", "Q2", "Q3", "Q4")
 DAYS_PER_FILE = 10
 #: What each engine imports before its clock starts (engines.py's rule): the Parquet layout's
-#: records are read with pandas (through fsspec's LazyReferenceMapper), a library import.
+#: records are read with pyarrow.parquet, a library import.
 _ZARRSQL = (*ZARRSQL_IMPORTS, "zarrsql.store.references")
 IMPORTS = {
     "zarrsql:zarr": _ZARRSQL,
     "zarrsql:same-bytes": _ZARRSQL,
     "zarrsql:json": _ZARRSQL,
-    "zarrsql:parquet": (*_ZARRSQL, "pandas", "fastparquet", "fsspec.implementations.reference"),
+    "zarrsql:parquet": (*_ZARRSQL, "pyarrow.parquet", "zarrsql.store.parquet_records"),
     "xarray:netcdf": ("xarray", "h5netcdf", "pandas"),
 }
 BUILD_VERSION = 2

@@ -27,6 +27,7 @@ import numcodecs
 import numpy as np
 
 from zarrsql import counters
+from zarrsql.decode import inflate
 from zarrsql.decode.buffers import MIN_BYTES, POOL, blosc_content_size, zstd_content_size
 from zarrsql.errors import DecodeError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
@@ -66,7 +67,10 @@ def _stage(codec: str, decode: Any, data: Any) -> Any:
 
 
 def _numcodec(config: dict[str, Any]) -> Any:
-    return numcodecs.get_codec(dict(config))
+    """The codec of a numcodecs configuration; deflate (zlib, gzip) through ISA-L when it is
+    installed (decode/inflate.py)."""
+    fast = inflate.codec_for(config)
+    return fast if fast is not None else numcodecs.get_codec(dict(config))
 
 
 def _codec_id(config: Any) -> str:
@@ -77,7 +81,7 @@ def _codec_id(config: Any) -> str:
 def _v3_bytes_codec(name: str, frozen: tuple) -> Any:
     config = dict(frozen)
     if name == "gzip":
-        return numcodecs.GZip(level=config.get("level", 5))
+        return _numcodec({"id": "gzip", "level": config.get("level", 5)})
     if name == "zstd":
         return numcodecs.Zstd(level=config.get("level", 0))
     if name == "blosc":
@@ -85,7 +89,7 @@ def _v3_bytes_codec(name: str, frozen: tuple) -> Any:
     if name == "crc32c":
         return numcodecs.CRC32C()
     if name.startswith("numcodecs."):
-        return numcodecs.get_codec({**config, "id": name[10:]})
+        return _numcodec({**config, "id": name[10:]})
     raise UnsupportedError(name)
 
 

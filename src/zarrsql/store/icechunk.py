@@ -37,7 +37,7 @@ import threading
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
@@ -456,6 +456,20 @@ def _byte_range(byte_range: ByteRange | None) -> tuple[int | None, int | None] |
     return (byte_range.start, byte_range.start + byte_range.length)
 
 
+#: The metadata documents of a hierarchy, parsed as JSON (which wants `bytes`).
+_DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
+
+
+def _as_bytes(key: str, data: Any) -> bytes:
+    """A value Icechunk returned, as the reader takes it. Icechunk hands back its own buffer
+    object; copying a chunk of megabytes into `bytes` cost as much CPU as reading it, so a
+    chunk is passed on as a read-only view of that buffer (the decoders take any buffer, and
+    a view cannot be written, like `bytes`). Metadata documents are small and become `bytes`."""
+    if key.rpartition("/")[2] in _DOCUMENTS:
+        return bytes(data)
+    return cast(bytes, memoryview(data))
+
+
 _UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able")
 
 
@@ -522,8 +536,8 @@ class SnapshotStore:
                 counters.count(requests=1)
                 return None  # a name Icechunk cannot hold, such as a v2 document: not there
             raise self._failure(key, err) from err
-        raw = bytes(data)
-        counters.count(requests=1, bytes_read=len(raw))
+        raw = _as_bytes(key, data)
+        counters.count(requests=1, bytes_read=memoryview(raw).nbytes)
         self._present(key)
         return raw
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, UnsupportedError
+from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import Store, is_url
 
 #: Given (folder or URL, storage_options), the plain store of the keys below it.
@@ -126,7 +126,7 @@ class RefSet:
     def __init__(self, location: str, refs: Mapping[str, Ref], lazy: Any = None) -> None:
         self.location = location
         self._refs = dict(refs)
-        self._lazy = lazy  # the Parquet layout's chunk records, read on demand
+        self._lazy = lazy  # the Parquet layout's chunk records (ParquetRecords), read on demand
         self.keys = frozenset(self._refs)
 
     def target_urls(self) -> set[str]:
@@ -144,14 +144,9 @@ class RefSet:
             value = self._lazy[key]
         except KeyError:
             return None
-        except (OSError, ValueError) as err:
-            raise StoreReadError(f"cannot read the reference of '{key}' in '{self.location}': {err}") from err
-        if isinstance(value, (bytes, str)):
-            return Inline(value if isinstance(value, bytes) else _decode_inline(value))
-        items = list(value)
-        if items and isinstance(items[0], str):  # numpy integers from the Parquet columns
-            items = [items[0], *(int(v) for v in items[1:])]
-        return _ref(key, items, _folder(_parquet_root(self.location)), self.location)
+        if isinstance(value, bytes):
+            return Inline(value)
+        return _ref(key, value, _folder(_parquet_root(self.location)), self.location)
 
 
 def _folder(location: str) -> str:
@@ -183,29 +178,24 @@ def _json_refset(location: str, storage_options: Mapping[str, Any], open_folder:
 
 def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_folder: FolderOpener) -> RefSet:
     """The Parquet layout: its metadata documents at once, chunk records when asked for."""
-    import fsspec
-    from fsspec.implementations.reference import LazyReferenceMapper
+    from zarrsql.store.parquet_records import ParquetRecords
 
     root = _parquet_root(location)
     raw = _read_bytes(root + "/.zmetadata", storage_options, open_folder)
     try:
         doc = json.loads(raw)
         metadata = doc["metadata"]
-        int(doc["record_size"])
+        record_size = int(doc["record_size"])
+        if not isinstance(metadata, dict) or record_size < 1:
+            raise ValueError("'metadata' must be an object and 'record_size' a positive number")
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise MetadataError(
             f"'{location}' is not a kerchunk Parquet reference set: its .zmetadata lacks 'metadata' or "
             f"'record_size' ({err})"
         ) from err
-    if is_url(root):
-        from zarrsql.store.remote import FsspecStore  # its filesystem, configured as for any store
-
-        remote = FsspecStore(root, dict(storage_options))
-        lazy = LazyReferenceMapper(remote.root, fs=remote.fs)
-    else:
-        lazy = LazyReferenceMapper(root, fs=fsspec.filesystem("file"))
+    records = ParquetRecords(location, metadata, record_size, open_folder(root, storage_options).get)
     refs = {k: Inline(json.dumps(v).encode() if not isinstance(v, str) else v.encode()) for k, v in metadata.items()}
-    return RefSet(location, refs, lazy)
+    return RefSet(location, refs, records)
 
 
 def is_parquet_layout(location: str) -> bool:
