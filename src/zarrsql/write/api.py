@@ -13,7 +13,8 @@ from typing import Any
 
 from zarrsql.errors import ParameterError, UnsupportedError
 from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
-from zarrsql.write.source import source_of
+from zarrsql.write.allocator import returning_memory
+from zarrsql.write.source import Source, source_of
 
 __all__ = ["to_zarr"]
 
@@ -64,9 +65,17 @@ def write_zarr(
     target = _store_text(store)
     _check(layout, mode, append_dim, zarr_format, consolidated)
     source = source_of(relation_or_sql, connection)
-    if layout == "table":
-        _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
-        return None
+    with returning_memory(source.connection.duckdb):
+        if layout == "table":
+            _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
+            return None
+        return _write_grid(source, target, dims, chunks, mode, append_dim, zarr_format, consolidated, storage_options)
+
+
+def _write_grid(
+    source: Source, target: str, dims: Sequence[str] | None, chunks: Any, mode: str, append_dim: str | None,
+    zarr_format: int, consolidated: bool, storage_options: Mapping[str, str] | None,
+) -> int | None:  # fmt: skip
     from zarrsql.write.grid import GridOptions, write_grid
 
     if mode == "a":

@@ -111,11 +111,12 @@ def _owned(values: Values) -> Values:
     return Values(data, nulls)
 
 
-def _position_type(n: int) -> type[np.signedinteger]:
-    """The narrowest integer that holds positions on an axis of `n` values: the kept rows are
-    most of a small result's memory, and most axes (days, latitudes) have few values."""
-    for t in (np.int8, np.int16, np.int32):
-        if n <= np.iinfo(t).max:
+def _position_type(n: int) -> type[np.integer]:
+    """The narrowest integer that holds positions on an axis of `n` values (0 to n - 1): the
+    kept rows are most of a small result's memory, and most axes (days, latitudes, a 240-point
+    longitude) have at most 256 values."""
+    for t in (np.uint8, np.uint16, np.uint32):
+        if n - 1 <= np.iinfo(t).max:
             return t
     return np.int64
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from zarrsql.write.allocator import returning_memory
 from zarrsql.write.cells import dim_kinds
 from zarrsql.write.pivot import pivot
 from zarrsql.write.source import dims_of, kind_of, schema_of, source_of
@@ -43,7 +44,8 @@ def to_xarray(relation: Any, dims: Sequence[str] | None = None, *, template: Any
     kinds = dim_kinds(source, dims_t, "xarray")
     schema = schema_of(source)
     variables = {f.name: kind_of(f.name, f.type, "xarray") for f in schema if f.name not in dims_t}
-    grid, data, _ = pivot(source, dims_t, kinds, variables)
+    with returning_memory(source.connection.duckdb):
+        grid, data, _ = pivot(source, dims_t, kinds, variables)
     ds = xr.Dataset({name: (dims_t, values) for name, values in data.items()}, coords=grid.coords())
     return ds if template is None else _apply_template(ds, template)
 
