@@ -24,26 +24,17 @@ except ImportError:  # no wheel for this platform: numcodecs' own codecs are use
 __all__ = ["codec_for"]
 
 
-class _Zlib:
-    """A zlib stream (numcodecs' `zlib`), inflated by ISA-L."""
+class _Inflate:
+    """A deflate stream of one wrapping (`zlib`, or `gzip` with every member), inflated by ISA-L."""
 
-    codec_id = "zlib"
-
-    def decode(self, buf: Any, out: Any = None) -> bytes:
-        if out is not None:
-            raise ValueError("decoding into a given buffer is not supported")
-        return bytes(isal_zlib.decompress(buf))
-
-
-class _GZip:
-    """A gzip stream (numcodecs' `gzip`, Zarr v3's `gzip`), every member, inflated by ISA-L."""
-
-    codec_id = "gzip"
+    def __init__(self, codec_id: str, inflate: Any) -> None:
+        self.codec_id = codec_id
+        self._inflate = inflate
 
     def decode(self, buf: Any, out: Any = None) -> bytes:
         if out is not None:
             raise ValueError("decoding into a given buffer is not supported")
-        return bytes(igzip.decompress(buf))
+        return bytes(self._inflate(buf))
 
 
 def codec_for(config: Any) -> Any:
@@ -53,7 +44,7 @@ def codec_for(config: Any) -> Any:
         return None
     codec_id = config.get("id")
     if codec_id == "zlib":
-        return _Zlib()
+        return _Inflate("zlib", isal_zlib.decompress)
     if codec_id == "gzip":
-        return _GZip()
+        return _Inflate("gzip", igzip.decompress)
     return None
