@@ -25,6 +25,8 @@ from zarrsql.store.base import ByteRange, check_key
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: Last key parts that are no file name (`check_key` says why).
+_ODD_NAMES = frozenset(("", ".", ".."))
 #: Reads worth having in flight on a local disk: one per core, capped like the reader's pool.
 LOCAL_CONCURRENCY = max(1, min(os.cpu_count() or 1, 8))
 
@@ -112,13 +114,17 @@ class LocalStore:
         return [self._read_in(k, folders) for k in keys]
 
     def _read_in(self, key: str, folders: dict[str, str]) -> bytes | None:
-        folder, _, name = check_key(key).rpartition("/")
+        folder, _, name = key.rpartition("/")
+        if name in _ODD_NAMES or "\\" in name:
+            check_key(key)  # raises: the name is no plain file name
         real = folders.get(folder)
-        if real is None:
-            real = folders[folder] = os.path.realpath(self._path(folder))
-        path = real + os.sep + name  # the folder as resolved: only the file's own name is left
-        if not self._inside(path):
+        if real is None:  # the folder's checks, once per call: the key's other parts are its
+            check_key(key)
+            real = os.path.realpath(self._path(folder))
+            real = folders[folder] = real + os.sep if self._inside(real) else ""
+        if not real:  # the folder leads outside the store: `get` refuses by name
             return self._read(key, None)
+        path = real + name  # the folder as resolved: only the file's own name is left
         try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
