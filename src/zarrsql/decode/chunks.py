@@ -720,11 +720,10 @@ def _zstd_batch(
         )
         if len(got) != len(frames):
             return None
+        if got.size() != nbytes * len(frames):
+            return None
         for i, at, segment in zip(picked, starts, got, strict=True):
-            view = memoryview(segment)
-            if view.nbytes != nbytes:
-                return None
-            out[at : at + nbytes] = view
+            out[at : at + nbytes] = segment  # a segment of the wrong length fails to broadcast
             done[i] = True
     except Exception:  # noqa: BLE001 - any failure: decoded again frame by frame, by name
         return None
