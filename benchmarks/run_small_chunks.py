@@ -329,6 +329,10 @@ def child(engine: str, store: Path) -> dict:
                "tensorstore": ["tensorstore", "numpy"], "zarrs": ["zarr", "zarrs", "numpy"]}.get(engine, ["zarrsql"])
     import importlib
 
+    if modules == ["zarrsql"]:  # what its first query loads, as run_era5.py's children do
+        from harness import ZARRSQL_IMPORTS
+
+        modules = ZARRSQL_IMPORTS
     for m in modules:
         importlib.import_module(m)
     if engine.startswith("many."):
@@ -432,8 +436,12 @@ def small_part(args, store: Path) -> dict:
             unavailable[name] = f"{python}: {why}"
             continue
         jobs.append((name, python, store))
-    for python in {p for _, p, _ in jobs}:  # imports and bytecode warm, untimed
-        subprocess.run([python, "-c", "import numpy"], capture_output=True)
+    from harness import ZARRSQL_IMPORTS, child_env
+
+    for python in {p for _, p, _ in jobs}:  # imports and bytecode warm (the children's cache), untimed
+        mods = ZARRSQL_IMPORTS if python == sys.executable else ["numpy"]
+        subprocess.run([python, "-c", "import importlib\nfor m in %r: importlib.import_module(m)" % (mods,)],
+                       capture_output=True, env=child_env(), cwd=str(HERE.parent))
     runs = interleaved(jobs, args.repeat, args.timeout)
     medians = {n: median_of(r) for n, r in runs.items()}
     # agreement: every successful run's avg against the 1-thread numcodecs floor's

@@ -254,3 +254,41 @@ def test_copy_of_store_with_a_folder_link_outside_is_refused(tmp_path: Path) -> 
     with pytest.raises(zarrsql.ZarrSQLError, match="not a plain path"):
         store.get_many(["v/c/1/0/0", "v/c/1/0/.."])
     assert store.get_many(["v/c/1/0/0", "v/c/0/1/1"])[1] is None  # absent: never written
+
+
+def test_get_many_reads_every_file_whole_whatever_its_siblings_sizes(tmp_path: Path) -> None:
+    """A read sized from earlier files of the same call (`_read_file`'s hint) still reads a
+    larger file whole, an empty one as empty, and a folder where a file should be as absent."""
+    rng = np.random.default_rng(3)
+    sizes = [100, 0, 50_000, 3, 9_000_000, 10, 4096 * 2 + 200, 1]
+    folder = tmp_path / "a" / "c" / "0"
+    folder.mkdir(parents=True)
+    data = {}
+    for i, n in enumerate(sizes):
+        data[f"a/c/0/{i}"] = rng.integers(0, 256, size=n, dtype=np.uint8).tobytes()
+        (folder / str(i)).write_bytes(data[f"a/c/0/{i}"])
+    (folder / "dir").mkdir()
+    keys = [*data, "a/c/0/dir", "a/c/0/missing", *reversed(list(data))]
+    got = LocalStore(str(tmp_path)).get_many(keys)
+    want = [*data.values(), None, None, *reversed(list(data.values()))]
+    assert [None if g is None else len(g) for g in got] == [None if w is None else len(w) for w in want]
+    assert got == want
+
+
+def test_get_many_follows_a_sibling_folder_link_only_inside_the_store(tmp_path: Path) -> None:
+    """Sibling chunk folders are resolved from their parent with one `lstat`; a sibling that
+    is a link still takes the full check: followed inside the store, refused outside."""
+    path = tmp_path / "s.zarr"
+    write_store(path, "float32", float("nan"), compressors=ZstdCodec())
+    chunks_t2 = path / "v" / "c" / "2"
+    outside = tmp_path / "outside"
+    shutil.move(str(chunks_t2 / "1"), str(outside))
+    (chunks_t2 / "1").symlink_to(outside, target_is_directory=True)
+    shutil.move(str(chunks_t2 / "2"), str(tmp_path / "unused"))
+    (chunks_t2 / "2").symlink_to(chunks_t2 / "0", target_is_directory=True)  # inside the store
+    store = LocalStore(str(path))
+    first, linked = store.get_many(["v/c/2/0/0", "v/c/2/2/0"])
+    assert first is not None
+    assert linked == first == (chunks_t2 / "0" / "0").read_bytes()
+    with pytest.raises(zarrsql.ZarrSQLError, match="outside the store"):
+        store.get_many(["v/c/2/0/0", "v/c/2/1/0"])
