@@ -57,8 +57,8 @@ MANY_LIMIT_WHERE = "x BETWEEN 500 AND 510"
 RTOL = 1e-9
 GOAL_RATIO = 1.5
 GOAL_SECONDS = 1.0
-SMALL_ENGINES = ("numcodecs.1", "numcodecs.2", "tensorstore", "zarrs", "zarrsql.Q1", "zarrsql.star")
-FLOORS = ("numcodecs.1", "numcodecs.2", "tensorstore", "zarrs")
+SMALL_ENGINES = ("numcodecs.1", "numcodecs.2", "zstandard.1", "tensorstore", "zarrs", "zarrsql.Q1", "zarrsql.star")
+FLOORS = ("numcodecs.1", "numcodecs.2", "zstandard.1", "tensorstore", "zarrs")
 EXTRA = ("tensorstore", "zarrs")  # run with --extra-python when given
 MANY_ENGINES = ("many.plan", "many.describe", "many.limit", "many.limit_where")
 
@@ -206,6 +206,37 @@ def floor_numcodecs(store: Path, threads: int) -> dict:
     return {"avg": total / count, "rows": count}
 
 
+def floor_zstandard(store: Path) -> dict:
+    """The chunk files read in a Python loop, a time step's chunks (one row of the grid's
+    first axis) at a time, and decoded in one `zstandard` batch call each
+    (`multi_decompress_to_buffer`, in C without the GIL): the floor of the decoder zarrsql
+    uses for batches of zstd chunks when that package is installed."""
+    import numpy as np
+    import zstandard
+
+    shape, chunks = _t2m_layout(store)
+    grid = [-(-s // c) for s, c in zip(shape, chunks, strict=True)]
+    nbytes = chunks[0] * chunks[1] * chunks[2] * 4
+    dctx = zstandard.ZstdDecompressor()
+    base = str(store / "t2m" / "c")
+    total, count = 0.0, 0
+    for i in range(grid[0]):
+        t = min(chunks[0], shape[0] - i * chunks[0])
+        frames, clips = [], []
+        for j in range(grid[1]):
+            y = min(chunks[1], shape[1] - j * chunks[1])
+            for k in range(grid[2]):
+                with open(f"{base}/{i}/{j}/{k}", "rb") as f:
+                    frames.append(f.read())
+                clips.append((y, min(chunks[2], shape[2] - k * chunks[2])))
+        sizes = np.full(len(frames), nbytes, dtype=np.uint64).tobytes()
+        for seg, (y, x) in zip(dctx.multi_decompress_to_buffer(frames, decompressed_sizes=sizes), clips, strict=True):
+            a = np.frombuffer(seg, dtype="<f4").reshape(chunks)[:t, :y, :x]
+            total += float(a.sum(dtype=np.float64))
+            count += a.size
+    return {"avg": total / count, "rows": count}
+
+
 def floor_tensorstore(store: Path) -> dict:
     import numpy as np
     import tensorstore as ts
@@ -294,9 +325,14 @@ def many_sql(kind: str) -> dict:
 def child(engine: str, store: Path) -> dict:
     """One timed run; `query_s` runs from the end of the imports to the materialised result."""
     modules = {"numcodecs.1": ["numcodecs", "numpy"], "numcodecs.2": ["numcodecs", "numpy"],
+               "zstandard.1": ["zstandard", "numpy"],
                "tensorstore": ["tensorstore", "numpy"], "zarrs": ["zarr", "zarrs", "numpy"]}.get(engine, ["zarrsql"])
     import importlib
 
+    if modules == ["zarrsql"]:  # what its first query loads, as run_era5.py's children do
+        from harness import ZARRSQL_IMPORTS
+
+        modules = ZARRSQL_IMPORTS
     for m in modules:
         importlib.import_module(m)
     if engine.startswith("many."):
@@ -308,6 +344,8 @@ def child(engine: str, store: Path) -> dict:
     t = time.perf_counter()
     if engine.startswith("numcodecs."):
         result = floor_numcodecs(store, int(engine.split(".")[1]))
+    elif engine == "zstandard.1":
+        result = floor_zstandard(store)
     elif engine == "tensorstore":
         result = floor_tensorstore(store)
     elif engine == "zarrs":
@@ -392,13 +430,18 @@ def small_part(args, store: Path) -> dict:
     jobs, unavailable = [], {}
     for name in SMALL_ENGINES:
         python = args.extra_python if (name in EXTRA and args.extra_python) else sys.executable
-        why = available(python, {"tensorstore": "tensorstore", "zarrs": "zarrs"}.get(name, "numcodecs"))
+        why = available(python, {"tensorstore": "tensorstore", "zarrs": "zarrs", "zstandard.1": "zstandard"}.get(
+            name, "numcodecs"))
         if why is not None:
             unavailable[name] = f"{python}: {why}"
             continue
         jobs.append((name, python, store))
-    for python in {p for _, p, _ in jobs}:  # imports and bytecode warm, untimed
-        subprocess.run([python, "-c", "import numpy"], capture_output=True)
+    from harness import ZARRSQL_IMPORTS, child_env
+
+    for python in {p for _, p, _ in jobs}:  # imports and bytecode warm (the children's cache), untimed
+        mods = ZARRSQL_IMPORTS if python == sys.executable else ["numpy"]
+        subprocess.run([python, "-c", "import importlib\nfor m in %r: importlib.import_module(m)" % (mods,)],
+                       capture_output=True, env=child_env(), cwd=str(HERE.parent))
     runs = interleaved(jobs, args.repeat, args.timeout)
     medians = {n: median_of(r) for n, r in runs.items()}
     # agreement: every successful run's avg against the 1-thread numcodecs floor's

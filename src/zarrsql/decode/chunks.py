@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -574,6 +575,173 @@ def _assemble(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...
             continue
         out[dst] = _decode_stored(array, pipeline, raw, key, store.url)[src]
     return out
+
+
+def _direct_codec(pipeline: _V2Pipeline | _V3Pipeline) -> Any:
+    """The lone zstd or Blosc codec of a pipeline whose output is a chunk's values as they
+    lie in memory (native byte order, C order, no transpose, no filter), else None: such a
+    frame can be decoded straight into its place in a larger output."""
+    if isinstance(pipeline, _V3Pipeline):
+        if pipeline.a2b["name"] != "bytes" or pipeline.back is not None or len(pipeline.stages) != 1:
+            return None
+        dt = pipeline.dtype
+        codec = pipeline.stages[0][1]
+    else:
+        if pipeline.filters or pipeline.compressor is None or pipeline.array.order != "C":
+            return None
+        dt = np.dtype(pipeline.array.dtype.name)
+        codec = pipeline.compressor[1]
+    if dt is None or dt != pipeline.array.dtype.numpy or not (dt.isnative or dt.itemsize == 1):
+        return None
+    return codec if isinstance(codec, (numcodecs.Zstd, numcodecs.Blosc)) else None
+
+
+def _decode_into(codec: Any, raw: Any, dest: np.ndarray) -> bool:
+    """Decode frame `raw` into `dest` (uint8, exactly the chunk's bytes) when the frame
+    declares exactly that size; False (nothing written) for any other frame, which the
+    chunk's own pipeline then decodes and checks."""
+    if isinstance(codec, numcodecs.Zstd):
+        if zstd_content_size(raw) != len(dest):
+            return False
+    else:
+        _check_blosc(raw)
+        if blosc_content_size(raw) != len(dest):
+            return False
+    codec.decode(raw, out=dest)
+    return True
+
+
+def chunk_order_ok(array: ArrayMeta, region: tuple[tuple[int, int], ...], grid: tuple[int, ...]) -> bool:
+    """Whether `read_region_in_chunk_order` reads `region` of `array` on the table's chunk
+    `grid`: the array's chunks are the grid's, the region starts on a chunk boundary, its
+    values have a fixed size and this module decodes them."""
+    return (
+        tuple(array.chunks) == tuple(grid)
+        and len(region) == array.ndim
+        and array.dtype.kind not in ("string", "unsupported")
+        and array.dtype.numpy is not None
+        and array.dtype.numpy != np.dtype(object)
+        and all(a % c == 0 for (a, _), c in zip(region, array.chunks, strict=True))
+        and fast_path(array)
+        and (array.zarr_format == 2 or all(c.get("name") != SHARDING for c in array.codecs))
+    )
+
+
+def read_region_in_chunk_order(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """The cells of `region` as one flat array in chunk order: chunk by chunk in row-major
+    order of the chunk grid, each chunk's cells (clipped to the region) row-major. That is
+    the order in which the reader hands out a grouped unit's rows (`plan.units.ungrouped_order`),
+    so a region read this way needs no reordering, and each chunk is written once, straight
+    to its place: an interior chunk's zstd or Blosc frame decodes into the output itself,
+    where assembling the region and then reordering it copies every value twice more.
+    The caller checks `chunk_order_ok` first."""
+    axes = [_axis_slices(a, b, c) for (a, b), c in zip(region, array.chunks, strict=True)]
+    keys = _region_key_list(array, [ax[0] for ax in axes])
+    dtype = array.dtype.numpy
+    assert dtype is not None
+    lengths = [[s.stop - s.start for s in ax[2]] for ax in axes]
+    cells = np.ones(1, dtype=np.int64)
+    for axis_lengths in lengths:  # cells of each chunk's part, in chunk order
+        cells = np.multiply.outer(cells, np.asarray(axis_lengths, dtype=np.int64)).reshape(-1)
+    ends = np.cumsum(cells).tolist()
+    out = np.empty(ends[-1] if ends else 0, dtype=dtype)
+    raw_out = out.view(np.uint8)
+    itemsize = dtype.itemsize
+    full = _cells(array.chunks)
+    pipeline = _pipeline(array)
+    direct = _direct_codec(pipeline)
+    raws = store.get_many(keys)  # concurrent on remote stores
+    counters.count(chunks_decoded=len(keys))
+    done = _zstd_batch(direct, raws, ends, full, itemsize, raw_out)
+    fill: np.ndarray | None = None
+    start = 0
+    for i, (key, raw, end, src) in enumerate(
+        zip(keys, raws, ends, itertools.product(*[ax[2] for ax in axes]), strict=True)
+    ):
+        n = end - start
+        if done is not None and done[i]:
+            pass
+        elif raw is None:  # absent: the fill value
+            if fill is None:
+                fill = fill_chunk(array, (1,))
+            out[start:end] = fill
+        elif not (
+            direct is not None and n == full and _decode_into_safe(direct, raw, raw_out, start * itemsize, n * itemsize)
+        ):
+            chunk = _decode_stored(array, pipeline, raw, key, store.url)
+            part = chunk[src]
+            out[start:end].reshape(part.shape)[...] = part
+        start = end
+    return out
+
+
+@lru_cache(maxsize=1)
+def _zstandard() -> Any:
+    try:
+        import zstandard
+    except ImportError:  # an optional package: without it each frame is decoded by numcodecs
+        return None
+    # the batch call is in the C backend only (not the cffi one)
+    return zstandard if "multi_decompress_to_buffer" in getattr(zstandard, "backend_features", ()) else None
+
+
+_local = threading.local()
+
+#: The fewest whole zstd chunks of a region decoded as one batch (fewer: one by one).
+BATCH_MIN = 4
+
+
+def _zstd_batch(
+    codec: Any, raws: list[Any], ends: list[int], full: int, itemsize: int, out: np.ndarray
+) -> list[bool] | None:
+    """Decode the region's whole zstd chunks in one call when the `zstandard` package is
+    there: its `multi_decompress_to_buffer` decodes every frame in C without the GIL, where
+    numcodecs costs a Python call per frame and lets the decoding threads fight over the
+    GIL between frames of a few KB. Returns which chunks it wrote (into `out`, uint8 over
+    the region's values) or None; a batch that fails writes nothing trusted, and every
+    chunk is then decoded one by one (a corrupt one raises its `DecodeError` there)."""
+    zstandard = _zstandard()
+    if zstandard is None or not isinstance(codec, numcodecs.Zstd):
+        return None
+    done = [False] * len(raws)
+    picked, frames, starts = [], [], []
+    start = 0
+    for i, (raw, end) in enumerate(zip(raws, ends, strict=True)):
+        if raw is not None and end - start == full:
+            picked.append(i)
+            frames.append(raw)
+            starts.append(start * itemsize)
+        start = end
+    if len(frames) < BATCH_MIN:
+        return None
+    nbytes = full * itemsize
+    dctx = getattr(_local, "zstd", None)
+    if dctx is None:
+        dctx = _local.zstd = zstandard.ZstdDecompressor()
+    try:
+        got = dctx.multi_decompress_to_buffer(
+            frames, decompressed_sizes=np.full(len(frames), nbytes, dtype=np.uint64).tobytes()
+        )
+        if len(got) != len(frames):
+            return None
+        if got.size() != nbytes * len(frames):
+            return None
+        for i, at, segment in zip(picked, starts, got, strict=True):
+            out[at : at + nbytes] = segment  # a segment of the wrong length fails to broadcast
+            done[i] = True
+    except Exception:  # noqa: BLE001 - any failure: decoded again frame by frame, by name
+        return None
+    return done
+
+
+def _decode_into_safe(codec: Any, raw: Any, out: np.ndarray, at: int, nbytes: int) -> bool:
+    """`_decode_into` the `nbytes` of `out` from byte `at` (a whole chunk's); False on any failure:
+    the chunk's own pipeline then decodes it again and reports the failure by chunk key
+    (`DecodeError`)."""
+    try:
+        return _decode_into(codec, raw, out[at : at + nbytes])
+    except Exception:  # noqa: BLE001 - any codec failure is re-raised by name on the slow path
+        return False
 
 
 def _read_with_zarr(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:

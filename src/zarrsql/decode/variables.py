@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from zarrsql.conventions.records import EncodedVariable, Variable, unreadable
+from zarrsql.decode import chunks
 from zarrsql.decode.cells import Cells, select_cells
 from zarrsql.decode.columns import ColumnCodec
 from zarrsql.decode.logical import Logical
@@ -54,3 +55,14 @@ class PlainCodec:
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         raw = read_selected(store, self.inner.array, unit.region, unit.select)
         return self.inner.decode(select_cells(raw, unit))
+
+    def read_in_chunk_order(
+        self, store: Store, unit: Cells, grid: tuple[int, ...]
+    ) -> tuple[Any, np.ndarray | None] | None:
+        """`read` of a whole region on the table's chunk `grid` with its rows in chunk order
+        (a grouped unit's, see `chunks.read_region_in_chunk_order`); None when the array
+        cannot be read so, and `read` is then the way."""
+        array = self.inner.array
+        if unit.select is not None or not chunks.chunk_order_ok(array, unit.region, grid):
+            return None
+        return self.inner.decode(chunks.read_region_in_chunk_order(store, array, unit.region))

@@ -26,6 +26,7 @@ import functools
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -450,6 +451,16 @@ def ungrouped_order(unit: WorkUnit, grid: tuple[int, ...]) -> Reorder | None:
         edges = np.arange(0, n + g, g).clip(max=n)
         bounds.append(sorted(set(edges.tolist() if s is None else np.searchsorted(s, edges).tolist())))
     return _reorder(bounds)
+
+
+class InUngroupedOrder(NamedTuple):
+    """A column's (values, nulls) for a grouped unit, already in the order `ungrouped_order`
+    gives (chunk by chunk): the reader hands it on without reordering it. A producer that
+    can write its values in that order directly (a plain array's chunks decoded into their
+    places; a coordinate column reordered once and kept) saves a copy of the column."""
+
+    values: Any
+    nulls: Any
 
 
 def _separable_select(

@@ -34,7 +34,7 @@ from zarrsql.decode.buffers import POOL
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
-from zarrsql.plan.units import Reorder, ScanPlan, ungrouped_order
+from zarrsql.plan.units import InUngroupedOrder, Reorder, ScanPlan, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
@@ -65,7 +65,10 @@ def _unit_batch(
     the order of the ungrouped units, so grouping never changes a scan's row order."""
     n_rows, parts = scan.unit_columns(unit, columns)
     reorder = None if grid is None else ungrouped_order(unit, grid)
-    arrays = [_column(values, nulls, col, n_rows, reorder) for col, (values, nulls) in zip(columns, parts, strict=True)]
+    arrays = [
+        _column(part[0], part[1], col, n_rows, None if isinstance(part, InUngroupedOrder) else reorder)
+        for col, part in zip(columns, parts, strict=True)
+    ]
     counters.count(work_units_read=getattr(unit, "merged", 1), rows=n_rows)
     if not arrays:  # no column asked for (count(*)): rows without columns
         return pa.RecordBatch.from_struct_array(pa.nulls(n_rows, pa.struct([])))

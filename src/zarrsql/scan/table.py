@@ -28,7 +28,7 @@ from zarrsql.expand.rows import expand_dim
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
-from zarrsql.plan.units import DimValues, ScanPlan, WorkUnit, plan_scan
+from zarrsql.plan.units import DimValues, InUngroupedOrder, ScanPlan, WorkUnit, plan_scan, ungrouped_order
 from zarrsql.scan.coords import (
     bounds_array,
     derived_values,
@@ -261,8 +261,19 @@ class DenseScan(OpenedTable):
                 parts.append(self._aux_column(col.aux, unit))
             else:
                 assert col.data is not None
-                parts.append(self.codecs[col.data].read(self.store, unit))
+                parts.append(self._data_column(col.data, unit))
         return unit.num_rows(), parts
+
+    def _data_column(self, i: int, unit: WorkUnit) -> tuple[Any, Any]:
+        """Data column `i` of a unit; a grouped unit's in the reader's order when the codec
+        can decode it so (`InUngroupedOrder`: no reordering copy after)."""
+        codec = self.codecs[i]
+        if unit.merged > 1:
+            ordered = getattr(codec, "read_in_chunk_order", None)
+            got = None if ordered is None else ordered(self.store, unit, self.table.chunk_grid)
+            if got is not None:
+                return InUngroupedOrder(*got)
+        return codec.read(self.store, unit)
 
     def unit_keys(self, unit: WorkUnit, columns: Sequence[Column]) -> list[str] | None:
         """Every store key `unit_columns` will read for `columns`, or None when some column
@@ -343,7 +354,10 @@ class DenseScan(OpenedTable):
                 return hit
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
         source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
-        made = (expand_dim(source, unit, axis), nulls)
+        made: tuple[Any, Any] = (expand_dim(source, unit, axis), nulls)
+        reorder = ungrouped_order(unit, self.table.chunk_grid) if unit.merged > 1 else None
+        if reorder is not None and unit.select is None:  # reordered once, kept in that order
+            made = InUngroupedOrder(reorder.apply(made[0]), None if nulls is None else reorder.apply(nulls))
         if key is not None:
             with self._patterns_lock:
                 self._patterns[key] = made

@@ -25,14 +25,30 @@ from zarrsql.store.base import ByteRange, check_key
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: Last key parts that are no file name (`check_key` says why).
+_ODD_NAMES = frozenset(("", ".", ".."))
 #: Reads worth having in flight on a local disk: one per core, capped like the reader's pool.
 LOCAL_CONCURRENCY = max(1, min(os.cpu_count() or 1, 8))
 
 
-def _read_file(fd: int) -> bytes:
-    """The whole file open as `fd`, by plain reads sized from `fstat` (no buffered file object:
-    for a chunk of a few KB its setup costs as much as the read). A regular file's short read
-    is its end; anything else is read until a read returns nothing."""
+def _read_file(fd: int, hint: int = 0) -> bytes:
+    """The whole file open as `fd`, by plain reads (no buffered file object: for a chunk of a
+    few KB its setup costs as much as the read). Without a `hint` the first read is sized by
+    `fstat`; with one (a size the file is likely under, from its siblings) that `fstat` is
+    saved and a second read confirms the end. A regular file's short read is its end when
+    `fstat` says it is one; anything else is read until a read returns nothing."""
+    if hint > 0:
+        first = os.read(fd, hint)
+        if len(first) < hint:
+            more = os.read(fd, 1 << 20)
+            if not more:  # the end, whatever the kind of file
+                return first
+            parts = [first, more]
+        else:
+            parts = [first]
+        while part := os.read(fd, 1 << 20):
+            parts.append(part)
+        return b"".join(parts)
     info = os.fstat(fd)
     if stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory")
@@ -46,6 +62,23 @@ def _read_file(fd: int) -> bytes:
             break
         want = 1 << 20
     return parts[0] if len(parts) == 1 else b"".join(parts)  # b"" for an empty file
+
+
+class _Many:
+    """What one `get_many` call learns as it goes: the real path of each folder (and of each
+    folder's parent), and a read size its files are likely under (`_read_file`'s hint)."""
+
+    __slots__ = ("folders", "hint", "parents")
+
+    def __init__(self) -> None:
+        self.folders: dict[str, str] = {}
+        self.parents: dict[str, str] = {}
+        self.hint = 0
+
+
+#: A hint of at most this many bytes is used; past it every file is sized by `fstat`, since a
+#: read into a guess much larger than the file costs an allocation of the guess.
+MAX_HINT = 1 << 20
 
 
 class LocalStore:
@@ -108,17 +141,21 @@ class LocalStore:
         of a region share a few folders, and resolving every path costs more than reading a
         small chunk. A file is opened without following a final link; a link there, or a
         folder outside the store, takes `get`'s own checks."""
-        folders: dict[str, str] = {}
-        return [self._read_in(k, folders) for k in keys]
+        many = _Many()
+        return [self._read_in(k, many) for k in keys]
 
-    def _read_in(self, key: str, folders: dict[str, str]) -> bytes | None:
-        folder, _, name = check_key(key).rpartition("/")
-        real = folders.get(folder)
-        if real is None:
-            real = folders[folder] = os.path.realpath(self._path(folder))
-        path = real + os.sep + name  # the folder as resolved: only the file's own name is left
-        if not self._inside(path):
+    def _read_in(self, key: str, many: _Many) -> bytes | None:
+        folder, _, name = key.rpartition("/")
+        if name in _ODD_NAMES or "\\" in name:
+            check_key(key)  # raises: the name is no plain file name
+        real = many.folders.get(folder)
+        if real is None:  # the folder's checks, once per call: the key's other parts are its
+            check_key(key)
+            real = self._resolve(folder, many.parents)
+            real = many.folders[folder] = real + os.sep if self._inside(real) else ""
+        if not real:  # the folder leads outside the store: `get` refuses by name
             return self._read(key, None)
+        path = real + name  # the folder as resolved: only the file's own name is left
         try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
@@ -127,7 +164,7 @@ class LocalStore:
         except OSError:  # a link as the last part (ELOOP), or any other failure: `get` says which
             return self._read(key, None)
         try:
-            data = _read_file(fd)
+            data = _read_file(fd, many.hint)
         except IsADirectoryError:
             counters.count(requests=1)
             return None
@@ -135,8 +172,30 @@ class LocalStore:
             raise StoreReadError(f"cannot read '{path}': {err.strerror or err}") from err
         finally:
             os.close(fd)
+        if len(data) * 2 + 4096 > many.hint:  # room for siblings up to twice this one's size
+            many.hint = 0 if len(data) * 2 + 4096 > MAX_HINT else len(data) * 2 + 4096
         counters.count(requests=1, bytes_read=len(data))
         return data
+
+    def _resolve(self, folder: str, parents: dict[str, str]) -> str:
+        """The real path of `folder` (a checked key). The chunk folders of a region are
+        siblings (`t2m/c/5/0`, `t2m/c/5/1`, ...): when the parent was resolved in this call
+        and the last part is no symbolic link, the folder's real path is the parent's joined
+        with it, one `lstat` where `realpath` costs one per part of the whole path."""
+        parent, _, last = folder.rpartition("/")
+        known = parents.get(parent) if parent else None
+        if known is not None:
+            joined = known + os.sep + last
+            try:
+                linked = stat.S_ISLNK(os.lstat(joined).st_mode)
+            except OSError:  # absent (its keys read as absent) or unreadable: `realpath` decides
+                linked = True
+            if not linked:
+                return joined
+        real = os.path.realpath(self._path(folder))
+        if parent and known is None:
+            parents[parent] = os.path.realpath(self._path(parent))
+        return real
 
     def get_ranges(self, requests: Sequence[tuple[str, ByteRange]]) -> list[bytes | None]:
         return [self._read(k, r) for k, r in requests]
