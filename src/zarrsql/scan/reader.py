@@ -12,9 +12,9 @@ sharing the bandwidth finish in no set order, and a thread waiting on a late chu
 leave the chunks already there undecoded. Otherwise each unit's thread waits on its own
 requests, so there are as many threads as the store's `concurrency`. The window of units in
 flight grows faster on a remote store, since every widening step costs a round trip: the
-window grows 1 → 8 → 32 units, and the fetches of units 2-9 start as soon as the first
-unit's chunks have arrived, while it decodes and the engine takes it, not when the engine
-asks for the second batch: a LIMIT met by the first unit fetches at most 9 units.
+fetches of units 2-9 start as soon as the first unit's chunks have arrived, while it decodes
+and the engine takes it, and the window opens whole (`concurrency` units) when the engine
+asks for a second batch: a LIMIT met by the first unit fetches at most 9 units.
 """
 
 from __future__ import annotations
@@ -330,15 +330,16 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     if prefetch is not None and scan.unit_keys(first, columns) is None:
         prefetch = None
     threads, in_flight = _pool_size(scan, prefetch is not None)
-    # remote: 1, 8, 32 units, the fetches of units 2-9 started when the first unit's chunks are
-    # in (`_Early`), so that the round trip overlaps its decoding; a LIMIT met by the first unit
-    # fetches those 9 units, not the whole window.
+    # remote: the first unit alone, the fetches of units 2-9 started when its chunks are in
+    # (`_Early`), so that their round trip overlaps its decoding, and the whole window once the
+    # engine asks for a second batch (units 2-9 are on their way: a step of 8 would only add a
+    # round trip). A LIMIT met by the first unit fetches those 9 units, not the whole window.
     early: _Early | None = None
     if prefetch is not None:
         next_units = list(itertools.islice(units, 1, 1 + EARLY_UNITS))
         units = itertools.chain([first], next_units, units)
         early = _Early(next_units, [scan.unit_keys(u, columns) or [] for u in next_units], prefetch)
-    growth = 8 if getattr(scan.store, "remote", False) else 2
+    growth = in_flight if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued] = deque()
     window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
