@@ -280,8 +280,8 @@ def test_a_scan_closed_early_leaves_no_fetch_behind(http, monkeypatch):
     met by the first unit is tests/remote/test_window.py's; here the second batch opens the
     whole window, which `concurrency` keeps smaller than the table."""
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
-    from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
+    from zarrsql.scan.reader import read_batches
 
     window = 12
     scan = open_table(
@@ -315,8 +315,8 @@ def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http, mo
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     import threading
 
-    from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
+    from zarrsql.scan.reader import read_batches
 
     scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))
     plan = scan.plan()
