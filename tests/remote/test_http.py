@@ -276,19 +276,24 @@ def test_fetched_ahead_chunks_are_each_requested_once(con, http, served_root):
 
 def test_a_scan_closed_early_leaves_no_fetch_behind(http, monkeypatch):
     """A LIMIT met early: only the units queued so far are fetched, and nothing fetched ahead
-    stays in the store once the scan is closed (queued units' fetches are dropped)."""
+    stays in the store once the scan is closed (queued units' fetches are dropped). A LIMIT
+    met by the first unit is tests/remote/test_window.py's; here the second batch opens the
+    whole window, which `concurrency` keeps smaller than the table."""
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
-    from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
+    from zarrsql.scan.reader import read_batches
 
-    scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))
+    window = 12
+    scan = open_table(
+        ReadRequest(store=http.url("fixtures/big_edge.zarr"), storage_options=(("concurrency", str(window)),))
+    )
     plan = scan.plan()
     units = list(plan.units())
-    assert len(units) > 10
+    assert len(units) > 2 * window
     http.reset()
-    queued = 1 + 8  # the first unit alone, then a window of 8 on a remote store (scan/reader.py)
+    queued = 1 + window  # the first unit alone, then the whole window (scan/reader.py)
     slow = {f"/fixtures/big_edge.zarr/{k}" for u in units[2:queued] for k in scan.unit_keys(u, scan.columns)}
-    # units 3-9 are still waiting on the server when the scan closes: two decoding threads
+    # units 3-13 are still waiting on the server when the scan closes: two decoding threads
     # block on units 3 and 4, the rest are queued and are cancelled with their fetches
     http.on_request = lambda method, path: time.sleep(0.5) if path in slow else None
     batches = read_batches(scan, plan, scan.columns)
@@ -310,8 +315,8 @@ def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http, mo
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     import threading
 
-    from zarrsql.scan.reader import read_batches
     from zarrsql.scan import ReadRequest, open_table
+    from zarrsql.scan.reader import read_batches
 
     scan = open_table(ReadRequest(store=http.url("fixtures/big_edge.zarr")))
     plan = scan.plan()
@@ -321,7 +326,7 @@ def test_units_whose_chunks_arrived_are_decoded_while_earlier_ones_wait(http, mo
     http.on_request = lambda method, path: time.sleep(0.8) if path in late else None
     batches = read_batches(scan, plan, scan.columns)
     with zarrsql.trace() as t:
-        next(batches)  # the first unit; the window then widens to 8 units (units 2-9)
+        next(batches)  # the first unit; units 2-9 are on their way, the window then widens
         second = threading.Thread(target=next, args=(batches,))
         second.start()  # waits for unit 2, whose chunk is late
         time.sleep(0.4)

@@ -107,6 +107,7 @@ class _State:
         self.depth = 0
         self.perform: Callable[[str, dict[str, Any], str], Any] | None = None
         self.scan_keys: dict[str, tuple[int, str]] = {}
+        self.list_keys: dict[tuple[str, str], tuple[int, str]] = {}
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
         self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
@@ -257,6 +258,11 @@ def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 def _list_udf(state: _State) -> Callable[[str, str], str]:
     def listing(kind: str, args: str) -> str:
+        # DuckDB calls this in every binding round of a statement: the store's metadata is
+        # validated (a request per document on a store without consolidated metadata) once
+        memo = state.list_keys.get((kind, args))
+        if memo is not None and memo[0] == state.generation:
+            return memo[1]
         from zarrsql.engine import params
 
         try:
@@ -271,6 +277,7 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = lambda: listing_table(kind, rows)
+            state.list_keys[(kind, args)] = (state.generation, key)
         return key
 
     return listing

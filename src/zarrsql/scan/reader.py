@@ -11,7 +11,10 @@ decoding threads, and hands a unit to them only once its chunks have arrived: re
 sharing the bandwidth finish in no set order, and a thread waiting on a late chunk would
 leave the chunks already there undecoded. Otherwise each unit's thread waits on its own
 requests, so there are as many threads as the store's `concurrency`. The window of units in
-flight grows faster on a remote store, since every widening step costs a round trip.
+flight grows faster on a remote store, since every widening step costs a round trip: the
+fetches of units 2-9 start as soon as the first unit's chunks have arrived, while it decodes
+and the engine takes it, and the window opens whole (`concurrency` units) when the engine
+asks for a second batch: a LIMIT met by the first unit fetches at most 9 units.
 """
 
 from __future__ import annotations
@@ -133,6 +136,42 @@ class _Queued:
         return task is None or task.cancel()
 
 
+class _Early:
+    """The units after the first of a remote scan, whose fetches start once the first unit's
+    chunks are in (`start`, on the store's event loop) instead of when the engine asks for
+    the second batch: the round trip overlaps the first unit's decoding. `take()` hands
+    the next one's keys and futures to the reader (starting the fetches if not started yet)."""
+
+    def __init__(self, units: list[Any], keys: list[list[str]], prefetch: Callable[[list[str]], list[Any]]) -> None:
+        self.units = units
+        self.keys = keys
+        self._prefetch = prefetch
+        self._lock = threading.Lock()
+        self._futures: list[list[Future[Any]]] | None = None
+        self._taken = 0
+        self._closed = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._futures is None and not self._closed:
+                self._futures = [self._prefetch(k) for k in self.keys]
+
+    def take(self) -> tuple[list[str], list[Future[Any]]]:
+        """The next early unit's keys and arrival futures (in order)."""
+        self.start()
+        assert self._futures is not None
+        i, self._taken = self._taken, self._taken + 1
+        return self.keys[i], self._futures[i]
+
+    def close(self) -> list[str]:
+        """Start nothing more; the keys of early units whose fetches started and that the
+        reader never queued (nobody will take them)."""
+        with self._lock:
+            self._closed = True
+            started = self._futures is not None
+        return [k for keys in self.keys[self._taken :] for k in keys] if started else []
+
+
 def _deliver(result: Future[pa.RecordBatch], task: Future[pa.RecordBatch]) -> None:
     """Pass a finished decoding task's outcome on to the unit's `result`."""
     if task.cancelled():
@@ -218,6 +257,29 @@ def _units_to_read(plan: Plan) -> int:
     return plan.units_total
 
 
+#: Units whose fetches a remote scan starts when the first unit's chunks are in.
+EARLY_UNITS = 8
+
+
+def _when_all_done(futures: list[Future[Any]], then: Callable[[], None]) -> None:
+    """Call `then()` once every one of `futures` is done (at once when there are none)."""
+    if not futures:
+        then()
+        return
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one(_: Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        then()
+
+    for f in futures:
+        f.add_done_callback(one)
+
+
 class _Stop:
     """Cancels one running scan from another thread: its queued units never start."""
 
@@ -271,10 +333,16 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     if prefetch is not None and scan.unit_keys(first, columns) is None:
         prefetch = None
     threads, in_flight = _pool_size(scan, prefetch is not None)
-    # remote: 1, 8, 32 units. Each widening waits a round trip, so fewer steps finish a scan
-    # sooner; a first unit that satisfies a LIMIT still reads alone, and a LIMIT just past it
-    # fetches 8 units, not the whole window.
-    growth = 8 if getattr(scan.store, "remote", False) else 2
+    # remote: the first unit alone, the fetches of units 2-9 started when its chunks are in
+    # (`_Early`), so that their round trip overlaps its decoding, and the whole window once the
+    # engine asks for a second batch (units 2-9 are on their way: a step of 8 would only add a
+    # round trip). A LIMIT met by the first unit fetches those 9 units, not the whole window.
+    early: _Early | None = None
+    if prefetch is not None:
+        next_units = list(itertools.islice(units, 1, 1 + EARLY_UNITS))
+        units = itertools.chain([first], next_units, units)
+        early = _Early(next_units, [scan.unit_keys(u, columns) or [] for u in next_units], prefetch)
+    growth = in_flight if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued] = deque()
     window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
@@ -282,14 +350,18 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     with _running_lock:
         _running.add(stop)
     try:
-        for unit in units:
+        for i, unit in enumerate(units):
             if stop.event.is_set():
                 raise QueryInterrupted(INTERRUPTED)
             keys: list[str] = []
             arrivals: list[Future[Any]] = []
-            if prefetch is not None:
+            if early is not None and 1 <= i <= len(early.units):
+                keys, arrivals = early.take()
+            elif prefetch is not None:
                 keys = scan.unit_keys(unit, columns) or []
                 arrivals = prefetch(keys)
+                if i == 0 and early is not None:
+                    _when_all_done(arrivals, early.start)
             work = functools.partial(_unit_batch, scan, unit, columns, schema, grid)
             pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
@@ -303,5 +375,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
         for queued in pending:
             if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
                 scan.store.forget(queued.keys)
+        if early is not None and isinstance(scan.store, Prefetching):
+            scan.store.forget(early.close())
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown(wait=False, cancel_futures=True)
