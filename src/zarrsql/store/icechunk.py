@@ -61,15 +61,16 @@ T = TypeVar("T")
 
 
 def looks_like_repository(location: str) -> bool:
-    """Whether `location` is a local folder laid out as an Icechunk repository (its `refs/`
-    and `snapshots/` folders, no Zarr root document), or a registered session."""
+    """Whether `location` is a local folder laid out as an Icechunk repository (its
+    `snapshots/` folder beside `refs/` (format 1, Icechunk 1.x) or the `repo` object (format 2,
+    Icechunk 2.x), no Zarr root document), or a registered session."""
     if location.startswith(SESSION_PREFIX):
         return True
     if is_url(location) and not location.lower().startswith("file://"):
         return False  # a remote layout costs a request to see: format := 'icechunk' says it
     path = os.path.expanduser(location.removeprefix("file://"))
     return (
-        os.path.isdir(os.path.join(path, "refs"))
+        (os.path.isdir(os.path.join(path, "refs")) or os.path.isfile(os.path.join(path, "repo")))
         and os.path.isdir(os.path.join(path, "snapshots"))
         and not os.path.exists(os.path.join(path, "zarr.json"))
     )
@@ -144,7 +145,18 @@ def _message(err: BaseException) -> str:
     for piece in (" ".join(p) for p in pieces):
         if piece not in message:
             message = f"{message}: {piece}" if message else piece
-    return message or str(err).strip() or type(err).__name__
+    return message or _before_context(str(err)) or type(err).__name__
+
+
+def _before_context(text: str) -> str:
+    """Icechunk 2.x's form: the message, then a `context:` list of call sites, left out."""
+    kept = []
+    for line in text.splitlines():
+        if line.strip().startswith("context:"):
+            break
+        if line.strip():
+            kept.append(line.strip())
+    return " ".join(kept)
 
 
 _S3_KEYS = {
@@ -244,7 +256,7 @@ def _credentials(icechunk: Any, prefix: str, value: str | None) -> Any:
     """The credentials of one authorized container: None (the environment's, or none for
     local files), or 'anonymous' for a public bucket."""
     if value is None or value.lower() in ("", "from_env", "default"):
-        return None
+        return _default_access(icechunk, prefix)
     if value.lower() == "anonymous":
         if prefix.startswith("s3://"):
             return icechunk.s3_anonymous_credentials()
@@ -254,6 +266,25 @@ def _credentials(icechunk: Any, prefix: str, value: str | None) -> Any:
         f"virtual_chunks := value {value!r} for '{prefix}' is not understood; give NULL (the environment's "
         "credentials, or none for local files) or 'anonymous' (a public s3:// or gs:// bucket)"
     )
+
+
+def _default_access(icechunk: Any, prefix: str) -> Any:
+    """What NULL authorizes a container with. Icechunk 1.x takes None (the environment's
+    credentials, none for local files); 2.x deprecates None and wants the access named: the
+    local-files and HTTP sentinels, or each cloud's from-the-environment credentials."""
+    named = getattr(getattr(icechunk, "credentials", None), "LocalFileSystemAccess", None)
+    if named is None:
+        return None  # Icechunk 1.x
+    lowered = prefix.lower()
+    if lowered.startswith("file://"):
+        return named
+    if lowered.startswith(("http://", "https://")):
+        return icechunk.credentials.HttpAccess
+    for schemes, make in ((("s3://",), "s3_from_env_credentials"), (("gs://", "gcs://"), "gcs_from_env_credentials"),
+                          (("az://", "abfs://", "abfss://"), "azure_from_env_credentials")):  # fmt: skip
+        if lowered.startswith(schemes):
+            return getattr(icechunk, make)()
+    return None
 
 
 def _open_repository(location: str, theirs: dict[str, Any], virtual: tuple[tuple[str, str | None], ...]) -> Any:
