@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from zarrsql.engine import params
 from zarrsql.engine.source import HAS_SOURCES
@@ -663,6 +662,9 @@ def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> p
 
 
 def _has_nan(table: pa.Table) -> bool:
+    # imported here: pyarrow.compute costs 9 MB of memory, and a query not answered here needs none
+    import pyarrow.compute as pc
+
     return any(pa.types.is_floating(c.type) and pc.any(pc.is_nan(c)).as_py() for c in table.columns)
 
 

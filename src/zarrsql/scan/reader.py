@@ -43,8 +43,9 @@ from zarrsql.store import Prefetching
 
 #: Worker threads: one per core (decoding is CPU bound), capped to keep memory predictable.
 THREADS = max(1, min(os.cpu_count() or 1, 8))
-#: Units in flight: enough to keep every thread busy while the engine consumes a batch.
-PREFETCH = THREADS * 2
+#: Units in flight: one per thread and one more, so every thread has a unit to decode while
+#: the engine consumes a batch; each more would only hold a decoded unit longer (memory).
+PREFETCH = THREADS + 1
 
 
 def _pool_size(scan: TableScan, fetch_ahead: bool) -> tuple[int, int]:
@@ -76,6 +77,14 @@ def _unit_batch(
     if not arrays:  # no column asked for (count(*)): rows without columns
         return pa.RecordBatch.from_struct_array(pa.nulls(n_rows, pa.struct([])))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _one_column(scan: TableScan, unit: Any, col: Column, grid: tuple[int, ...] | None) -> tuple[int, pa.Array]:
+    """One column of a unit as Arrow, with the unit's row count (see `_Columns`)."""
+    n_rows, parts = scan.unit_columns(unit, [col])
+    reorder = None if grid is None or isinstance(parts[0], InUngroupedOrder) else ungrouped_order(unit, grid)
+    values, nulls = parts[0]
+    return n_rows, _column(values, nulls, col, n_rows, reorder)
 
 
 def _column(values: Any, nulls: Any, col: Column, n_rows: int, reorder: Reorder | None) -> pa.Array:
@@ -170,6 +179,59 @@ class _Early:
             self._closed = True
             started = self._futures is not None
         return [k for keys in self.keys[self._taken :] for k in keys] if started else []
+
+
+class _Columns:
+    """A work unit decoded column by column, every column a task of the pool, the batch
+    delivered through `result` once the last is done.
+
+    For the first unit of a local scan: it is read alone (the window starts at one unit, so
+    that a LIMIT met by it reads nothing else), and as one task it would keep one thread
+    busy and the others idle while the engine waits for it (a `SELECT *` of six columns:
+    27 ms on one of two cores)."""
+
+    def __init__(
+        self, pool: ThreadPoolExecutor, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
+        grid: tuple[int, ...] | None,
+    ) -> None:  # fmt: skip
+        self.result: Future[pa.RecordBatch] = Future()
+        self.keys: list[str] = []
+        self._lock = threading.Lock()
+        self._left = len(columns)
+        self._merged = getattr(unit, "merged", 1)
+        self._schema = schema
+        self._tasks: list[Future[tuple[int, pa.Array]]] = []
+        try:
+            for col in columns:
+                self._tasks.append(pool.submit(_one_column, scan, unit, col, grid))
+        except RuntimeError:  # the pool was shut down: the scan was cancelled (Ctrl-C)
+            self.drop()
+            self.result.cancel()
+            return
+        for task in self._tasks:
+            task.add_done_callback(self._done)
+
+    def _done(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left:
+                return
+        tasks, self._tasks = self._tasks, []  # no cycle through the callbacks holds the batch
+        if any(t.cancelled() for t in tasks):
+            self.result.cancel()
+            return
+        failed = next((t.exception() for t in tasks if t.exception() is not None), None)
+        if failed is not None:
+            self.result.set_exception(failed)
+            return
+        done = [t.result() for t in tasks]
+        counters.count(work_units_read=self._merged, rows=done[0][0])
+        self.result.set_result(pa.RecordBatch.from_arrays([a for _, a in done], schema=self._schema))
+
+    def drop(self) -> bool:
+        """Cancel the columns not started; True when none is decoding (nothing to forget:
+        this unit never fetches ahead)."""
+        return all([t.cancel() or t.done() for t in self._tasks])
 
 
 def _deliver(result: Future[pa.RecordBatch], task: Future[pa.RecordBatch]) -> None:
@@ -291,7 +353,7 @@ class _Stop:
         self.event.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def take(self, queued: _Queued) -> pa.RecordBatch:
+    def take(self, queued: _Queued | _Columns) -> pa.RecordBatch:
         """The unit's batch; QueryInterrupted if the scan was cancelled before it decoded."""
         try:
             return queued.result.result()
@@ -344,7 +406,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
         early = _Early(next_units, [scan.unit_keys(u, columns) or [] for u in next_units], prefetch)
     growth = in_flight if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
-    pending: deque[_Queued] = deque()
+    pending: deque[_Queued | _Columns] = deque()
     window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
     stop = _Stop(pool)
     with _running_lock:
@@ -362,8 +424,17 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
                 arrivals = prefetch(keys)
                 if i == 0 and early is not None:
                     _when_all_done(arrivals, early.start)
-            work = functools.partial(_unit_batch, scan, unit, columns, schema, grid)
-            pending.append(_Queued(pool, work, keys, arrivals))
+            if (
+                window == 1
+                and not arrivals
+                and len(columns) > 1
+                and threads > 1
+                and getattr(scan, "columns_apart", False)
+            ):
+                pending.append(_Columns(pool, scan, unit, columns, schema, grid))
+            else:
+                work = functools.partial(_unit_batch, scan, unit, columns, schema, grid)
+                pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
                 yield stop.take(pending.popleft())
                 window = min(in_flight, window * growth)

@@ -221,6 +221,9 @@ class DenseScan(OpenedTable):
     """A table with one row per cell of its grid, read in work units of whole chunks."""
 
     rows_are_cells = True
+    #: `unit_columns` reads each column on its own, so a unit's columns may be read apart, in
+    #: parallel (the reader does so for a scan's first unit).
+    columns_apart = True
 
     def __init__(self, request: ReadRequest, tree: NodeTree, table: ReadTable, store: Store) -> None:
         # Shared by the reader's decoding threads: every access holds `_patterns_lock`.
@@ -340,18 +343,33 @@ class DenseScan(OpenedTable):
         few are kept and handed out again instead of being rebuilt: the column depends only
         on the unit's range along its axis and the unit's shape, which is the key.
 
+        Along any axis but the first, the column of a unit shorter along the first axis (the
+        last time block) is the start of a longer unit's: the first axis is the slowest, so
+        its length only says how often the same block repeats. Such units share one kept
+        column (the longest), each taking its first rows, so a scan holds one copy of it. A
+        grouped unit's column is kept in chunk order (`InUngroupedOrder`), where that prefix
+        rule does not hold: it is shared only by units of its own shape.
+
         The reader's threads call this at once: the cache is only touched under its lock
         (the columns themselves are built outside it, and never written after)."""
         axis, dv = (col.dim, self.dims[col.dim]) if col.dim is not None else self.derived[col.derived]  # type: ignore[index]
         shared = unit.select is None and axis in self._repeating_axes
-        key = (col.name, unit.region[axis], unit.shape) if shared else None
+        key = None
+        if shared:
+            # a grouped unit's column is kept in chunk order, where a shorter unit's rows are
+            # not a prefix of a longer one's: it shares only with units of its own shape
+            prefix_shared = axis and unit.merged <= 1
+            key = (col.name, unit.region[axis], unit.shape[1:] if prefix_shared else unit.shape, unit.merged > 1)
+        n_rows = unit.num_rows()
         if key is not None:
             with self._patterns_lock:
                 hit = self._patterns.pop(key, None)
                 if hit is not None:
                     self._patterns[key] = hit  # the most recently used goes last
-            if hit is not None:
-                return hit
+            if hit is not None and len(hit[0]) >= n_rows:
+                if len(hit[0]) == n_rows:
+                    return hit  # as kept: an InUngroupedOrder stays one
+                return hit[0][:n_rows], _head(hit[1], n_rows)
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
         source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
         made: tuple[Any, Any] = (expand_dim(source, unit, axis), nulls)
@@ -360,10 +378,16 @@ class DenseScan(OpenedTable):
             made = InUngroupedOrder(reorder.apply(made[0]), None if nulls is None else reorder.apply(nulls))
         if key is not None:
             with self._patterns_lock:
-                self._patterns[key] = made
+                kept = self._patterns.get(key)
+                if kept is None or len(kept[0]) < n_rows:
+                    self._patterns[key] = made
                 while len(self._patterns) > PATTERNS_KEPT:
                     del self._patterns[next(iter(self._patterns))]
         return made
+
+
+def _head(nulls: Any, n: int) -> Any:
+    return None if nulls is None else nulls[:n]
 
 
 class CellMaskedPlan:
