@@ -153,7 +153,7 @@ def _check_blosc(raw: Any) -> None:
         raise ValueError(f"blosc frame says {cbytes} bytes but holds {len(view)}")
 
 
-def _decode_bytes_codec(codec: Any, data: Any, size: int | None = None) -> Any:
+def _decode_bytes_codec(codec: Any, data: Any, size: int | None = None, hint: int | None = None) -> Any:
     """`codec.decode(data)`; when the decoded bytes are the chunk's values of known `size`,
     a zstd or Blosc frame declaring exactly that size decodes into a pooled buffer (see
     `decode/buffers.py`). Any other frame decodes as before, and its size is checked later."""
@@ -164,6 +164,13 @@ def _decode_bytes_codec(codec: Any, data: Any, size: int | None = None) -> Any:
         declared = blosc_content_size(data) if blosc else zstd_content_size(data)
         if declared == size and (blosc or isinstance(codec, numcodecs.Zstd)):
             return codec.decode(data, out=POOL.take(size))
+    return _decode_sized(codec, data, size or hint)
+
+
+def _decode_sized(codec: Any, data: Any, size: int | None) -> Any:
+    """`codec.decode(data)`, a deflate codec told the size to expect (decode/inflate.py)."""
+    if size and isinstance(codec, inflate.Inflate):
+        return codec.decode(data, size_hint=size)
     return codec.decode(data)
 
 
@@ -222,15 +229,19 @@ class _V2Pipeline:
     filters: tuple[tuple[str, dict[str, Any], Any], ...]
     #: The chunk's bytes when the compressor's output is its values (no filter, fixed size).
     size: int | None
+    #: The chunk's values in bytes (fixed-size types): what a deflate stage most likely
+    #: decodes to, told to it so that its output is allocated once.
+    chunk_bytes: int | None = None
 
     @staticmethod
     def build(array: ArrayMeta) -> _V2Pipeline:
         comp = array.codecs.get("compressor")
         compressor = (_codec_id(comp), _shared_numcodec(comp)) if comp else None
         filters = tuple((_codec_id(f), f, _shared_numcodec(f)) for f in reversed(array.codecs.get("filters") or []))
-        fixed = not filters and array.dtype.kind != "string"
-        size = _cells(array.chunks) * np.dtype(array.dtype.name).itemsize if fixed else None
-        return _V2Pipeline(array, compressor, filters, size)
+        fixed = array.dtype.kind != "string"
+        chunk_bytes = _cells(array.chunks) * np.dtype(array.dtype.name).itemsize if fixed else None
+        size = chunk_bytes if not filters else None
+        return _V2Pipeline(array, compressor, filters, size, chunk_bytes)
 
     def decode(self, raw: Any) -> np.ndarray:
         array = self.array
@@ -239,9 +250,9 @@ class _V2Pipeline:
         if self.compressor is not None:
             last, shared = self.compressor
             codec = shared if shared is not None else _numcodec(array.codecs["compressor"])
-            data = _stage(last, lambda d: _decode_bytes_codec(codec, d, self.size), data)
+            data = _stage(last, lambda d: _decode_bytes_codec(codec, d, self.size, self.chunk_bytes), data)
         for last, config, shared in self.filters:
-            data = _v2_filter(last, config, shared, data, array.chunks)
+            data = _v2_filter(last, config, shared, data, array.chunks, self.chunk_bytes)
         if array.dtype.kind == "string":
             arr = np.asarray(data, dtype=object).reshape(-1)
             if arr.size != _cells(array.chunks):
@@ -280,6 +291,8 @@ class _V3Pipeline:
     origin: str
     #: The last stage's output size when it is the chunk's values (read by `bytes`).
     size: int | None
+    #: The chunk's values in bytes (a hint for deflate stages, see `_V2Pipeline.chunk_bytes`).
+    values_bytes: int | None = None
 
     @staticmethod
     def build(
@@ -314,15 +327,16 @@ class _V3Pipeline:
             )
         origin = f"codec '{last}' gave" if last else "codec 'bytes' got"
         back = tuple(int(i) for i in np.argsort(order)) if order else None
-        size = _cells(stored) * dt.itemsize if dt is not None and stages else None
-        return _V3Pipeline(array, tuple(stages), a2b, stored, back, dt, origin, size)
+        values_bytes = _cells(stored) * dt.itemsize if dt is not None else None
+        size = values_bytes if stages else None
+        return _V3Pipeline(array, tuple(stages), a2b, stored, back, dt, origin, size, values_bytes)
 
     def decode(self, raw: Any) -> np.ndarray:
         data: Any = raw
         final = len(self.stages) - 1
         for k, (name, codec) in enumerate(self.stages):
             try:
-                data = _decode_bytes_codec(codec, data, self.size if k == final else None)
+                data = _decode_bytes_codec(codec, data, self.size if k == final else None, self.values_bytes)
             except _Failure:
                 raise
             except Exception as err:  # codec libraries raise their own types; this is their edge
@@ -339,10 +353,15 @@ class _V3Pipeline:
         return arr.transpose(self.back) if self.back else arr
 
 
-def _v2_filter(codec: str, f: dict[str, Any], shared: Any, data: Any, shape: tuple[int, ...]) -> Any:
+def _v2_filter(
+    codec: str, f: dict[str, Any], shared: Any, data: Any, shape: tuple[int, ...], chunk_bytes: int | None
+) -> Any:
+    """One v2 filter's decode; `chunk_bytes` (the chunk's values, in bytes) is what a deflate
+    filter most likely decodes to (HDF5's shuffle + deflate: the shuffled values)."""
     if codec in ("vlen-utf8", "vlen-bytes"):
         return _decode_vlen(codec, data, shape)
-    return _stage(codec, (shared if shared is not None else _numcodec(f)).decode, data)
+    decoder = shared if shared is not None else _numcodec(f)
+    return _stage(codec, lambda d: _decode_sized(decoder, d, chunk_bytes), data)
 
 
 def _decode_codecs(
