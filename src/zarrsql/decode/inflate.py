@@ -24,12 +24,17 @@ except ImportError:  # no wheel for this platform: numcodecs' own codecs are use
 __all__ = ["Inflate", "codec_for"]
 
 
+#: Bytes beyond the expected size in the output buffer: a stream that fills its buffer
+#: exactly is copied into a larger one before ISA-L sees the end (2.9 ms instead of 1.1).
+_SLACK = 64
+
+
 class Inflate:
     """A deflate stream of one wrapping (`zlib`, or `gzip` with every member), inflated by ISA-L.
 
     `size_hint` (the bytes a chunk decodes to, when the pipeline knows it) sizes the output
     buffer once: without it ISA-L starts small and grows the buffer as it goes, which took
-    3.0 ms instead of 1.15 ms for a 2.8 MB chunk. A wrong hint only costs a resize."""
+    2.8 ms instead of 1.1 ms for a 2.8 MB chunk. A wrong hint only costs a resize."""
 
     def __init__(self, codec_id: str) -> None:
         self.codec_id = codec_id
@@ -39,8 +44,8 @@ class Inflate:
             raise ValueError("decoding into a given buffer is not supported")
         if self.codec_id == "gzip":
             return bytes(igzip.decompress(buf))  # every member; igzip takes no size
-        if size_hint:
-            return bytes(isal_zlib.decompress(buf, bufsize=size_hint))
+        if size_hint:  # room past the end: a full buffer is grown once more to see the end
+            return bytes(isal_zlib.decompress(buf, bufsize=size_hint + _SLACK))
         return bytes(isal_zlib.decompress(buf))
 
 
