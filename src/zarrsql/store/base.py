@@ -21,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from zarrsql.errors import ParameterError
 
+#: The names of a hierarchy's metadata documents (v3 and v2): JSON, never chunk data.
+METADATA_DOCUMENTS = frozenset({"zarr.json", ".zgroup", ".zarray", ".zattrs", ".zmetadata"})
 URL_SCHEMES = ("http://", "https://", "s3://", "s3a://", "gs://", "gcs://", "az://", "abfs://", "abfss://", "memory://")
 
 

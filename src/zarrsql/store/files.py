@@ -13,6 +13,7 @@ import os
 import zipfile
 
 from zarrsql.errors import StoreNotFoundError, UnsupportedError, ZarrSQLError
+from zarrsql.store.base import METADATA_DOCUMENTS
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: Offsets where an HDF5 signature may start (after a user block of that many bytes).
@@ -20,7 +21,6 @@ _HDF5_OFFSETS = (0, 512, 1024, 2048, 4096, 8192)
 _NETCDF3_SIGNATURES = (b"CDF\x01", b"CDF\x02", b"CDF\x05")  # classic, 64-bit offset, CDF-5
 _ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
 _HDF5_EXTENSIONS = (".h5ad", ".h5", ".hdf5", ".he5", ".nc", ".nc4", ".cdf")
-_METADATA_NAMES = ("zarr.json", ".zgroup", ".zarray", ".zattrs", ".zmetadata")
 
 
 def _head(path: str, at: int, size: int = 8) -> bytes:
@@ -61,7 +61,7 @@ def _zip_holds_zarr(path: str) -> bool:
             names = z.namelist()
     except (OSError, zipfile.BadZipFile):
         return False
-    return any(n.rsplit("/", 1)[-1] in _METADATA_NAMES and n.count("/") <= 1 for n in names)
+    return any(n.rsplit("/", 1)[-1] in METADATA_DOCUMENTS and n.count("/") <= 1 for n in names)
 
 
 def file_error(location: str, path: str) -> ZarrSQLError:
@@ -69,7 +69,7 @@ def file_error(location: str, path: str) -> ZarrSQLError:
     start = f"no Zarr store at '{location}': it is a file, not a folder"
     name = os.path.basename(path)
     head = _head(path, 0)
-    if name in _METADATA_NAMES:
+    if name in METADATA_DOCUMENTS:
         return StoreNotFoundError(
             f"{start}; '{name}' is a Zarr metadata document: point at the folder that holds it, "
             f"'{os.path.dirname(location) or '.'}'"

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
-from zarrsql.store.base import ByteRange, check_key, is_url
+from zarrsql.store.base import METADATA_DOCUMENTS, ByteRange, check_key, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.options import split_settings
 
@@ -487,16 +487,12 @@ def _byte_range(byte_range: ByteRange | None) -> tuple[int | None, int | None] |
     return (byte_range.start, byte_range.start + byte_range.length)
 
 
-#: The metadata documents of a hierarchy, parsed as JSON (which wants `bytes`).
-_DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
-
-
 def _as_bytes(key: str, data: Any) -> bytes:
     """A value Icechunk returned, as the reader takes it. Icechunk hands back its own buffer
     object; copying a chunk of megabytes into `bytes` cost as much CPU as reading it, so a
     chunk is passed on as a read-only view of that buffer (the decoders take any buffer, and
     a view cannot be written, like `bytes`). Metadata documents are small and become `bytes`."""
-    if key.rpartition("/")[2] in _DOCUMENTS:
+    if key.rpartition("/")[2] in METADATA_DOCUMENTS:  # parsed as JSON, which wants bytes
         return bytes(data)
     return cast(bytes, memoryview(data))
 
