@@ -184,10 +184,14 @@ def read_manifest(data: bytes) -> _Manifest:
     elif compression == _ZSTD:
         import zstandard
 
-        reader = zstandard.ZstdDecompressor().stream_reader(memoryview(data)[_HEADER:])
-        body = reader.read(_MAX_MANIFEST_BYTES + 1)
-        if len(body) > _MAX_MANIFEST_BYTES:
-            raise ValueError("a manifest too big to hold")
+        pieces, size = [], 0
+        with zstandard.ZstdDecompressor().stream_reader(memoryview(data)[_HEADER:]) as reader:
+            while piece := reader.read(1 << 20):  # a read may return less than asked: to the end
+                size += len(piece)
+                if size > _MAX_MANIFEST_BYTES:
+                    raise ValueError("a manifest too big to hold")
+                pieces.append(piece)
+        body = b"".join(pieces)
     else:
         raise ValueError(f"compression {compression} is not known")
     return _Manifest(body)
@@ -261,13 +265,13 @@ class NativeChunks:
         with self._lock:
             if manifest_id in self._manifests:
                 return self._manifests[manifest_id]
-        try:
-            with open(os.path.join(self._root, "manifests", manifest_id), "rb") as f:
-                parsed: _Manifest | None = read_manifest(f.read())
-        except (OSError, ValueError, struct.error, ImportError):
-            parsed = None  # Icechunk reads it (and reports what is wrong with it)
-        except Exception:  # zstandard's own errors for a damaged frame
-            parsed = None
+        parsed: _Manifest | None = None
+        if manifest_id.isascii() and manifest_id.isalnum():  # an id, never a path elsewhere
+            try:
+                with open(os.path.join(self._root, "manifests", manifest_id), "rb") as f:
+                    parsed = read_manifest(f.read())
+            except Exception:  # unreadable, unknown, damaged (zstandard's errors too): Icechunk's to report
+                parsed = None
         with self._lock:
             self._manifests[manifest_id] = parsed
         return parsed
