@@ -93,6 +93,34 @@ def test_a_view_in_an_attached_database_installs_the_functions(tmp_path: Path) -
     assert got == [(pytest.approx(float(values.sum())), values.size)]
 
 
+def test_a_view_calling_a_function_not_yet_created_installs_it(tmp_path: Path) -> None:
+    """A first statement creates only the functions its text names (read_zarr here); a
+    stored view calling another (read_zarr_tables) gets it through the catalog error."""
+    store = tmp_path / "s.zarr"
+    values = _write(store)
+    db = tmp_path / "views.db"
+    with zarrsql.connect(str(db)) as con:
+        con.execute(f"CREATE VIEW t AS SELECT table_name, shape FROM read_zarr_tables('{store}')")
+    with zarrsql.connect() as con:
+        assert con.sql(f"SELECT count(*) FROM read_zarr('{store}')").fetchall() == [(values.size,)]
+        con.execute(f"ATTACH '{db}' AS o")
+        assert con.sql("SELECT shape FROM o.t").fetchall() == [(list(values.shape),)]
+
+
+def test_every_function_is_there_after_a_statement_naming_one(tmp_path: Path) -> None:
+    store = tmp_path / "s.zarr"
+    values = _write(store)
+    con = zarrsql.connect()
+    assert con.sql(f"SELECT sum(v) FROM read_zarr('{store}')").fetchall() == [(pytest.approx(float(values.sum())),)]
+    names = {r[0] for r in con.sql(f"SELECT name FROM read_zarr_metadata('{store}')").fetchall()}
+    assert "v" in names
+    views = {r[0] for r in con.sql(f"SELECT view_name FROM read_zarr_views('{store}', 'db')").fetchall()}
+    assert "time_x" in views
+    assert con.duckdb.sql("SELECT count(*) FROM duckdb_functions() WHERE function_name = 'zarr_mounts'").fetchall() == [
+        (1,)
+    ]
+
+
 def test_the_plain_connection_has_the_functions(tmp_path: Path) -> None:
     """`con.duckdb` before any statement: read_zarr exists there, and refuses with the
     explanation that only the wrapper can register scans."""

@@ -299,6 +299,15 @@ def _may_read_zarr(text: Any) -> bool:
         return False
 
 
+def _named_functions(text: Any) -> frozenset[str]:
+    """The zarrsql functions a statement's text may call (every one for a statement object):
+    those whose name it contains, and `read_zarr`, which a store named in `FROM` reads through."""
+    if not isinstance(text, str):
+        return FUNCTIONS
+    lowered = text.lower()
+    return frozenset(n for n in FUNCTIONS if n in lowered) | {"read_zarr"}
+
+
 def _bounds_hint(err: duckdb.Error, text: str | None) -> ZarrSQLError | None:
     """The explanation of DuckDB refusing a `bounds :=` list, or None for any other error."""
     if not isinstance(err, duckdb.ConversionException):
@@ -327,7 +336,9 @@ class Connection:
         self._con = con
         self._state = _State()
         self._install_lock = threading.Lock()
-        self._installed = False
+        self._installed = False  # the UDFs (and the scan machinery behind them)
+        self._macros: set[str] = set()  # the zarrsql functions created on this connection
+        self._macro_text: dict[str, str] | None = None
         # DuckDB's bar stays at 0 on zarrsql's Arrow scans; zarrsql shows its own (notebook/progress.py)
         con.execute("SET enable_progress_bar = false")
         interrupts.track(con)
@@ -335,41 +346,65 @@ class Connection:
             self._install()  # stored views may call read_zarr, whatever the statement's text
             self._claim_view_literals(quiet=True)
 
-    def _install(self) -> None:
-        """Create the UDFs and the macros of zarrsql's SQL functions, once, when first needed.
+    def _install(self, names: frozenset[str] | None = None) -> None:
+        """Create the UDFs, once, and the macros of zarrsql's SQL functions in `names` (all
+        when None) not created yet, when first needed.
 
         Deferred from `connect()`: DuckDB's `create_function` imports numpy, and the scan
         machinery behind the UDFs imports pyarrow and the Zarr core, so a connection that
         never reads a store (the command line's, a plain-SQL session) pays for none of it.
-        `_run` installs before a statement that may read a store (`_may_read_zarr`), and
-        after a catalog error naming a zarrsql function (a view of an attached database
-        calls read_zarr) before running it again.
+        `_run` installs before a statement that may read a store (`_may_read_zarr`) the
+        functions its text names (`_named_functions`; each macro costs DuckDB about a
+        millisecond to create, and a first query pays for all of them), and everything after
+        a catalog error naming a zarrsql function (a view of an attached database calls
+        read_zarr, a stored view another function) before running it again.
         """
         with self._install_lock:
-            if self._installed:
+            if self._installed and (self._macros >= (names or FUNCTIONS)):
                 return
             self._finish_copy_result()  # DuckDB 2 creates no function while a result is open
             con, state = self._con, self._state
-            # UDFs live in the database's catalog, shared with cursors; macros are per connection.
-            # Each connection therefore gets UDFs of its own, and its macros call those.
-            suffix = uuid.uuid4().hex[:12]
-            scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
-            con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
-            con.create_function(list_udf, _list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
-            con.create_function(action_udf, _action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
-            state.perform = self._perform
-            state.opener = SecretOpener(con)
-            con.execute(";\n".join(macro_statements(scan_udf, list_udf, action_udf)))
-            # What the UDFs run, loaded here in the caller's thread rather than inside DuckDB's
-            # callback while it binds; the statement about to run needs it anyway.
-            importlib.import_module("zarrsql.engine.params")
-            importlib.import_module("zarrsql.engine.source")
-            self._installed = True
+            if self._macro_text is None:
+                # UDFs live in the database's catalog, shared with cursors; macros are per
+                # connection. Each connection therefore gets UDFs of its own, and its macros
+                # call those.
+                suffix = uuid.uuid4().hex[:12]
+                scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
+                con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
+                con.create_function(list_udf, _list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+                con.create_function(
+                    action_udf, _action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
+                )
+                state.perform = self._perform
+                state.opener = SecretOpener(con)
+                self._macro_text = macro_statements(scan_udf, list_udf, action_udf)
+            missing = sorted((names or FUNCTIONS) - self._macros)
+            if missing:
+                con.execute(";\n".join(self._macro_text[n] for n in missing))
+                self._macros |= set(missing)
+            if not self._installed:
+                # What the UDFs run, loaded here in the caller's thread rather than inside
+                # DuckDB's callback while it binds; the statement about to run needs it anyway.
+                importlib.import_module("zarrsql.engine.params")
+                importlib.import_module("zarrsql.engine.source")
+                self._installed = True
+
+    @property
+    def _complete(self) -> bool:
+        """Whether every zarrsql function is installed on this connection."""
+        return self._installed and self._macros >= FUNCTIONS
+
+    def _names_missing_function(self, err: duckdb.Error) -> bool:
+        """Whether a catalog error names a zarrsql function this connection has not created."""
+        if self._complete:
+            return False
+        message = str(err).lower()
+        return any(n in message for n in FUNCTIONS - self._macros)
 
     def _install_for(self, text: Any) -> None:
-        """Install zarrsql's functions before running `text` if it may read a store."""
-        if not self._installed and _may_read_zarr(text):
-            self._install()
+        """Install the zarrsql functions `text` names before running it, if it may read a store."""
+        if not self._complete and _may_read_zarr(text):
+            self._install(_named_functions(text))
 
     @property
     def duckdb(self) -> duckdb.DuckDBPyConnection:
@@ -507,8 +542,8 @@ class Connection:
                 zerr = self._state.take_error()
                 if zerr is not None:
                     raise _as_raised(zerr) from err
-                if not self._installed and isinstance(err, duckdb.CatalogException) and "zarr" in str(err).lower():
-                    self._install()  # a view of another database calls read_zarr: run it again
+                if isinstance(err, duckdb.CatalogException) and self._names_missing_function(err):
+                    self._install()  # a view calls a zarrsql function the text did not name: run it again
                     continue
                 hint = _bounds_hint(err, text)
                 if hint is not None:

@@ -110,26 +110,21 @@ def _action_macro(udf: str, name: str, kind: str, leading: list[str], params: li
     )
 
 
-def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> list[str]:
-    """The CREATE MACRO statements of every zarrsql SQL function, calling the given UDFs."""
+def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> dict[str, str]:
+    """The CREATE MACRO statement of every zarrsql SQL function, by name, calling the given
+    UDFs (a connection creates the ones a statement names, `Connection._install`)."""
     read = (
         f"CREATE OR REPLACE TEMP MACRO read_zarr(store, {_signature(READ_PARAMS)}) AS TABLE "
         f"SELECT * FROM query_table({scan_udf}(to_json({_struct(READ_PARAMS, {'store': 'store'})})::VARCHAR))"
     )
-    return [
-        read,
-        _listing_macro(list_udf, "read_zarr_metadata", "metadata", ["store"], LIST_PARAMS),
-        _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS),
-        _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS),
-        _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], VIEWS_PARAMS),
-        _action_macro(
-            action_udf,
-            "zarr_mount",
-            "mount",
-            ["store", "database"],
-            MOUNT_PARAMS,
-        ),
-        _action_macro(action_udf, "zarr_sample", "sample", ["store", "points"], SAMPLE_PARAMS),
-        _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),
-        _action_macro(action_udf, "zarr_mounts", "mounts", [], ["database"]),
-    ]
+    return {
+        "read_zarr": read,
+        "read_zarr_metadata": _listing_macro(list_udf, "read_zarr_metadata", "metadata", ["store"], LIST_PARAMS),
+        "read_zarr_tables": _listing_macro(list_udf, "read_zarr_tables", "tables", ["store"], LIST_PARAMS),
+        "read_zarr_groups": _listing_macro(list_udf, "read_zarr_groups", "tables", ["store"], LIST_PARAMS),
+        "read_zarr_views": _listing_macro(list_udf, "read_zarr_views", "views", ["store", "database"], VIEWS_PARAMS),
+        "zarr_mount": _action_macro(action_udf, "zarr_mount", "mount", ["store", "database"], MOUNT_PARAMS),
+        "zarr_sample": _action_macro(action_udf, "zarr_sample", "sample", ["store", "points"], SAMPLE_PARAMS),
+        "zarr_unmount": _action_macro(action_udf, "zarr_unmount", "unmount", ["database"], []),
+        "zarr_mounts": _action_macro(action_udf, "zarr_mounts", "mounts", [], ["database"]),
+    }
