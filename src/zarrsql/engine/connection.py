@@ -359,8 +359,9 @@ class Connection:
         a catalog error naming a zarrsql function (a view of an attached database calls
         read_zarr, a stored view another function) before running it again.
         """
+        wanted = names or FUNCTIONS
         with self._install_lock:
-            if self._installed and (self._macros >= (names or FUNCTIONS)):
+            if self._installed and self._macros >= wanted:
                 return
             self._finish_copy_result()  # DuckDB 2 creates no function while a result is open
             con, state = self._con, self._state
@@ -378,7 +379,7 @@ class Connection:
                 state.perform = self._perform
                 state.opener = SecretOpener(con)
                 self._macro_text = macro_statements(scan_udf, list_udf, action_udf)
-            missing = sorted((names or FUNCTIONS) - self._macros)
+            missing = sorted(wanted - self._macros)
             if missing:
                 con.execute(";\n".join(self._macro_text[n] for n in missing))
                 self._macros |= set(missing)

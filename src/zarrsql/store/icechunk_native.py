@@ -247,7 +247,6 @@ class NativeChunks:
         self._lock = threading.Lock()
         self._array_paths: dict[str, _Array] | None = None
         self._manifests: dict[str, _Manifest | None] = {}
-        self.usable = True
 
     def _known_arrays(self) -> dict[str, _Array]:
         with self._lock:
@@ -258,7 +257,6 @@ class NativeChunks:
                     self._array_paths = _arrays(snapshot)
                 except Exception:  # a description not understood: every chunk goes to Icechunk
                     self._array_paths = {}
-                    self.usable = False
             return self._array_paths
 
     def _manifest(self, manifest_id: str) -> _Manifest | None:
@@ -278,8 +276,6 @@ class NativeChunks:
 
     def locate(self, key: str) -> tuple[str, Any, int, int] | None:
         """The reference of chunk `key`, or None where Icechunk must answer (see the module)."""
-        if not self.usable:
-            return None
         found = _chunk_of(key, self._known_arrays())
         if found is None:
             return None
