@@ -14,8 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from zarrsql.counters import Trace, trace
-from zarrsql.errors import (
+from zarrsql import compiled_once
+
+compiled_once.install()  # before the first class is defined: see compiled_once's docstring
+
+from zarrsql.counters import Trace, trace  # noqa: E402 - after install()
+from zarrsql.errors import (  # noqa: E402
     AppendSchemaError,
     DecodeError,
     MetadataError,
@@ -32,7 +36,7 @@ from zarrsql.errors import (
     ZarrSQLError,
     ZarrSQLWarning,
 )
-from zarrsql.settings import get_option, set_option
+from zarrsql.settings import get_option, set_option  # noqa: E402
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from zarrsql.engine.api import (
