@@ -28,6 +28,12 @@ metadata the second query read. The 1-minute load average before and after each 
 kept with its run; medians of wall times are the headline, CPU times sit beside them
 because they are steadier when other processes share the machine.
 
+A third engine, the host floor, is the least any Python producer inside DuckDB pays:
+`import duckdb`, `duckdb.connect()`, a bind that builds the Arrow schema from the group's
+`zarr.json` alone (importing pyarrow) and registers a stream, and queries that stream the
+decode floor (`engines.run_host_floor`'s batches). A goal it misses too is out of reach of
+such a producer.
+
 Goals (docs/benchmarks.md#fixed-costs): import zarrsql <= 1.2x import duckdb; connect +
 first bind <= DuckDB's connect + first bind of the Parquet copy; the second query on a store
 reads no metadata.
