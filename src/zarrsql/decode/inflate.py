@@ -12,16 +12,22 @@ The codecs here decode only: zarrsql never writes with them.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-igzip: Any
-isal_zlib: Any
-try:
-    from isal import igzip, isal_zlib
-except ImportError:  # no wheel for this platform: numcodecs' own codecs are used
-    igzip = isal_zlib = None
+__all__ = ["Inflate", "codec_for", "isal"]
 
-__all__ = ["Inflate", "codec_for"]
+
+@lru_cache(maxsize=1)
+def isal() -> tuple[Any, Any] | None:
+    """ISA-L's `(igzip, isal_zlib)` modules, imported with the first deflate codec (a store
+    of zstd chunks never needs their 0.4 MB); None without a wheel for this platform, and
+    then numcodecs' own codecs are used."""
+    try:
+        from isal import igzip, isal_zlib
+    except ImportError:
+        return None
+    return igzip, isal_zlib
 
 
 #: Bytes beyond the expected size in the output buffer: a stream that fills its buffer
@@ -42,6 +48,9 @@ class Inflate:
     def decode(self, buf: Any, out: Any = None, size_hint: int | None = None) -> bytes:
         if out is not None:
             raise ValueError("decoding into a given buffer is not supported")
+        modules = isal()
+        assert modules is not None, "codec_for makes an Inflate only where isal imports"
+        igzip, isal_zlib = modules
         if self.codec_id == "gzip":
             return bytes(igzip.decompress(buf))  # every member; igzip takes no size
         if size_hint:  # room past the end: a full buffer is grown once more to see the end
@@ -52,7 +61,7 @@ class Inflate:
 def codec_for(config: Any) -> Any:
     """An ISA-L decoder for a numcodecs configuration of `zlib` or `gzip`, else None (then
     numcodecs decodes it)."""
-    if isal_zlib is None or not isinstance(config, dict):
+    if not isinstance(config, dict) or isal() is None:
         return None
     codec_id = config.get("id")
     if codec_id in ("zlib", "gzip"):

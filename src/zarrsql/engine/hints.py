@@ -9,8 +9,6 @@ error stands.
 
 from __future__ import annotations
 
-import difflib
-
 import duckdb
 
 from zarrsql.engine.functions import FUNCTIONS, SIGNATURES
@@ -41,6 +39,8 @@ def unknown_parameter(function: str, name: str, *, python: bool = False) -> Para
     if name.lower() in {n.lower() for n in named}:
         return None
     mark = "=" if python else " :="
+    import difflib  # only for a name that is not there (0.4 MB a query that binds never needs)
+
     close = difflib.get_close_matches(name.lower(), [n.lower() for n in named], n=1, cutoff=0.5)
     alias = ALIASES.get(name.lower())
     if alias in named:

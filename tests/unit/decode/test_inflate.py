@@ -21,7 +21,7 @@ def _payload() -> bytes:
 
 def test_isal_is_what_decodes_deflate() -> None:
     """`isal` is a dependency: zlib and gzip chunks are inflated by it, not by numcodecs."""
-    assert inflate.isal_zlib is not None
+    assert inflate.isal() is not None
     assert type(_numcodec({"id": "zlib", "level": 1})).__module__ == "zarrsql.decode.inflate"
     assert type(_numcodec({"id": "gzip", "level": 5})).__module__ == "zarrsql.decode.inflate"
     assert isinstance(_numcodec({"id": "zstd", "level": 1}), numcodecs.Zstd)
@@ -48,9 +48,9 @@ def test_a_damaged_stream_raises() -> None:
     """ISA-L refuses a cut or foreign stream (the pipeline turns it into a DecodeError naming
     the chunk and codec: tests/integration/test_corrupt_chunks.py)."""
     stream = zlib.compress(_payload(), 1)
-    assert inflate.isal_zlib is not None
+    assert inflate.isal() is not None
     for bad in (stream[: len(stream) // 2], b"not a zlib stream at all"):
-        with pytest.raises(inflate.isal_zlib.error):
+        with pytest.raises(inflate.isal()[1].error):
             _numcodec({"id": "zlib"}).decode(bad)
 
 
