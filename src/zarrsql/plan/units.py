@@ -158,7 +158,7 @@ class ScanPlan:
                 np.prod([n if k is None else len(k) for n, k in zip(self.shape, self.kept, strict=True)], dtype=object)
             )
         if self._boxes is not None:
-            return sum(u.num_rows() for u in self.units())
+            return _box_rows(self, self._boxes)
         masked = self._masked
         if masked is None:
             return sum(u.num_rows() for u in _masked_units(self))
@@ -540,15 +540,44 @@ def _box_units(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> It
         if len(touched[index]) == 1:  # one box: per-axis indices, cheaper to expand than a mask
             yield WorkUnit(index, region, _separable_select(boxes[touched[index][0]], region))
             continue
-        mask = np.zeros(tuple(b - a for a, b in region), dtype=bool)
-        for b in touched[index]:
-            sel = _separable_select(boxes[b], region)
-            if sel is None:
-                mask[...] = True
-                break
-            mask[np.ix_(*[np.arange(n) if s is None else s for s, n in zip(sel, mask.shape, strict=True)])] = True
+        mask = _box_mask(boxes, touched[index], region)
         if mask.any():
             yield WorkUnit(index, region, None if mask.all() else mask)
+
+
+def _box_mask(
+    boxes: list[tuple[np.ndarray | None, ...]], which: list[int], region: tuple[tuple[int, int], ...]
+) -> np.ndarray:
+    """The cells of `region` that any of the boxes numbered `which` holds."""
+    mask = np.zeros(tuple(b - a for a, b in region), dtype=bool)
+    for b in which:
+        sel = _separable_select(boxes[b], region)
+        if sel is None:
+            mask[...] = True
+            break
+        mask[np.ix_(*[np.arange(n) if s is None else s for s, n in zip(sel, mask.shape, strict=True)])] = True
+    return mask
+
+
+def _box_rows(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> int:
+    """The cells of a union of boxes, by arithmetic: every box's own count, less what the
+    boxes sharing a unit count more than once there. Only shared units are visited (a
+    corner where `x < 10 OR y < 10` meet), not the 10^5 units along each box, which
+    `sum(u.num_rows() for u in units())` visited one by one (15 s on 10^10 units)."""
+
+    def inside(box: tuple[np.ndarray | None, ...], region: tuple[tuple[int, int], ...]) -> int:
+        n = 1
+        for k, (a, b) in zip(box, region, strict=True):
+            n *= (b - a) if k is None else int(np.searchsorted(k, b) - np.searchsorted(k, a))
+        return n
+
+    whole = tuple((0, n) for n in plan.shape)
+    total = sum(inside(box, whole) for box in boxes)
+    for index, which in _box_index(plan, boxes).items():
+        if len(which) > 1:
+            region = _region(index, plan.shape, plan.grid)
+            total -= sum(inside(boxes[b], region) for b in which) - int(_box_mask(boxes, which, region).sum())
+    return total
 
 
 def _masked_units(plan: ScanPlan) -> Iterator[WorkUnit]:
