@@ -1,13 +1,13 @@
-"""The methods `@dataclass` writes for zarrsql's classes, compiled once per installation.
+"""The methods `@dataclass` writes for zarrsql's classes, compiled once per machine.
 
 Why: for every class, the standard `dataclasses` module writes the source text of
 `__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`, ... and compiles it with
 `exec` while the module is imported. Python keeps the bytecode of modules in `__pycache__`,
 but not of these strings, so every process compiled them again: the ~85 classes a first
 query imports cost 165 ms of zarrsql's 240 ms of import time on the 2-core machine
-(docs/benchmarks.md, "Import time"). Here the compiled code objects are kept in a file next
-to the package's own bytecode, keyed by their exact source text, so later processes run the
-same code without compiling it. Same text, same interpreter (the file records the bytecode
+(docs/benchmarks.md, "Import time"). Here the compiled code objects are kept in a file of the
+user's cache folder (`cache_file`), keyed by their exact source text, so later processes run
+the same code without compiling it. Same text, same interpreter (the file records the bytecode
 magic number), same code object: nothing about the classes can differ.
 
 `install()` (called by `zarrsql/__init__.py`) points the name `exec` inside the `dataclasses`
@@ -42,14 +42,20 @@ _previous: Any = None  # the `exec` the dataclasses module used before install()
 
 
 def cache_file() -> Path | None:
-    """Where the code objects live: beside the package's bytecode, as Python places it
-    (`sys.pycache_prefix` when set), one file per interpreter (its cache tag)."""
+    """Where the code objects live: under `sys.pycache_prefix` when it is set (Python's own
+    bytecode goes there then), else in the user's cache folder (`$XDG_CACHE_HOME/zarrsql` or
+    `~/.cache/zarrsql`), one file per interpreter (its cache tag). Never inside the package:
+    pip's uninstall removes only the files it installed and their bytecode, so a file there
+    would leave `site-packages/zarrsql` behind, and an empty folder of that name imports as a
+    namespace package. One file serves every installation: its keys are the methods' text."""
     tag = sys.implementation.cache_tag
     if tag is None:
         return None
-    package = Path(__file__).resolve().parent
-    folder = Path(sys.pycache_prefix + str(package)) if sys.pycache_prefix else package / "__pycache__"
-    return folder / f"dataclass-methods.{tag}.marshal"
+    name = f"dataclass-methods.{tag}.marshal"
+    if sys.pycache_prefix:
+        return Path(sys.pycache_prefix) / "zarrsql" / name
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path(os.path.expanduser("~")) / ".cache")
+    return base / "zarrsql" / name if base.is_absolute() else None  # no home: no file
 
 
 def _load() -> dict[str, CodeType]:

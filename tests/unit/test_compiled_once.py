@@ -46,9 +46,12 @@ print(json.dumps({
 """
 
 
-def _run(prefix: Path, *, write: bool = True) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(prefix)
+def _run(prefix: Path | None, *, write: bool = True, cache_home: Path | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    if prefix is not None:
+        env["PYTHONPYCACHEPREFIX"] = str(prefix)
+    if cache_home is not None:
+        env["XDG_CACHE_HOME"] = str(cache_home)
     if not write:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     out = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=120)
@@ -67,6 +70,19 @@ def test_second_process_compiles_nothing(tmp_path: Path) -> None:
     assert second["mine_ok"] and not second["mine_cached"]  # a user's class: untouched
     assert second["cmp_fields"] == first["cmp_fields"] == ["column", "op", "value"]
     assert first["cmp_ok"] and second["cmp_ok"]  # compiled, then from the file: the same class
+
+
+def test_without_a_prefix_the_file_is_in_the_cache_folder_not_the_package(tmp_path: Path) -> None:
+    """pip's uninstall removes what it installed and its bytecode: a file of ours inside the
+    package would leave `site-packages/zarrsql` behind, importable as a namespace package."""
+    import zarrsql
+
+    first = _run(None, cache_home=tmp_path)
+    assert Path(first["file"]) == tmp_path / "zarrsql" / f"dataclass-methods.{sys.implementation.cache_tag}.marshal"
+    assert Path(first["file"]).is_file()
+    assert _run(None, cache_home=tmp_path)["added"] is False
+    package = Path(zarrsql.__file__).parent
+    assert not list(package.rglob("dataclass-methods*"))
 
 
 def test_cached_code_is_what_python_compiles(tmp_path: Path) -> None:
