@@ -28,7 +28,6 @@ import marshal
 import os
 import sys
 import threading
-from pathlib import Path
 from types import CodeType
 from typing import Any
 
@@ -41,7 +40,7 @@ _used: set[str] = set()  # the texts this process ran
 _previous: Any = None  # the `exec` the dataclasses module used before install()
 
 
-def cache_file() -> Path | None:
+def cache_file() -> str | None:
     """Where the code objects live: under `sys.pycache_prefix` when it is set (Python's own
     bytecode goes there then), else in the user's cache folder (`$XDG_CACHE_HOME/zarrsql` or
     `~/.cache/zarrsql`), one file per interpreter (its cache tag). Never inside the package:
@@ -53,9 +52,10 @@ def cache_file() -> Path | None:
         return None
     name = f"dataclass-methods.{tag}.marshal"
     if sys.pycache_prefix:
-        return Path(sys.pycache_prefix) / "zarrsql" / name
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path(os.path.expanduser("~")) / ".cache")
-    return base / "zarrsql" / name if base.is_absolute() else None  # no home: no file
+        return os.path.join(sys.pycache_prefix, "zarrsql", name)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    # os.path, not pathlib: `import zarrsql` loads this module, and pathlib costs it 5-10 ms
+    return os.path.join(base, "zarrsql", name) if os.path.isabs(base) else None  # no home: no file
 
 
 def _load() -> dict[str, CodeType]:
@@ -65,7 +65,8 @@ def _load() -> dict[str, CodeType]:
         path = cache_file()
         try:
             if path is not None:
-                kept = marshal.loads(path.read_bytes())
+                with open(path, "rb") as fh:
+                    kept = marshal.loads(fh.read())
                 if (
                     isinstance(kept, tuple)
                     and len(kept) == 3
@@ -101,14 +102,15 @@ def _save() -> None:
     if not _added or _codes is None or path is None or sys.dont_write_bytecode:
         return
     keep = dict(_codes) if len(_codes) <= _LIMIT else {k: v for k, v in _codes.items() if k in _used}
-    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temp = f"{path}.{os.getpid()}.tmp"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp.write_bytes(marshal.dumps((_FORMAT, importlib.util.MAGIC_NUMBER, keep)))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temp, "wb") as fh:
+            fh.write(marshal.dumps((_FORMAT, importlib.util.MAGIC_NUMBER, keep)))
         os.replace(temp, path)
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
-            temp.unlink(missing_ok=True)
+            os.unlink(temp)
 
 
 def install() -> None:
