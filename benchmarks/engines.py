@@ -216,6 +216,12 @@ def floor_index_ranges(g, query: str, day: str) -> tuple[slice, slice, slice]:
     raise KeyError(f"floor_index_ranges: {query} has no coordinate selection")
 
 
+def time_chunks(ts: slice, ct: int) -> tuple[int, int]:
+    """The chunks c0..c1-1 along an axis chunked by `ct` that the index range `ts` touches
+    ((0, 0) for an empty range)."""
+    return (ts.start // ct, (ts.stop - 1) // ct + 1) if ts.stop > ts.start else (0, 0)
+
+
 def chunks_touched(ranges, chunk_shape) -> int:
     """How many chunks of a regular grid with ``chunk_shape`` the index ``ranges`` touch."""
     n = 1
@@ -424,7 +430,7 @@ def run_decode_floor(engine: str, query: str, store: str, parquet: str, day: str
                 sub = np.empty((0,), np.float32)
             else:
                 ct = t2m.chunks[0]
-                c0, c1 = ts.start // ct, (ts.stop - 1) // ct + 1
+                c0, c1 = time_chunks(ts, ct)
                 a = t2m.read_time_chunks(c0, c1, pool)
                 sub = a[ts.start - c0 * ct : ts.stop - c0 * ct, ys, xs]
             if query == "Q3":
@@ -482,7 +488,7 @@ def _host_floor_batches(g, query: str, day: str, pool):
     c0, c1 = 0, -(-t2m.shape[0] // ct)
     if query in ("Q3", "Q6"):  # only the time chunks of the selected rows; DuckDB filters them
         ts, _, _ = floor_index_ranges(g, query, day)
-        c0, c1 = (ts.start // ct, (ts.stop - 1) // ct + 1) if ts.stop > ts.start else (0, 0)
+        c0, c1 = time_chunks(ts, ct)
     elif query == "Q4":
         c1 = 1
     time = _decode_time(g["time"]) if "time" in cols else None
@@ -637,7 +643,7 @@ RUNNERS = {
     "floor": run_floor,
     "floor.numcodecs": lambda q, s, p, d: run_decode_floor("floor.numcodecs", q, s, p, d),
     "floor.zstandard": lambda q, s, p, d: run_decode_floor("floor.zstandard", q, s, p, d),
-    "floor+duckdb": lambda q, s, p, d: run_host_floor(q, s, p, d),
+    "floor+duckdb": run_host_floor,
     "xarray.sel": run_xarray_sel,
     "xarray+duckdb": run_xarray_duckdb,
     "xarray-sql+duckdb": run_xarray_sql_duckdb,

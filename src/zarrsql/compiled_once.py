@@ -13,8 +13,8 @@ magic number), same code object: nothing about the classes can differ.
 `install()` (called by `zarrsql/__init__.py`) points the name `exec` inside the `dataclasses`
 module at `_exec`, which serves only source text whose globals are a zarrsql module's and
 passes every other call, unchanged, to the `exec` that was there before. Where the file
-cannot be read or written (a read-only installation, `PYTHONDONTWRITEBYTECODE`), classes are
-compiled as before.
+cannot be read or written (no home folder, a read-only one, `PYTHONDONTWRITEBYTECODE`),
+classes are compiled as before.
 """
 
 from __future__ import annotations
