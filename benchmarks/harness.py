@@ -36,7 +36,7 @@ PYCACHE = HERE / "data" / "pycache"
 #: the imports (about 0.1 s), which every other engine pays before its clock (DuckDB's import
 #: is excluded from the Parquet column the same way).
 ZARRSQL_IMPORTS = [
-    "numpy", "pyarrow", "numcodecs", "duckdb",
+    "numpy", "pyarrow", "numcodecs", "zstandard", "duckdb",
     "zarrsql", "zarrsql.engine.api", "zarrsql.engine.connection", "zarrsql.engine.answers",
     "zarrsql.engine.filters", "zarrsql.engine.hints", "zarrsql.engine.joins", "zarrsql.engine.mounts",
     "zarrsql.engine.params", "zarrsql.engine.source", "zarrsql.scan", "zarrsql.scan.reader",

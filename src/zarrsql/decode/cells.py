@@ -38,3 +38,16 @@ def select_cells(block: np.ndarray, unit: Cells) -> np.ndarray:
         if idx is not None:
             block = np.take(block, idx, axis=k)
     return block.reshape((-1, *trailing))
+
+
+def needed_region(unit: Cells) -> tuple[tuple[int, int], ...]:
+    """The unit's region, cut after the last index along its first axis that the selection
+    keeps. `select_cells` takes the kept cells by index from the region's start, so the rows
+    past that index are never looked at and a decoder need not produce them: an hour selected
+    out of a day's chunk reads as a region of the hours up to it (see `chunks._read_leading`)."""
+    region, sel = unit.region, unit.select
+    if not isinstance(sel, tuple) or not region or sel[0] is None or not len(sel[0]):
+        return region
+    start, stop = region[0]
+    last = start + int(np.max(sel[0])) + 1
+    return region if last >= stop else ((start, last), *region[1:])

@@ -32,7 +32,7 @@ from zarrsql.decode import inflate
 from zarrsql.decode.buffers import MIN_BYTES, POOL, blosc_content_size, zstd_content_size
 from zarrsql.errors import DecodeError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
-from zarrsql.store import Store, ZarrPythonAccess
+from zarrsql.store import ByteRange, RangeReading, Store, ZarrPythonAccess
 
 _BYTES_CODECS = {"gzip", "zstd", "blosc", "crc32c"}
 #: numcodecs' bytes-to-bytes codecs, decoded here when a v3 array names them `numcodecs.<id>`
@@ -555,10 +555,190 @@ def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], .
     indices = region_chunks(array, region)
     if len(indices) == 1:
         idx = indices[0]
-        chunk = read_chunk(store, array, idx)
         sl = tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, array.chunks, strict=True))
-        return chunk[sl]
+        key = array.chunk_key(idx)
+        rows = sl[0].stop if sl else 0
+        if rows and rows * PREFIX_SHARE[1] <= array.chunks[0] * PREFIX_SHARE[0] and streams_leading_rows(array):
+            return _read_leading(store, array, key, rows)[sl]
+        return decode_chunk(array, store.get(key), key, store.url)[sl]
     return _assemble(store, array, region)
+
+
+#: A region within the first `PREFIX_SHARE` (a fraction, as a pair) of a chunk's rows along
+#: its first axis decodes only those rows (`_read_leading`); past it the whole chunk is
+#: decoded in one call, which is faster per byte than a stream.
+PREFIX_SHARE = (1, 2)
+#: Stored bytes read for a chunk's leading rows beyond the decoded bytes they take: zstd
+#: grows no block by more than its 3-byte header, and the block holding the last byte
+#: wanted (up to 128 KiB decoded) must be read whole.
+LEADING_SLACK = 128 * 1024 + 4096
+
+
+def streams_leading_rows(array: ArrayMeta) -> bool:
+    """Whether the array's chunks are a lone zstd frame of the values as they lie in memory
+    (`_direct_codec`), so that their leading rows can be decompressed alone, and zstandard,
+    which decodes a frame as a stream, is there."""
+    return (
+        array.ndim > 0
+        and array.dtype.numpy is not None
+        and isinstance(_direct_codec(_pipeline(array)), numcodecs.Zstd)
+        and zstd_module() is not None
+    )
+
+
+def _read_leading(store: Store, array: ArrayMeta, key: str, rows: int) -> np.ndarray:
+    """The chunk at `key` as far as its first `rows` rows along the first axis, shaped
+    `(rows, *chunks[1:])` (the whole chunk where the quick way does not apply).
+
+    A zstd frame is a stream, so the values before an offset decode without the rest: an
+    hour out of a day's chunk costs a 24th of its decoding, and on a local store a 24th of
+    its reading too (only the frame's first bytes are read, `LEADING_SLACK` more than the
+    rows take). A remote store gets the whole chunk as usual, so that a chunk the reader
+    fetched ahead is taken, not asked for again. A frame that does not declare the chunk's
+    exact size, that asks for a checksum (checked at the frame's end), or that does not
+    decode that far is read and decoded whole, with the errors of that path."""
+    dtype = array.dtype.numpy
+    assert dtype is not None, "checked by streams_leading_rows"
+    shape = (rows, *array.chunks[1:])
+    need = _cells(shape) * dtype.itemsize
+    if not getattr(store, "remote", False) and isinstance(store, RangeReading):
+        raw = store.get_ranges([(key, ByteRange(0, need + LEADING_SLACK))])[0]
+    else:
+        raw = store.get(key)
+    if raw is not None:
+        stream = _open_stream(array, raw)
+        out = np.empty(need, dtype=np.uint8)
+        if stream is not None and _stream_into(stream, out):
+            counters.count(chunks_decoded=1)
+            return out.view(dtype).reshape(shape)
+        if len(raw) == need + LEADING_SLACK:  # only the frame's start was read
+            raw = store.get(key)
+    return decode_chunk(array, raw, key, store.url)
+
+
+class _Rest:
+    """A chunk whose head `read_head` decoded: the rest of its frame, ready to go on."""
+
+    __slots__ = ("array", "rows", "store", "stream")
+
+    def __init__(self, store: Store, array: ArrayMeta, stream: Any, rows: int) -> None:
+        self.store, self.array, self.stream, self.rows = store, array, stream, rows
+
+
+#: Heads' streams waiting for their rests: a few per decoding thread (the rest is the unit
+#: right after its head). Past that the oldest is dropped and its rest decodes whole again.
+RESTS_KEPT = 16
+_rests: dict[tuple[int, str], _Rest] = {}
+_rests_lock = threading.Lock()
+
+
+def read_head(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """`read_region` of the head of a unit that the reader split (`scan.reader.head_and_rest`),
+    keeping the chunk's zstd stream where the head's rows end, so that `read_rest` of the
+    rest of the unit goes on decoding from there: each chunk is still read once and decoded
+    once. The chunk is read whole (the rest needs it). Anything `_read_leading` would not
+    decode as a stream reads as `read_region` does."""
+    indices = region_chunks(array, region) if region and fast_path(array) else []
+    rows = region[0][1] - indices[0][0] * array.chunks[0] if len(indices) == 1 else 0
+    if not rows or rows * PREFIX_SHARE[1] > array.chunks[0] * PREFIX_SHARE[0] or not streams_leading_rows(array):
+        return read_region(store, array, region)
+    idx = indices[0]
+    key = array.chunk_key(idx)
+    raw = store.get(key)
+    dtype = array.dtype.numpy
+    assert dtype is not None, "checked by streams_leading_rows"
+    row_bytes = _cells(array.chunks[1:]) * dtype.itemsize
+    stream = _open_stream(array, raw)
+    out = np.empty(rows * row_bytes, dtype=np.uint8)
+    if stream is None or not _stream_into(stream, out):
+        return decode_chunk(array, raw, key, store.url)[_within(region, idx, array.chunks)]
+    counters.count(chunks_decoded=1)
+    with _rests_lock:
+        _rests[(id(store), key)] = _Rest(store, array, stream, rows)
+        while len(_rests) > RESTS_KEPT:
+            del _rests[next(iter(_rests))]
+    head = out.view(dtype).reshape((rows, *array.chunks[1:]))
+    return head[_within(region, idx, array.chunks)]
+
+
+def read_rest(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """`read_region` of the rest of a split unit: the chunk's stream kept by `read_head` goes on
+    from the head's last row (nothing read or counted again); without one (dropped, or
+    another scan's), the region reads as `read_region` does."""
+    indices = region_chunks(array, region) if region and fast_path(array) else []
+    if len(indices) != 1:
+        return read_region(store, array, region)
+    idx = indices[0]
+    key = array.chunk_key(idx)
+    with _rests_lock:
+        kept = _rests.pop((id(store), key), None)
+    first = region[0][0] - idx[0] * array.chunks[0]
+    if kept is None or kept.store is not store or kept.array is not array or kept.rows != first:
+        return read_region(store, array, region)
+    dtype = array.dtype.numpy
+    assert dtype is not None, "a kept stream is of a fixed-size type"
+    rows = region[0][1] - idx[0] * array.chunks[0] - first
+    out = np.empty(rows * _cells(array.chunks[1:]) * dtype.itemsize, dtype=np.uint8)
+    if not _stream_into(kept.stream, out):
+        return read_region(store, array, region)  # a frame that fails late: decoded whole, by name
+    rest = out.view(dtype).reshape((rows, *array.chunks[1:]))
+    return rest[(slice(None), *_within(region, idx, array.chunks)[1:])]
+
+
+def forget_rests(store: Store) -> None:
+    """Drop the kept streams of `store` (its scan is over; a LIMIT met by a head leaves one)."""
+    with _rests_lock:
+        for k in [k for k, v in _rests.items() if v.store is store]:
+            del _rests[k]
+
+
+def _within(region: tuple[tuple[int, int], ...], idx: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[slice, ...]:
+    return tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, chunks, strict=True))
+
+
+def _open_stream(array: ArrayMeta, raw: Any) -> Any:
+    """A zstd stream over chunk frame `raw` when it declares the chunk's exact size and no
+    checksum, else None (see `_read_leading`)."""
+    dtype = array.dtype.numpy
+    if raw is None or dtype is None or zstd_content_size(raw) != _cells(array.chunks) * dtype.itemsize:
+        return None
+    if _zstd_checksum(raw):
+        return None
+    data = memoryview(raw).cast("B")
+    return zstd_module().ZstdDecompressor().stream_reader(data, read_size=len(data), read_across_frames=False)
+
+
+def _stream_into(stream: Any, out: np.ndarray) -> bool:
+    """Fill `out` (bytes) from `stream`; False when the frame ends first or fails."""
+    try:
+        return _fill(stream, out.data) == len(out)
+    except Exception:  # noqa: BLE001 - any failure: the chunk is decoded whole, and fails by name there
+        return False
+
+
+def _zstd_checksum(raw: Any) -> bool:
+    """Whether a zstd frame's header asks for a content checksum (bit 2 of its descriptor)."""
+    return bool(memoryview(raw).cast("B")[4] & 0b100)
+
+
+def zstd_prefix(raw: Any, out: memoryview) -> int:
+    """Decompress zstd frame `raw` only as far as `out` (bytes) reaches, into it; the bytes
+    written, fewer when the frame ends first. zstandard's errors propagate. The caller
+    checks that `zstd_module()` is there."""
+    data = memoryview(raw).cast("B")
+    with zstd_module().ZstdDecompressor().stream_reader(data, read_size=len(data), read_across_frames=False) as r:
+        return _fill(r, out)
+
+
+def _fill(stream: Any, out: memoryview) -> int:
+    """Read `stream` into `out` until it is full or the stream ends; the bytes read."""
+    got = 0
+    while got < len(out):
+        n = stream.readinto(out[got:])
+        if not n:
+            break
+        got += n
+    return got
 
 
 def _axis_slices(a: int, b: int, c: int) -> tuple[range, list[slice], list[slice]]:
@@ -695,13 +875,21 @@ def read_region_in_chunk_order(store: Store, array: ArrayMeta, region: tuple[tup
 
 
 @lru_cache(maxsize=1)
-def _zstandard() -> Any:
+def zstd_module() -> Any:
     try:
         import zstandard
     except ImportError:  # an optional package: without it each frame is decoded by numcodecs
         return None
+    return zstandard
+
+
+@lru_cache(maxsize=1)
+def _zstandard() -> Any:
+    zstandard = zstd_module()
     # the batch call is in the C backend only (not the cffi one)
-    return zstandard if "multi_decompress_to_buffer" in getattr(zstandard, "backend_features", ()) else None
+    if zstandard is None or "multi_decompress_to_buffer" not in getattr(zstandard, "backend_features", ()):
+        return None
+    return zstandard
 
 
 _local = threading.local()

@@ -11,7 +11,6 @@ densely with `DenseFromSparse`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from zarrsql import counters
 from zarrsql.conventions.records import SparseMatrix
 from zarrsql.decode.cells import Cells, select_cells
-from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
+from zarrsql.decode.chunks import decode_chunk, fast_path, read_region, zstd_module, zstd_prefix
 from zarrsql.decode.columns import ColumnCodec, DecodeOptions, column_codec
 from zarrsql.errors import DecodeError
 from zarrsql.metadata.arrays import ArrayMeta
@@ -61,20 +60,11 @@ def _ranges(starts: np.ndarray, ends: np.ndarray, gap: int) -> list[tuple[int, i
     return [(a, b) for a, b in out]
 
 
-@lru_cache(maxsize=1)
-def _zstandard() -> Any:
-    try:
-        import zstandard
-    except ImportError:  # an optional package: without it every chunk is decoded whole
-        return None
-    return zstandard
-
-
 def _plain_zstd(array: ArrayMeta) -> np.dtype | None:
     """The little-endian value type of a 1-D array whose chunks are one bare zstd frame of
     its values (so a prefix of a chunk can be decompressed alone), else None."""
     dt = array.dtype.numpy
-    if array.ndim != 1 or dt is None or dt.kind not in "iuf" or _zstandard() is None:
+    if array.ndim != 1 or dt is None or dt.kind not in "iuf" or zstd_module() is None:
         return None
     if array.zarr_format == 3:
         codecs = array.codecs
@@ -94,15 +84,9 @@ def _prefix(array: ArrayMeta, dt: np.dtype, raw: Any, count: int, key: str) -> n
     that ends early in a chunk does not pay for the rest of it."""
     counters.count(chunks_decoded=1)
     out = np.empty(count, dtype=dt)
-    view, got = out.data.cast("B"), 0
+    view = out.data.cast("B")
     try:
-        data = memoryview(raw).cast("B")
-        with _zstandard().ZstdDecompressor().stream_reader(data, read_size=len(data), read_across_frames=False) as r:
-            while got < len(view):
-                n = r.readinto(view[got:])
-                if not n:
-                    break
-                got += n
+        got = zstd_prefix(raw, view)
     except Exception as err:  # noqa: BLE001 - zstandard's ZstdError, or a frame it cannot read
         raise DecodeError(f"array '{array.path}': chunk '{key}' is not a readable zstd frame ({err})") from err
     if got < len(view):

@@ -15,7 +15,7 @@ import numpy as np
 
 from zarrsql.conventions.records import EncodedVariable, Variable, unreadable
 from zarrsql.decode import chunks
-from zarrsql.decode.cells import Cells, select_cells
+from zarrsql.decode.cells import Cells, needed_region, select_cells
 from zarrsql.decode.columns import ColumnCodec
 from zarrsql.decode.logical import Logical
 from zarrsql.decode.shards import read_selected, selected_keys
@@ -50,10 +50,15 @@ class PlainCodec:
 
     def keys(self, unit: Cells) -> list[str] | None:
         """The chunk keys `read` will get for `unit` (None: read through zarr-python)."""
-        return selected_keys(self.inner.array, unit.region, unit.select)
+        return selected_keys(self.inner.array, needed_region(unit), unit.select)
 
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
-        raw = read_selected(store, self.inner.array, unit.region, unit.select)
+        array = self.inner.array
+        head, rest = getattr(unit, "head", False), getattr(unit, "merged", 1) == 0  # see chunks.read_head
+        if (head or rest) and unit.select is None and chunks.streams_leading_rows(array):
+            part = (chunks.read_head if head else chunks.read_rest)(store, array, unit.region)
+            return self.inner.decode(select_cells(part, unit))
+        raw = read_selected(store, array, needed_region(unit), unit.select)
         return self.inner.decode(select_cells(raw, unit))
 
     def read_in_chunk_order(

@@ -56,7 +56,12 @@ class WorkUnit:
     select: None | tuple[np.ndarray | None, ...] | np.ndarray
     #: How many chunk-grid cells the unit covers (more than 1 for a grouped unit; its `index`
     #: is then its first cell's), so that counts of units read stay counts of grid cells.
+    #: 0 for the rest of a unit the reader split to hand out a small first batch
+    #: (`scan.reader.head_and_rest`): its cell was counted with the head.
     merged: int = 1
+    #: True for the head of such a split: its chunks' decoding is kept for the rest, which
+    #: goes on from where the head stopped (`decode.chunks.read_head`).
+    head: bool = False
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -445,7 +450,7 @@ def ungrouped_order(unit: WorkUnit, grid: tuple[int, ...]) -> Reorder | None:
     A grouped unit starts on a chunk boundary, so along each axis the rows it selects fall
     into the chunks it spans at known ranks. Only units planned by `grouped_units` (whole
     regions or per-axis index selections) are handled."""
-    if unit.merged == 1:
+    if unit.merged <= 1:  # one chunk, or a part of one
         return None
     shape = unit.shape
     if unit.select is None:

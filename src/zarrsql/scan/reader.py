@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import functools
 import itertools
+import math
 import os
 import threading
 from collections import deque
@@ -34,10 +35,11 @@ import pyarrow as pa
 
 from zarrsql import counters
 from zarrsql.decode.buffers import POOL
+from zarrsql.decode.chunks import forget_rests
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
-from zarrsql.plan.units import InUngroupedOrder, Reorder, ScanPlan, ungrouped_order
+from zarrsql.plan.units import InUngroupedOrder, Reorder, ScanPlan, WorkUnit, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
@@ -303,6 +305,7 @@ def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator
         yield from _unit_batches(scan, plan, columns)
     finally:
         POOL.scan_ended()
+        forget_rests(scan.store)
         counters.scan_ended()
 
 
@@ -321,6 +324,36 @@ def _units_to_read(plan: Plan) -> int:
 
 #: Units whose fetches a remote scan starts when the first unit's chunks are in.
 EARLY_UNITS = 8
+#: Rows the first batch of a local dense scan holds at least: DuckDB's vector, so that a
+#: `LIMIT` up to it is met by the first batch.
+HEAD_ROWS = 2048
+
+
+def head_and_rest(unit: Any) -> list[Any]:
+    """A dense scan's first unit as two: its leading rows along the first axis (at least
+    `HEAD_ROWS`, at most half the unit) and the rest, in the unit's row order.
+
+    `SELECT * ... LIMIT 10`, the first thing asked of a new table, needs ten rows, but the
+    first unit is a whole chunk of each column: every data chunk decoded and every
+    coordinate column built for hundreds of thousands of rows, most of its time. The head's
+    rows are the leading rows of each chunk, which a zstd chunk decodes alone, keeping the
+    stream for the rest (`decode.chunks.read_head`): the first batch costs a fraction of the
+    unit, and a scan that goes on decodes the rest of each chunk from where the head
+    stopped, so every chunk is still read and decoded once. The rest counts no grid cell
+    (`merged` 0): units read stay counts of grid cells. A unit with a selection, a grouped
+    unit, or one too short to halve is kept whole. The reader splits only where every data
+    column streams so (`DenseScan.streams_head`), and never on a remote store, where the
+    head would not save the chunk's round trip.
+    """
+    if not isinstance(unit, WorkUnit) or unit.select is not None or unit.merged != 1 or not unit.region:
+        return [unit]
+    (start, stop), *others = unit.region
+    per_row = math.prod(b - a for a, b in others)
+    rows = -(-HEAD_ROWS // per_row) if per_row else 0
+    if not rows or 2 * rows > stop - start:
+        return [unit]
+    head = WorkUnit(unit.index, ((start, start + rows), *others), None, 1, head=True)
+    return [head, WorkUnit(unit.index, ((start + rows, stop), *others), None, 0)]
 
 
 def _when_all_done(futures: list[Future[Any]], then: Callable[[], None]) -> None:
@@ -390,10 +423,11 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     first = next(units, None)
     if first is None:
         return
-    units = itertools.chain([first], units)
     prefetch = _prefetcher(scan)
     if prefetch is not None and scan.unit_keys(first, columns) is None:
         prefetch = None
+    split = prefetch is None and grid is not None and getattr(scan, "streams_head", lambda _: False)(columns)
+    units = itertools.chain(head_and_rest(first) if split else [first], units)
     threads, in_flight = _pool_size(scan, prefetch is not None)
     # remote: the first unit alone, the fetches of units 2-9 started when its chunks are in
     # (`_Early`), so that their round trip overlaps its decoding, and the whole window once the

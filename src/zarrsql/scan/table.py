@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from zarrsql.decode.cells import select_cells
+from zarrsql.decode.chunks import streams_leading_rows
 from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.registry import codec_for
-from zarrsql.decode.variables import Codec
+from zarrsql.decode.variables import Codec, PlainCodec
 from zarrsql.errors import ParameterError, UnsupportedError
 from zarrsql.expand.columns import Column
 from zarrsql.expand.rows import expand_dim
@@ -277,6 +278,16 @@ class DenseScan(OpenedTable):
             if got is not None:
                 return InUngroupedOrder(*got)
         return codec.read(self.store, unit)
+
+    def streams_head(self, columns: Sequence[Column]) -> bool:
+        """Whether the reader may hand out the first unit in two parts (`reader.head_and_rest`):
+        every data column is a plain array whose chunks decode their leading rows as a
+        stream and go on from there, so the split reads and decodes nothing twice."""
+        return all(
+            col.data is None
+            or (isinstance(self.codecs[col.data], PlainCodec) and streams_leading_rows(self.codecs[col.data].array))
+            for col in columns
+        )
 
     def unit_keys(self, unit: WorkUnit, columns: Sequence[Column]) -> list[str] | None:
         """Every store key `unit_columns` will read for `columns`, or None when some column
