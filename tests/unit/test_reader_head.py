@@ -100,6 +100,7 @@ def test_a_whole_scan_keeps_its_rows_order_and_counts(store, kept: int, monkeypa
     np.testing.assert_allclose(t[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-6)
     np.testing.assert_allclose(table.column("u").to_numpy(), ds.u.values.reshape(-1))
     np.testing.assert_array_equal(table.column("y").to_numpy(), np.repeat(np.tile(ds.y.values, NT), NX))
+    np.testing.assert_array_equal(table.column("x").to_numpy(), np.tile(ds.x.values, NT * NY))
     times = table.column("time").to_numpy().astype("datetime64[ns]")
     np.testing.assert_array_equal(times, np.repeat(ds.time.values, NY * NX))
 

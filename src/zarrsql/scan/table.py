@@ -381,9 +381,24 @@ class DenseScan(OpenedTable):
                 if len(hit[0]) == n_rows:
                     return hit  # as kept: an InUngroupedOrder stays one
                 return hit[0][:n_rows], _head(hit[1], n_rows)
-        nulls = None if dv.nulls is None else expand_dim(dv.nulls, unit, axis)
+        built = unit
+        if key is not None and axis and unit.merged == 0:
+            # the rest of a split first unit (`reader.head_and_rest`): built as long as a whole
+            # unit, so that the next unit takes its rows from the kept column instead of
+            # building one more (two columns of a unit's length alive at once)
+            (a, b), *others = unit.region
+            built = WorkUnit(unit.index, ((a, a + max(b - a, self.table.chunk_grid[0])), *others), None)
+        nulls = None if dv.nulls is None else expand_dim(dv.nulls, built, axis)
         source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
-        made: tuple[Any, Any] = (expand_dim(source, unit, axis), nulls)
+        made: tuple[Any, Any] = (expand_dim(source, built, axis), nulls)
+        if built is not unit:
+            n_built = built.num_rows()
+            if key is not None:
+                with self._patterns_lock:
+                    kept = self._patterns.get(key)
+                    if kept is None or len(kept[0]) < n_built:
+                        self._patterns[key] = made
+            return made[0][:n_rows], _head(made[1], n_rows)
         reorder = ungrouped_order(unit, self.table.chunk_grid) if unit.merged > 1 else None
         if reorder is not None and unit.select is None:  # reordered once, kept in that order
             made = InUngroupedOrder(reorder.apply(made[0]), None if nulls is None else reorder.apply(nulls))
