@@ -512,11 +512,6 @@ def _decode_stored(
     return arr
 
 
-def read_chunk(store: Store, array: ArrayMeta, index: tuple[int, ...]) -> np.ndarray:
-    key = array.chunk_key(index)
-    return decode_chunk(array, store.get(key), key, store.url)
-
-
 def _chunk_ranges(start: int, stop: int, size: int) -> range:
     return range(start // size, (stop - 1) // size + 1) if stop > start else range(0)
 
@@ -555,10 +550,10 @@ def read_region(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], .
     indices = region_chunks(array, region)
     if len(indices) == 1:
         idx = indices[0]
-        sl = tuple(slice(a - i * c, b - i * c) for (a, b), i, c in zip(region, idx, array.chunks, strict=True))
+        sl = _within(region, idx, array.chunks)
         key = array.chunk_key(idx)
-        rows = sl[0].stop if sl else 0
-        if rows and rows * PREFIX_SHARE[1] <= array.chunks[0] * PREFIX_SHARE[0] and streams_leading_rows(array):
+        rows = _leading(array, region, idx)
+        if rows:
             return _read_leading(store, array, key, rows)[sl]
         return decode_chunk(array, store.get(key), key, store.url)[sl]
     return _assemble(store, array, region)
@@ -586,6 +581,31 @@ def streams_leading_rows(array: ArrayMeta) -> bool:
     )
 
 
+def _leading(array: ArrayMeta, region: tuple[tuple[int, int], ...], idx: tuple[int, ...]) -> int:
+    """The rows of chunk `idx` that `region` (inside it) needs along the first axis, counted
+    from the chunk's start, when they are at most `PREFIX_SHARE` of its rows and its frames
+    stream (`streams_leading_rows`); else 0, and the chunk is decoded whole."""
+    rows = region[0][1] - idx[0] * array.chunks[0] if region else 0
+    if rows and rows * PREFIX_SHARE[1] <= array.chunks[0] * PREFIX_SHARE[0] and streams_leading_rows(array):
+        return rows
+    return 0
+
+
+def _stream_rows(array: ArrayMeta, raw: Any, rows: int) -> tuple[np.ndarray, Any] | None:
+    """The first `rows` rows of chunk frame `raw`, shaped `(rows, *chunks[1:])`, decoded as a
+    stream, with the stream (to go on from there); None when the frame does not allow it
+    (`_open_stream`) or does not decode that far. Counts the chunk as decoded."""
+    dtype = array.dtype.numpy
+    assert dtype is not None, "checked by streams_leading_rows"
+    shape = (rows, *array.chunks[1:])
+    stream = _open_stream(array, raw)
+    out = np.empty(_cells(shape) * dtype.itemsize, dtype=np.uint8)
+    if stream is None or not _stream_into(stream, out):
+        return None
+    counters.count(chunks_decoded=1)
+    return out.view(dtype).reshape(shape), stream
+
+
 def _read_leading(store: Store, array: ArrayMeta, key: str, rows: int) -> np.ndarray:
     """The chunk at `key` as far as its first `rows` rows along the first axis, shaped
     `(rows, *chunks[1:])` (the whole chunk where the quick way does not apply).
@@ -599,18 +619,15 @@ def _read_leading(store: Store, array: ArrayMeta, key: str, rows: int) -> np.nda
     decode that far is read and decoded whole, with the errors of that path."""
     dtype = array.dtype.numpy
     assert dtype is not None, "checked by streams_leading_rows"
-    shape = (rows, *array.chunks[1:])
-    need = _cells(shape) * dtype.itemsize
+    need = rows * _cells(array.chunks[1:]) * dtype.itemsize
     if not getattr(store, "remote", False) and isinstance(store, RangeReading):
         raw = store.get_ranges([(key, ByteRange(0, need + LEADING_SLACK))])[0]
     else:
         raw = store.get(key)
     if raw is not None:
-        stream = _open_stream(array, raw)
-        out = np.empty(need, dtype=np.uint8)
-        if stream is not None and _stream_into(stream, out):
-            counters.count(chunks_decoded=1)
-            return out.view(dtype).reshape(shape)
+        got = _stream_rows(array, raw, rows)
+        if got is not None:
+            return got[0]
         if len(raw) == need + LEADING_SLACK:  # only the frame's start was read
             raw = store.get(key)
     return decode_chunk(array, raw, key, store.url)
@@ -639,25 +656,20 @@ def read_head(store: Store, array: ArrayMeta, region: tuple[tuple[int, int], ...
     once. The chunk is read whole (the rest needs it). Anything `_read_leading` would not
     decode as a stream reads as `read_region` does."""
     indices = region_chunks(array, region) if region and fast_path(array) else []
-    rows = region[0][1] - indices[0][0] * array.chunks[0] if len(indices) == 1 else 0
-    if not rows or rows * PREFIX_SHARE[1] > array.chunks[0] * PREFIX_SHARE[0] or not streams_leading_rows(array):
+    rows = _leading(array, region, indices[0]) if len(indices) == 1 else 0
+    if not rows:
         return read_region(store, array, region)
     idx = indices[0]
     key = array.chunk_key(idx)
     raw = store.get(key)
-    dtype = array.dtype.numpy
-    assert dtype is not None, "checked by streams_leading_rows"
-    row_bytes = _cells(array.chunks[1:]) * dtype.itemsize
-    stream = _open_stream(array, raw)
-    out = np.empty(rows * row_bytes, dtype=np.uint8)
-    if stream is None or not _stream_into(stream, out):
+    got = _stream_rows(array, raw, rows) if raw is not None else None
+    if got is None:
         return decode_chunk(array, raw, key, store.url)[_within(region, idx, array.chunks)]
-    counters.count(chunks_decoded=1)
+    head, stream = got
     with _rests_lock:
         _rests[(id(store), key)] = _Rest(store, array, stream, rows)
         while len(_rests) > RESTS_KEPT:
             del _rests[next(iter(_rests))]
-    head = out.view(dtype).reshape((rows, *array.chunks[1:]))
     return head[_within(region, idx, array.chunks)]
 
 
@@ -700,7 +712,7 @@ def _open_stream(array: ArrayMeta, raw: Any) -> Any:
     """A zstd stream over chunk frame `raw` when it declares the chunk's exact size and no
     checksum, else None (see `_read_leading`)."""
     dtype = array.dtype.numpy
-    if raw is None or dtype is None or zstd_content_size(raw) != _cells(array.chunks) * dtype.itemsize:
+    if dtype is None or zstd_content_size(raw) != _cells(array.chunks) * dtype.itemsize:
         return None
     if _zstd_checksum(raw):
         return None

@@ -391,25 +391,17 @@ class DenseScan(OpenedTable):
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, built, axis)
         source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
         made: tuple[Any, Any] = (expand_dim(source, built, axis), nulls)
-        if built is not unit:
-            n_built = built.num_rows()
-            if key is not None:
-                with self._patterns_lock:
-                    kept = self._patterns.get(key)
-                    if kept is None or len(kept[0]) < n_built:
-                        self._patterns[key] = made
-            return made[0][:n_rows], _head(made[1], n_rows)
         reorder = ungrouped_order(unit, self.table.chunk_grid) if unit.merged > 1 else None
         if reorder is not None and unit.select is None:  # reordered once, kept in that order
             made = InUngroupedOrder(reorder.apply(made[0]), None if nulls is None else reorder.apply(nulls))
         if key is not None:
             with self._patterns_lock:
                 kept = self._patterns.get(key)
-                if kept is None or len(kept[0]) < n_rows:
+                if kept is None or len(kept[0]) < len(made[0]):
                     self._patterns[key] = made
                 while len(self._patterns) > PATTERNS_KEPT:
                     del self._patterns[next(iter(self._patterns))]
-        return made
+        return made if built is unit else (made[0][:n_rows], _head(made[1], n_rows))
 
 
 def _head(nulls: Any, n: int) -> Any:
