@@ -221,6 +221,30 @@ def test_a_session_with_changes_reads_through_icechunk(repo_path, tmp_path):
     assert rows.fetchall() == [(7.0, 7.0)]
 
 
+def test_a_range_past_a_chunks_end_gives_the_bytes_to_its_end(repo_path, tmp_path):
+    """`RangeReading` promises the bytes up to the value's end for a range that runs past it
+    (the leading-rows decode asks for "the first n bytes or fewer"); Icechunk 2 refuses such a
+    range, so both the direct path (committed chunks) and Icechunk's (uncommitted) must cut it.
+    (A range that starts past the end is not asked for by any reader: Icechunk 1 answers it
+    with the value's last byte.)"""
+    import zarr
+
+    import icechunk
+    from zarrsql.store.icechunk import session_location
+
+    copy = tmp_path / "changing"
+    shutil.copytree(repo_path, copy)
+    session = icechunk.Repository.open(icechunk.local_filesystem_storage(str(copy))).writable_session("main")
+    zarr.open_array(session.store, path="big", mode="r+")[0] = 7.0  # uncommitted: chunk 0 read by Icechunk
+    changed = open_store(session_location(session))
+    committed = open_store(str(repo_path))
+    for store, key in ((changed, "big/c/0/0/0"), (committed, "big/c/1/0/0"), (committed, "small/c/0")):
+        whole = store.get(key)
+        assert whole is not None
+        got = store.get_ranges([(key, ByteRange(0, len(whole) + 5000)), (key, ByteRange(3, len(whole)))])
+        assert [None if g is None else bytes(g) for g in got] == [bytes(whole), bytes(whole)[3:]]
+
+
 def test_chunks_with_files_never_ask_icechunk(repo_path, monkeypatch):
     from zarrsql.store import icechunk as store_module
 

@@ -508,6 +508,7 @@ def _as_bytes(key: str, data: Any) -> bytes:
 #: Icechunk's refusals of a key that names no value: a name it cannot hold (such as a v2
 #: document), or a "chunk" of a group (the key of a group named `c`, which a listing checks).
 _NOT_A_VALUE = re.compile(r"invalid zarr key|not an array", re.IGNORECASE)
+_PAST_THE_END = re.compile(r"out of bounds for chunk of length", re.IGNORECASE)
 _UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able")
 
 
@@ -575,11 +576,23 @@ class SnapshotStore:
             if _NOT_A_VALUE.search(str(err)):
                 counters.count(requests=1)
                 return None  # a name Icechunk cannot hold (a v2 document), or a group's "chunk": not there
+            if byte_range is not None and byte_range.start >= 0 and _PAST_THE_END.search(str(err)):
+                return await self._get_clipped(key, byte_range)
             raise self._failure(key, err) from err
         raw = _as_bytes(key, data)
         counters.count(requests=1, bytes_read=memoryview(raw).nbytes)
         self._present(key)
         return raw
+
+    async def _get_clipped(self, key: str, byte_range: ByteRange) -> bytes | None:
+        """A range that runs past the value's end, as `RangeReading` promises it: the bytes up
+        to the end. Icechunk refuses such a range instead (a reader asking for "the first n
+        bytes or fewer", as the leading-rows decode does, cannot know the value's length),
+        so the whole value is read and cut."""
+        whole = await self._get_one(key, None)
+        if whole is None:
+            return None
+        return bytes(memoryview(whole)[byte_range.start : byte_range.start + byte_range.length])
 
     def _present(self, key: str) -> None:
         """Remember that `key` exists (its token then needs no request), the last `_SEEN` keys."""
