@@ -230,7 +230,7 @@ def test_a_range_past_a_chunks_end_gives_the_bytes_to_its_end(repo_path, tmp_pat
     import zarr
 
     import icechunk
-    from zarrsql.store.icechunk_sessions import session_location
+    from zarrsql.store.icechunk import session_location
 
     copy = tmp_path / "changing"
     shutil.copytree(repo_path, copy)

@@ -4,8 +4,7 @@ Conventions describe (`zarrsql.conventions.records`), decode decides. `DECODERS`
 record type to a function `(record, store, options) -> Codec`; a decoder may read small
 parts once (categories, sparse pointers). A plain `ArrayMeta` is read by the CF rules.
 A new encoding adds its record and one entry here; a new convention that reuses the
-existing encodings adds nothing here. Each decoder's module is imported by its entry when a
-column needs it: a store of plain arrays loads none of them.
+existing encodings adds nothing here.
 """
 
 from __future__ import annotations
@@ -15,66 +14,58 @@ from typing import Any
 
 from zarrsql.conventions import records as r
 from zarrsql.decode.columns import DecodeOptions, column_codec
+from zarrsql.decode.encodings import categorical_codec, nullable_codec
+from zarrsql.decode.geometry import point_codec, ragged_codec
+from zarrsql.decode.lists import list_codec
+from zarrsql.decode.sparse import dense_codec
+from zarrsql.decode.table_columns import (
+    FixedListCodec,
+    StringSentinelCodec,
+    fixed_list_logical,
+    inline_categorical,
+)
 from zarrsql.decode.variables import Codec, PlainCodec, Variable
 from zarrsql.errors import UnsupportedError
 from zarrsql.store import Store
 
 
 def _categorical(rec: r.Categorical, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.encodings import categorical_codec
-
     return categorical_codec(rec.path, rec.codes, rec.categories, ordered=rec.ordered, store=store, options=options)
 
 
 def _inline_categorical(rec: r.InlineCategorical, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.table_columns import inline_categorical
-
     values = column_codec(rec.array, options)
     return inline_categorical(rec.column, rec.array, values, list(rec.categories), ordered=rec.ordered)
 
 
 def _nullable(rec: r.Nullable, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.encodings import nullable_codec
-
     return nullable_codec(rec.path, rec.values, rec.mask, options)
 
 
 def _string_sentinel(rec: r.StringSentinel, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.table_columns import StringSentinelCodec
-
     return StringSentinelCodec(column_codec(rec.array, options), rec.missing)
 
 
 def _fixed_list(rec: r.FixedListArray, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.table_columns import FixedListCodec, fixed_list_logical
-
     values = column_codec(rec.array, options)
     return FixedListCodec(values, fixed_list_logical(values.logical, rec.array.shape[1:]))
 
 
 def _offset_list(rec: r.OffsetList, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.lists import list_codec
-
     return list_codec(rec, options)
 
 
 def _point(rec: r.PointArray, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.geometry import point_codec
-
     return point_codec(rec.array, column_codec(rec.array, options), rec.axes, options.geometry)
 
 
 def _ragged(rec: r.RaggedGeometry, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.geometry import ragged_codec
-
     return ragged_codec(
         rec.column, rec.path, rec.coords, rec.geom_offsets, rec.ring_offsets, rec.axes, options.geometry
     )
 
 
 def _sparse(rec: r.SparseMatrix, store: Store, options: DecodeOptions) -> Codec:
-    from zarrsql.decode.sparse import dense_codec
-
     return dense_codec(rec, store, options)
 
 

@@ -22,7 +22,7 @@ from zarrsql.engine.sqltext import literal
 from zarrsql.errors import ParameterError, StoreArgumentError
 from zarrsql.scan.request import store_choice_of
 from zarrsql.store.choice import STORE_ARGUMENT_NAMES
-from zarrsql.store.icechunk_sessions import is_icechunk_object, session_location
+from zarrsql.store.icechunk import is_icechunk_object, session_location
 
 _default: Connection | None = None
 _default_lock = threading.Lock()

@@ -23,7 +23,7 @@ from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.store import is_url, open_store
 from zarrsql.store.choice import STORE_ARGUMENT_NAMES, StoreChoice
-from zarrsql.store.icechunk_sessions import SESSION_PREFIX
+from zarrsql.store.icechunk import SESSION_PREFIX
 
 MOUNTS_COLUMNS = ["database_name", "schema_name", "view_name", "store", "group_path", "table_name"]
 

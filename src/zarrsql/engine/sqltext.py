@@ -9,7 +9,6 @@ from typing import Any
 
 from zarrsql.catalog import quote_ident, quote_text
 from zarrsql.store import is_url
-from zarrsql.store.icechunk_sessions import looks_like_repository
 
 __all__ = [
     "Argument",
@@ -85,6 +84,8 @@ def claimable(text: str) -> bool:
     """Whether `FROM 'text'` names a Zarr store: a `.zarr` suffix, and for a local path a
     `zarr.json` or `.zgroup` there (so a folder merely named .zarr falls through); or a local
     folder laid out as an Icechunk repository, whatever its name."""
+    from zarrsql.store.icechunk import looks_like_repository  # asyncio: not on every statement's path
+
     bare = text.rstrip("/")
     if looks_like_repository(bare):
         return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.scan.contract import TableScan
 from zarrsql.scan.request import ReadRequest, open_store_for
+from zarrsql.scan.sparse import SparseScan
 from zarrsql.scan.table import DenseScan
 from zarrsql.tables.select import select_table
 
@@ -15,7 +16,5 @@ def open_table(request: ReadRequest) -> TableScan:
     tree = cached_tree(store)
     table = select_table(tree, request.selection)
     if table.layout != "dense":
-        from zarrsql.scan.sparse import SparseScan  # with its decoders: only for sparse tables
-
         return SparseScan(request, tree, table, store)
     return DenseScan(request, tree, table, store)

@@ -34,7 +34,8 @@ import math
 import os
 import re
 import threading
-from collections import OrderedDict
+import weakref
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -43,12 +44,13 @@ from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import METADATA_DOCUMENTS, ByteRange, check_key, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.icechunk_native import NativeChunks
-from zarrsql.store.icechunk_sessions import SESSION_PREFIX, registered
 from zarrsql.store.options import split_settings
 
 if TYPE_CHECKING:  # asyncio loads with the first repository, not with every local store's check
     import asyncio
 
+#: The location prefix of a session registered from Python (`session_location`).
+SESSION_PREFIX = "icechunk-session:"
 #: Reads in flight on a local repository: Icechunk's own threads do the I/O.
 LOCAL_CONCURRENCY = max(2, min(2 * (os.cpu_count() or 1), 16))
 #: Open repositories and snapshot sessions kept for later queries.
@@ -57,6 +59,22 @@ _KEPT = 32
 _SEEN = 4096
 
 T = TypeVar("T")
+
+
+def looks_like_repository(location: str) -> bool:
+    """Whether `location` is a local folder laid out as an Icechunk repository (its
+    `snapshots/` folder beside `refs/` (format 1, Icechunk 1.x) or the `repo` object (format 2,
+    Icechunk 2.x), no Zarr root document), or a registered session."""
+    if location.startswith(SESSION_PREFIX):
+        return True
+    if is_url(location) and not location.lower().startswith("file://"):
+        return False  # a remote layout costs a request to see: format := 'icechunk' says it
+    path = os.path.expanduser(location.removeprefix("file://"))
+    return (
+        (os.path.isdir(os.path.join(path, "refs")) or os.path.isfile(os.path.join(path, "repo")))
+        and os.path.isdir(os.path.join(path, "snapshots"))
+        and not os.path.exists(os.path.join(path, "zarr.json"))
+    )
 
 
 # -- the event loop the repository's coroutines run on ---------------------------------------
@@ -396,8 +414,48 @@ def open_repository_store(location: str, storage_options: Mapping[str, Any], cho
     )
 
 
+# -- sessions given from Python --------------------------------------------------------------
+
+_registered: dict[str, Any] = {}
+#: The last sessions given, held strongly: a relation made from a temporary session may bind
+#: its statement again after the call that passed it has returned.
+_recent: deque[Any] = deque(maxlen=16)
+_registry_lock = threading.Lock()
+
+
+def is_icechunk_object(value: Any) -> bool:
+    """Whether `value` is an Icechunk `Session` or its store (by its class's module, so that
+    icechunk need not be imported to tell)."""
+    return type(value).__module__.split(".")[0] == "icechunk" and type(value).__name__ in (
+        "Session",
+        "ForkSession",
+        "IcechunkStore",
+    )
+
+
+def session_location(value: Any) -> str:
+    """A location naming the Icechunk `Session` or store `value` for later reads in SQL.
+
+    The object is referenced weakly (and the last few strongly), so the SQL text that names it
+    reads exactly that session for as long as it lives.
+    """
+    name = f"{SESSION_PREFIX}{id(value):x}"
+    try:
+        ref: Any = weakref.ref(value)
+    except TypeError:  # a class without weak references: held for good
+        ref = lambda: value  # noqa: E731
+    with _registry_lock:
+        _registered[name] = ref
+        _recent.append(value)
+        for stale in [k for k, ref in _registered.items() if ref() is None]:
+            del _registered[stale]
+    return name
+
+
 def _registered_store(location: str, storage_options: Mapping[str, Any], choice: StoreChoice) -> SnapshotStore:
-    given = registered(location)
+    with _registry_lock:
+        ref = _registered.get(location)
+    given = ref() if ref is not None else None
     if given is None:
         raise StoreNotFoundError(
             f"'{location}' named an Icechunk session that no longer exists; pass the session (or its store) "
@@ -636,7 +694,9 @@ class SnapshotStore:
 def writable_session(location: str) -> Any:
     """The writable Icechunk `Session` a location from `session_location` names (a writer's
     target); a read-only one, or one that no longer exists, is refused with the fix."""
-    given = registered(location)
+    with _registry_lock:
+        ref = _registered.get(location)
+    given = ref() if ref is not None else None
     if given is None:
         raise StoreNotFoundError(
             f"'{location}' named an Icechunk session that no longer exists; pass the session itself to the writer"
@@ -648,3 +708,7 @@ def writable_session(location: str) -> Any:
             "pass it (or its store) as the target, then session.commit(...) to publish the write"
         )
     return session
+
+
+def is_session_location(location: str) -> bool:
+    return location.startswith(SESSION_PREFIX)

@@ -23,7 +23,6 @@ from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import Store, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error
-from zarrsql.store.icechunk_sessions import looks_like_repository
 from zarrsql.store.local import LocalStore
 
 #: Remote names read as HDF5 files in place (`.h5ad` stays AnnData's, refused with a hint).
@@ -146,6 +145,8 @@ def _open_icechunk(location: str, storage_options: dict[str, Any], choice: Store
 
 
 def _is_icechunk(location: str) -> bool:
+    from zarrsql.store.icechunk import looks_like_repository
+
     return looks_like_repository(location)
 
 

@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarrsql.errors import ParameterError, UnsupportedError
-from zarrsql.store.icechunk import writable_session
-from zarrsql.store.icechunk_sessions import is_icechunk_object, session_location
+from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
 from zarrsql.write.allocator import returning_memory
 from zarrsql.write.source import Source, source_of
 

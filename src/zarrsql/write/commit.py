@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError
-from zarrsql.store.icechunk_sessions import is_session_location
+from zarrsql.store.icechunk import is_session_location
 from zarrsql.write import lock as writer_lock
 
 BACKUP_NAME = ".zarrsql-append-backup.json"

@@ -19,8 +19,7 @@ import numpy as np
 import pandas as pd
 
 from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
-from zarrsql.store.icechunk import writable_session
-from zarrsql.store.icechunk_sessions import is_session_location
+from zarrsql.store.icechunk import is_session_location, writable_session
 from zarrsql.write.cells import Grid, discover_grid
 from zarrsql.write.commit import append_commit
 from zarrsql.write.encoding import ArraySpec
