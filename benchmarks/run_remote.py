@@ -34,7 +34,7 @@ from tests.remote.s3server import dependent_rounds  # noqa: E402
 SERVER = ROOT / "tests" / "remote" / "httpserver.py"
 DAYS = {"era5.zarr": "2020-02-01", "era5_quick.zarr": "2020-01-02"}
 CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 sys.path.insert(0, {bench!r})
 import engines as E
 imports = ["remote_floor", "aiohttp"] if {runner!r} == "floor" else E.ENGINE_IMPORTS[{runner!r}]
@@ -46,7 +46,9 @@ if run is not None:
     table = run({query!r}, {store!r}, {day!r})
 else:
     table = E.RUNNERS[{runner!r}]({query!r}, {store!r}, None, {day!r})
-print(json.dumps({{"seconds": time.perf_counter() - start, "value": table.column(0)[0].as_py()}}))
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"seconds": seconds, "value": table.column(0)[0].as_py(), "peak_rss_mb": peak}}))
 """
 ENGINES = {  # column: (runner in engines.py, or "floor" for remote_floor.py; over HTTP?)
     "floor, local disk": ("floor", False),
@@ -186,6 +188,11 @@ def write(results: dict, name: str, args: argparse.Namespace) -> None:
         rounds = [_median(cols[c], "rounds") for c in ("floor, HTTP", "zarrsql, HTTP")]
         shown = ", ".join("—" if r is None else f"{r:g}" for r in rounds)
         lines.append(f"| {query} | " + " | ".join(cells[c][0] for c in ENGINES) + f" | {ratio} | {shown} |")
+    lines += ["", "Peak RSS of the process (MB, median):", "",
+              "| query | " + " | ".join(ENGINES) + " |", "|---|" + "---|" * len(ENGINES)]
+    for query, cols in results.items():
+        peaks = [_median(cols[c], "peak_rss_mb") for c in ENGINES]
+        lines.append(f"| {query} | " + " | ".join("—" if p is None else f"{p:.0f}" for p in peaks) + " |")
     lines += ["", "Goals (issue 20, goal 7):", "", "| query | goal | bound | zarrsql, HTTP | met |",
               "|---|---|---|---|---|"]
     for query, g in met.items():

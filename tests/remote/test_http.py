@@ -275,36 +275,39 @@ def test_fetched_ahead_chunks_are_each_requested_once(con, http, served_root):
 
 
 def test_a_scan_closed_early_leaves_no_fetch_behind(http, monkeypatch):
-    """A LIMIT met early: only the units queued so far are fetched, and nothing fetched ahead
-    stays in the store once the scan is closed (queued units' fetches are dropped). A LIMIT
-    met by the first unit is tests/remote/test_window.py's; here the second batch opens the
-    whole window, which `concurrency` keeps smaller than the table."""
+    """A LIMIT met early: nothing beyond the fetch horizon is asked for, and nothing fetched
+    ahead stays in the store once the scan is closed (fetches not sent yet are cancelled). A
+    LIMIT met by the first unit is tests/remote/test_window.py's; here the second batch opens
+    the whole window and the fetches two windows ahead, which `concurrency` keeps short of
+    the table."""
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     from zarrsql.scan import ReadRequest, open_table
-    from zarrsql.scan.reader import read_batches
+    from zarrsql.scan.reader import FETCH_WINDOWS, read_batches
 
-    window = 12
+    window = 6
     scan = open_table(
         ReadRequest(store=http.url("fixtures/big_edge.zarr"), storage_options=(("concurrency", str(window)),))
     )
     plan = scan.plan()
     units = list(plan.units())
-    assert len(units) > 2 * window
+    horizon = 1 + FETCH_WINDOWS * window  # fetches started when the engine asks for a second batch
+    assert len(units) > horizon + 4
     http.reset()
-    queued = 1 + window  # the first unit alone, then the whole window (scan/reader.py)
-    slow = {f"/fixtures/big_edge.zarr/{k}" for u in units[2:queued] for k in scan.unit_keys(u, scan.columns)}
-    # units 3-13 are still waiting on the server when the scan closes: two decoding threads
-    # block on units 3 and 4, the rest are queued and are cancelled with their fetches
+    slow = {f"/fixtures/big_edge.zarr/{k}" for u in units[2:horizon] for k in scan.unit_keys(u, scan.columns)}
+    # units 3 on are still waiting on the server when the scan closes: two decoding threads
+    # wait for nothing (a unit decodes once its chunks are in), the fetches queued behind the
+    # `concurrency` in flight are cancelled before they are sent
     http.on_request = lambda method, path: time.sleep(0.5) if path in slow else None
     batches = read_batches(scan, plan, scan.columns)
     first = next(batches)
     second = next(batches)
     batches.close()
     assert (first.num_rows, second.num_rows) == (units[0].num_rows(), units[1].num_rows())
-    time.sleep(0.8)  # the units that were decoding finish; any request made is in the log
+    time.sleep(1.2)  # requests that were in flight finish; any request made is in the log
     gets = {p for m, p in http.log if m == "GET"}
-    allowed = {f"/fixtures/big_edge.zarr/{k}" for u in units[:queued] for k in scan.unit_keys(u, scan.columns)}
-    assert gets <= allowed  # nothing beyond the units queued
+    allowed = {f"/fixtures/big_edge.zarr/{k}" for u in units[:horizon] for k in scan.unit_keys(u, scan.columns)}
+    assert gets <= allowed  # nothing beyond the horizon
+    assert len([p for p in gets if p in slow]) < len(slow)  # queued fetches were cancelled
     assert scan.store._ahead == {}
 
 

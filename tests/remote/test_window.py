@@ -1,7 +1,9 @@
 """The remote reader's first steps (scan/reader.py): the fetches of units 2-9 start as soon as
 the first unit's chunks are in, before the engine asks for a second batch, so that their round
 trip overlaps the first unit's decoding; a scan closed after the first batch (a LIMIT met by
-the first unit) fetches no more than those 9 units and leaves no fetch behind."""
+the first unit) fetches no more than those 9 units and leaves no fetch behind. Once the
+window is open, fetches run two windows ahead of the unit the engine takes, whether or not
+it takes the next batch."""
 
 from __future__ import annotations
 
@@ -13,11 +15,11 @@ import pyarrow as pa
 STORE = "fixtures/big_edge.zarr"
 
 
-def _open(http, monkeypatch):  # type: ignore[no-untyped-def]
+def _open(http, monkeypatch, options=()):  # type: ignore[no-untyped-def]
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     from zarrsql.scan import ReadRequest, open_table
 
-    scan = open_table(ReadRequest(store=http.url(STORE)))
+    scan = open_table(ReadRequest(store=http.url(STORE), storage_options=options))
     plan = scan.plan()
     return scan, plan, list(plan.units())
 
@@ -84,3 +86,29 @@ def test_a_full_remote_scan_with_early_fetches_reads_every_cell_once(http, monke
     assert got == expected  # the values are exact binary fractions
     gets = [p for m, p in http.log if m == "GET" and "/v/c/" in p]
     assert len(gets) == len(set(gets))  # each chunk fetched once, early ones included
+
+
+def test_fetches_run_ahead_of_the_units_queued_while_the_engine_holds_a_batch(http, monkeypatch):
+    """With the window open, the transfer does not wait for the engine: while it holds its
+    second batch, the fetches of the next two windows go out (6 units queued to decode, 12
+    fetched), and nothing beyond them."""
+    from zarrsql.scan.reader import FETCH_WINDOWS, read_batches
+
+    window = 6
+    scan, plan, units = _open(http, monkeypatch, (("concurrency", str(window)),))
+    horizon = 1 + FETCH_WINDOWS * window
+    assert len(units) > horizon
+    http.reset()
+    batches = read_batches(scan, plan, scan.columns)
+    next(batches)
+    next(batches)  # the window opens whole (units 2-7 queued); the engine then holds this batch
+    wanted = _chunk_paths(scan, units[:horizon])
+    deadline = time.monotonic() + 5.0
+    while _chunk_gets(http) != wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _chunk_gets(http) == wanted  # units 8-13 fetched though nobody queued them yet
+    rest = list(batches)
+    assert sum(b.num_rows for b in rest) == sum(u.num_rows() for u in units[2:])
+    gets = [p for m, p in http.log if m == "GET" and "/v/c/" in p]
+    assert len(gets) == len(set(gets)) == len(_chunk_paths(scan, units))  # each chunk once
+    assert scan.store._ahead == {}

@@ -5,16 +5,18 @@ table's size. Chunk decompression (numcodecs) and numpy work release the GIL, so
 decode two units at once. Closing the iterator (a LIMIT satisfied) cancels what is queued.
 
 On a remote store the latency of each request has to be hidden. When the scan can name a
-unit's chunk keys up front, the reader asks the store to start fetching them as the unit is
-queued (tens of requests in flight on the store's event loop), keeps a core's worth of
-decoding threads, and hands a unit to them only once its chunks have arrived: requests
-sharing the bandwidth finish in no set order, and a thread waiting on a late chunk would
-leave the chunks already there undecoded. Otherwise each unit's thread waits on its own
+unit's chunk keys up front, the reader asks the store to start fetching them ahead (tens of
+requests in flight on the store's event loop, the rest queued in plan order), keeps a core's
+worth of decoding threads, and hands a unit to them only once its chunks have arrived:
+requests sharing the bandwidth finish in no set order, and a thread waiting on a late chunk
+would leave the chunks already there undecoded. Otherwise each unit's thread waits on its own
 requests, so there are as many threads as the store's `concurrency`. The window of units in
 flight grows faster on a remote store, since every widening step costs a round trip: the
 fetches of units 2-9 start as soon as the first unit's chunks have arrived, while it decodes
-and the engine takes it, and the window opens whole (`concurrency` units) when the engine
-asks for a second batch: a LIMIT met by the first unit fetches at most 9 units.
+and the engine takes it, and when the engine asks for a second batch the window opens whole
+(`concurrency` units) and fetches run two windows ahead of the unit the engine takes, so the
+transfer never waits for a batch to be taken: a LIMIT met by the first unit fetches at most
+9 units.
 """
 
 from __future__ import annotations
@@ -147,40 +149,66 @@ class _Queued:
         return task is None or task.cancel()
 
 
-class _Early:
-    """The units after the first of a remote scan, whose fetches start once the first unit's
-    chunks are in (`start`, on the store's event loop) instead of when the engine asks for
-    the second batch: the round trip overlaps the first unit's decoding. `take()` hands
-    the next one's keys and futures to the reader (starting the fetches if not started yet)."""
+class _Ahead:
+    """The fetches of a remote scan's units, started in plan order ahead of the reader.
 
-    def __init__(self, units: list[Any], keys: list[list[str]], prefetch: Callable[[list[str]], list[Any]]) -> None:
-        self.units = units
-        self.keys = keys
+    The store keeps `concurrency` requests in flight and queues the rest in order, so how far
+    ahead fetches may start (`open_to`) only bounds the memory held by answers not yet decoded:
+    the transfer never waits for the engine to take a batch. Fetching only the units the
+    reader has queued would tie each new request to a batch the engine takes, and a scan
+    bound by the transfer would leave the connection idle while units decode. `open_to` runs
+    on the main thread and on the store's event loop (the first unit's arrival), so the
+    units' iterator is only advanced under the lock. `take()` hands the reader the next unit
+    with its keys and arrival futures, starting its fetches if not started yet."""
+
+    def __init__(
+        self, units: Iterator[Any], keys_of: Callable[[Any], list[str]], prefetch: Callable[[list[str]], list[Any]]
+    ) -> None:
+        self._units = units
+        self._keys_of = keys_of
         self._prefetch = prefetch
         self._lock = threading.Lock()
-        self._futures: list[list[Future[Any]]] | None = None
-        self._taken = 0
+        self._started: deque[tuple[Any, list[str], list[Future[Any]]]] = deque()
+        self._count = 0  # units whose fetches started, taken or not
         self._closed = False
+        self._failed: BaseException | None = None  # met while listing on the event loop
 
-    def start(self) -> None:
+    def open_to(self, n: int) -> None:
+        """Start the fetches of every unit before the `n`-th (counted from the first)."""
         with self._lock:
-            if self._futures is None and not self._closed:
-                self._futures = [self._prefetch(k) for k in self.keys]
+            self._start_until(n)
 
-    def take(self) -> tuple[list[str], list[Future[Any]]]:
-        """The next early unit's keys and arrival futures (in order)."""
-        self.start()
-        assert self._futures is not None
-        i, self._taken = self._taken, self._taken + 1
-        return self.keys[i], self._futures[i]
+    def _start_until(self, n: int) -> None:  # the lock held
+        try:
+            while not self._closed and self._count < n:
+                unit = next(self._units, None)
+                if unit is None:
+                    self._closed = True
+                    return
+                keys = self._keys_of(unit)
+                self._started.append((unit, keys, self._prefetch(keys)))
+                self._count += 1
+        except BaseException as err:  # kept for `take`: a failed listing must not end the scan quietly
+            self._failed, self._closed = err, True
+
+    def take(self) -> tuple[Any, list[str], list[Future[Any]]] | None:
+        """The next unit, its keys and arrival futures; None after the last."""
+        with self._lock:
+            if not self._started:
+                self._start_until(self._count + 1)
+            if self._started:
+                return self._started.popleft()
+            if self._failed is not None:
+                raise self._failed
+            return None
 
     def close(self) -> list[str]:
-        """Start nothing more; the keys of early units whose fetches started and that the
-        reader never queued (nobody will take them)."""
+        """Start nothing more; the keys of units whose fetches started and that the reader
+        never took (nobody will take them)."""
         with self._lock:
             self._closed = True
-            started = self._futures is not None
-        return [k for keys in self.keys[self._taken :] for k in keys] if started else []
+            left, self._started = self._started, deque()
+        return [k for _, keys, _ in left for k in keys]
 
 
 class _Columns:
@@ -324,6 +352,9 @@ def _units_to_read(plan: Plan) -> int:
 
 #: Units whose fetches a remote scan starts when the first unit's chunks are in.
 EARLY_UNITS = 8
+#: How far ahead of the unit the engine takes a remote scan fetches, in windows of units:
+#: one window is decoding or decoded, the next one's answers are arriving.
+FETCH_WINDOWS = 2
 #: Rows the first batch of a local dense scan holds at least: DuckDB's vector, so that a
 #: `LIMIT` up to it is met by the first batch.
 HEAD_ROWS = 2048
@@ -354,6 +385,22 @@ def head_and_rest(unit: Any) -> list[Any]:
         return [unit]
     head = WorkUnit(unit.index, ((start, start + rows), *others), None, 1, head=True)
     return [head, WorkUnit(unit.index, ((start + rows, stop), *others), None, 0)]
+
+
+def _with_fetches(
+    units: Iterator[Any], ahead: _Ahead | None
+) -> Iterator[tuple[int, Any, list[str], list[Future[Any]]]]:
+    """(index, unit, keys, arrival futures) of each unit: from `ahead` on a remote scan that
+    fetches ahead, else the units with no fetch of their own."""
+    if ahead is None:
+        for i, unit in enumerate(units):
+            yield i, unit, [], []
+        return
+    for i in itertools.count():
+        got = ahead.take()
+        if got is None:
+            return
+        yield i, *got
 
 
 def _when_all_done(futures: list[Future[Any]], then: Callable[[], None]) -> None:
@@ -430,14 +477,12 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     units = itertools.chain(head_and_rest(first) if split else [first], units)
     threads, in_flight = _pool_size(scan, prefetch is not None)
     # remote: the first unit alone, the fetches of units 2-9 started when its chunks are in
-    # (`_Early`), so that their round trip overlaps its decoding, and the whole window once the
-    # engine asks for a second batch (units 2-9 are on their way: a step of 8 would only add a
-    # round trip). A LIMIT met by the first unit fetches those 9 units, not the whole window.
-    early: _Early | None = None
+    # (their round trip overlaps its decoding), and the whole window once the engine asks for
+    # a second batch, with fetches `FETCH_WINDOWS` windows ahead of the unit it takes. A LIMIT
+    # met by the first unit fetches those 9 units, not the whole window.
+    ahead: _Ahead | None = None
     if prefetch is not None:
-        next_units = list(itertools.islice(units, 1, 1 + EARLY_UNITS))
-        units = itertools.chain([first], next_units, units)
-        early = _Early(next_units, [scan.unit_keys(u, columns) or [] for u in next_units], prefetch)
+        ahead = _Ahead(units, lambda u: scan.unit_keys(u, columns) or [], prefetch)
     growth = in_flight if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued | _Columns] = deque()
@@ -446,18 +491,11 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     with _running_lock:
         _running.add(stop)
     try:
-        for i, unit in enumerate(units):
+        for i, unit, keys, arrivals in _with_fetches(units, ahead):
             if stop.event.is_set():
                 raise QueryInterrupted(INTERRUPTED)
-            keys: list[str] = []
-            arrivals: list[Future[Any]] = []
-            if early is not None and 1 <= i <= len(early.units):
-                keys, arrivals = early.take()
-            elif prefetch is not None:
-                keys = scan.unit_keys(unit, columns) or []
-                arrivals = prefetch(keys)
-                if i == 0 and early is not None:
-                    _when_all_done(arrivals, early.start)
+            if i == 0 and ahead is not None:
+                _when_all_done(arrivals, functools.partial(ahead.open_to, 1 + EARLY_UNITS))
             if (
                 window == 1
                 and not arrivals
@@ -472,6 +510,8 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
             if len(pending) >= window:
                 yield stop.take(pending.popleft())
                 window = min(in_flight, window * growth)
+                if ahead is not None and window > 1:
+                    ahead.open_to(i + 1 + FETCH_WINDOWS * window)
         while pending:
             yield stop.take(pending.popleft())
     finally:
@@ -480,7 +520,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
         for queued in pending:
             if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
                 scan.store.forget(queued.keys)
-        if early is not None and isinstance(scan.store, Prefetching):
-            scan.store.forget(early.close())
+        if ahead is not None and isinstance(scan.store, Prefetching):
+            scan.store.forget(ahead.close())
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown(wait=False, cancel_futures=True)
