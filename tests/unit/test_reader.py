@@ -54,3 +54,47 @@ def test_consumed_units_are_freed_without_the_garbage_collector(fixtures_dir):
         gc.enable()
     assert plan.units_total > 4
     assert stuck == []
+
+
+def test_a_unit_listing_that_fails_ahead_of_the_reader_fails_the_scan_after_the_units_listed():
+    """`_Ahead` lists units on the store's event loop too; a failure met there is raised by
+    the reader once it has taken the units listed before it, never taken for the end of the
+    plan (which would drop the rest of the table's rows without a word)."""
+    import pytest
+
+    def units():
+        yield "u0"
+        yield "u1"
+        raise RuntimeError("listing failed")
+
+    started: list[list[str]] = []
+
+    def prefetch(keys: list[str]) -> list:
+        started.append(keys)
+        return []
+
+    ahead = reader._Ahead(units(), lambda u: [f"{u}/k"], prefetch)
+    ahead.open_to(5)  # as the first unit's arrival callback does, on another thread
+    assert started == [["u0/k"], ["u1/k"]]
+    assert ahead.take()[0] == "u0"
+    assert ahead.take()[0] == "u1"
+    with pytest.raises(RuntimeError, match="listing failed"):
+        ahead.take()
+
+
+def test_units_fetched_ahead_and_never_taken_are_handed_back_on_close():
+    """`close()` names the keys of units whose fetches started and that nobody took, so
+    the store can forget them, and nothing starts after it."""
+    started: list[list[str]] = []
+
+    def prefetch(keys: list[str]) -> list:
+        started.append(keys)
+        return []
+
+    ahead = reader._Ahead(iter(["a", "b", "c", "d"]), lambda u: [f"{u}/1", f"{u}/2"], prefetch)
+    ahead.open_to(3)
+    assert ahead.take()[0] == "a"
+    assert ahead.close() == ["b/1", "b/2", "c/1", "c/2"]
+    ahead.open_to(4)
+    assert ahead.take() is None
+    assert len(started) == 3  # "d" never fetched
