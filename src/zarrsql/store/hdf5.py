@@ -14,14 +14,23 @@ back to names when reading a saved set. A dataset kerchunk leaves out is describ
 h5py's chunk index when it only adds HDF5's fletcher32 checksum (store/hdf5_chunks.py), and
 otherwise (an lzf, szip, lz4, bitshuffle or scaleoffset filter) is listed as unsupported,
 naming the filter, instead of failing the file. The scanned set is cached by the file's path, mtime and size.
+
+While kerchunk scans a file the garbage collector does not run on its own (`_collector_held`):
+kerchunk builds its Zarr metadata from inside h5py's `visititems`, which holds h5py's global
+lock while it waits for zarr-python's event-loop thread, and a collection started on that
+thread that frees an h5py object left in a reference cycle (by xarray, by an earlier failed
+scan) waits for the same lock: the query would hang for good.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import threading
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
@@ -140,21 +149,52 @@ def _remote_file(location: str, storage_options: Mapping[str, Any]) -> Any:
     return store.fs.open(f"{store.root}/{name}", "rb")
 
 
+class _CollectorHold:
+    """How many scans hold the collector off, and whether it ran before the first did."""
+
+    lock = threading.Lock()
+    scans = 0
+    was_enabled = False
+
+
+@contextlib.contextmanager
+def _collector_held() -> Iterator[None]:
+    """No automatic garbage collection while the block runs (see the module's docstring);
+    the collector's state before the first of overlapping blocks comes back after the last."""
+    with _CollectorHold.lock:
+        if _CollectorHold.scans == 0:
+            _CollectorHold.was_enabled = gc.isenabled()
+            gc.disable()
+        _CollectorHold.scans += 1
+    try:
+        yield
+    finally:
+        with _CollectorHold.lock:
+            _CollectorHold.scans -= 1
+            if _CollectorHold.scans == 0 and _CollectorHold.was_enabled:
+                gc.enable()
+
+
 def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
     h5py = _need_h5py()
     from kerchunk.hdf import SingleHdf5ToZarr
 
     remote = is_url(location)
     try:
-        with _remote_file(location, storage_options) if remote else open(location, "rb") as f:
+        # a remote file's reads wait for fsspec's event-loop thread under h5py's lock too
+        with _collector_held(), _remote_file(location, storage_options) if remote else open(location, "rb") as f:
             url = location if remote else "file://" + location
             refs: dict[str, Any] = SingleHdf5ToZarr(f, url, inline_threshold=0, error="ignore").translate()["refs"]
             f.seek(0)
             with h5py.File(f, "r") as h5:
                 _fix_attrs(refs, h5, url)
     except OSError as err:
+        # the frames of a failed scan hold h5py objects, and the error refers back to them:
+        # let them go now rather than leave a cycle for a collection on another thread
+        traceback.clear_frames(err.__traceback__)
         raise MetadataError(f"cannot read the HDF5 file '{location}': {err}") from err
     except (TypeError, ValueError, RuntimeError) as err:
+        traceback.clear_frames(err.__traceback__)
         raise UnsupportedError(
             f"the HDF5 file '{location}' holds something zarrsql cannot read in place ({err}); convert it "
             f"once, e.g. xarray.open_dataset('{location}').to_zarr(...)"
