@@ -83,6 +83,51 @@ def _unit_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _unit_pieces(
+    scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema, grid: tuple[int, ...] | None = None
+) -> list[pa.RecordBatch]:
+    """A unit's batches: one, or the pieces the scan cuts it into along its first axis
+    (`DenseScan.row_pieces`): the data columns decoded once for the whole unit and sliced,
+    the coordinate columns built for each piece (so that the ones kept are a piece long)."""
+    cut = _cut(scan, unit, columns, grid)
+    if cut is None:
+        return [_unit_batch(scan, unit, columns, schema, grid)]
+    done = [_column_pieces(scan, unit, col, grid, cut) for col in columns]
+    counters.count(work_units_read=getattr(unit, "merged", 1), rows=done[0][0])
+    return _piece_batches(done, schema)
+
+
+def _cut(scan: TableScan, unit: Any, columns: Sequence[Column], grid: tuple[int, ...] | None) -> list[Any] | None:
+    """The pieces a dense scan's unit is handed over in, or None for one batch."""
+    pieces = getattr(scan, "row_pieces", None)
+    return pieces(unit, columns) if pieces is not None and grid is not None and columns else None
+
+
+def _column_pieces(
+    scan: TableScan, unit: Any, col: Column, grid: tuple[int, ...] | None, cut: list[Any] | None
+) -> tuple[int, list[pa.Array]]:
+    """One column of a unit as Arrow, one array per piece of `cut` (one for the whole unit
+    without), with the unit's row count."""
+    if cut is not None and (col.dim is not None or col.derived is not None):
+        arrays = []
+        for piece in cut:
+            rows, parts = scan.unit_columns(piece, [col])
+            arrays.append(_column(parts[0][0], parts[0][1], col, rows, None))
+        return sum(len(a) for a in arrays), arrays
+    n_rows, whole = _one_column(scan, unit, col, grid)
+    if cut is None:
+        return n_rows, [whole]
+    starts = np.cumsum([0] + [piece.num_rows() for piece in cut])
+    return n_rows, [whole.slice(a, b - a) for a, b in itertools.pairwise(starts.tolist())]
+
+
+def _piece_batches(done: list[tuple[int, list[pa.Array]]], schema: pa.Schema) -> list[pa.RecordBatch]:
+    """The batches of a unit's columns given piece by piece (`_column_pieces`)."""
+    return [
+        pa.RecordBatch.from_arrays(list(arrays), schema=schema) for arrays in zip(*(a for _, a in done), strict=True)
+    ]
+
+
 def _one_column(scan: TableScan, unit: Any, col: Column, grid: tuple[int, ...] | None) -> tuple[int, pa.Array]:
     """One column of a unit as Arrow, with the unit's row count (see `_Columns`)."""
     n_rows, parts = scan.unit_columns(unit, [col])
@@ -103,18 +148,22 @@ def _column(values: Any, nulls: Any, col: Column, n_rows: int, reorder: Reorder 
 
 class _Queued:
     """A work unit in the window: decoded on the pool once every one of `arrivals` (its
-    chunks' fetches) is done, the batch delivered through `result`."""
+    chunks' fetches) is done, its batches delivered through `result`."""
 
     def __init__(
-        self, pool: ThreadPoolExecutor, work: Callable[[], pa.RecordBatch], keys: list[str], arrivals: list[Future[Any]]
+        self,
+        pool: ThreadPoolExecutor,
+        work: Callable[[], list[pa.RecordBatch]],
+        keys: list[str],
+        arrivals: list[Future[Any]],
     ) -> None:
-        self.result: Future[pa.RecordBatch] = Future()
+        self.result: Future[list[pa.RecordBatch]] = Future()
         self.keys = keys
         self._pool = pool
         self._work = work
         self._lock = threading.Lock()
         self._left = len(arrivals)
-        self._task: Future[pa.RecordBatch] | None = None
+        self._task: Future[list[pa.RecordBatch]] | None = None
         self._dropped = False
         if not arrivals:
             self._start()
@@ -213,7 +262,7 @@ class _Ahead:
 
 class _Columns:
     """A work unit decoded column by column, every column a task of the pool, the batch
-    delivered through `result` once the last is done.
+    delivered through `result` once the last is done (in the unit's pieces, `_unit_pieces`).
 
     For the first unit of a local scan: it is read alone (the window starts at one unit, so
     that a LIMIT met by it reads nothing else), and as one task it would keep one thread
@@ -224,16 +273,17 @@ class _Columns:
         self, pool: ThreadPoolExecutor, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
         grid: tuple[int, ...] | None,
     ) -> None:  # fmt: skip
-        self.result: Future[pa.RecordBatch] = Future()
+        self.result: Future[list[pa.RecordBatch]] = Future()
         self.keys: list[str] = []
         self._lock = threading.Lock()
         self._left = len(columns)
         self._merged = getattr(unit, "merged", 1)
         self._schema = schema
-        self._tasks: list[Future[tuple[int, pa.Array]]] = []
+        self._tasks: list[Future[tuple[int, list[pa.Array]]]] = []
+        cut = _cut(scan, unit, columns, grid)
         try:
             for col in columns:
-                self._tasks.append(pool.submit(_one_column, scan, unit, col, grid))
+                self._tasks.append(pool.submit(_column_pieces, scan, unit, col, grid, cut))
         except RuntimeError:  # the pool was shut down: the scan was cancelled (Ctrl-C)
             self.drop()
             self.result.cancel()
@@ -256,7 +306,7 @@ class _Columns:
             return
         done = [t.result() for t in tasks]
         counters.count(work_units_read=self._merged, rows=done[0][0])
-        self.result.set_result(pa.RecordBatch.from_arrays([a for _, a in done], schema=self._schema))
+        self.result.set_result(_piece_batches(done, self._schema))
 
     def drop(self) -> bool:
         """Cancel the columns not started; True when none is decoding (nothing to forget:
@@ -264,7 +314,7 @@ class _Columns:
         return all([t.cancel() or t.done() for t in self._tasks])
 
 
-def _deliver(result: Future[pa.RecordBatch], task: Future[pa.RecordBatch]) -> None:
+def _deliver(result: Future[list[pa.RecordBatch]], task: Future[list[pa.RecordBatch]]) -> None:
     """Pass a finished decoding task's outcome on to the unit's `result`."""
     if task.cancelled():
         result.cancel()
@@ -433,8 +483,8 @@ class _Stop:
         self.event.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def take(self, queued: _Queued | _Columns) -> pa.RecordBatch:
-        """The unit's batch; QueryInterrupted if the scan was cancelled before it decoded."""
+    def take(self, queued: _Queued | _Columns) -> list[pa.RecordBatch]:
+        """The unit's batches; QueryInterrupted if the scan was cancelled before it decoded."""
         try:
             return queued.result.result()
         except CancelledError:
@@ -505,15 +555,15 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
             ):
                 pending.append(_Columns(pool, scan, unit, columns, schema, grid))
             else:
-                work = functools.partial(_unit_batch, scan, unit, columns, schema, grid)
+                work = functools.partial(_unit_pieces, scan, unit, columns, schema, grid)
                 pending.append(_Queued(pool, work, keys, arrivals))
             if len(pending) >= window:
-                yield stop.take(pending.popleft())
+                yield from stop.take(pending.popleft())
                 window = min(in_flight, window * growth)
                 if ahead is not None and window > 1:
                     ahead.open_to(i + 1 + FETCH_WINDOWS * window)
         while pending:
-            yield stop.take(pending.popleft())
+            yield from stop.take(pending.popleft())
     finally:
         with _running_lock:
             _running.discard(stop)

@@ -47,6 +47,9 @@ from zarrsql.tables.model import ReadTable
 
 #: Coordinate columns of recent units kept for reuse (see `DenseScan._coordinate`).
 PATTERNS_KEPT = 8
+#: Rows, about, of the pieces a unit is handed over in when it carries a coordinate of an
+#: axis after the first (see `DenseScan.row_pieces`): a few of DuckDB's 2,048-row vectors.
+PIECE_ROWS = 1 << 17
 #: The longest dimension a scan opens: its coordinate values (positions, when positional) are
 #: held in memory at 8 bytes each, so an absurd declared shape is refused, not allocated.
 MAX_DIMENSION_LENGTH = 2**32
@@ -348,6 +351,40 @@ class DenseScan(OpenedTable):
             axis for axis in range(len(counts)) if int(np.prod(counts[:axis] + counts[axis + 1 :], dtype=np.int64)) > 1
         )
 
+    def row_pieces(self, unit: WorkUnit, columns: Sequence[Column]) -> list[WorkUnit] | None:
+        """The unit cut along its first axis into pieces of about `PIECE_ROWS` rows, in which
+        the reader hands it over, or None to hand it over whole.
+
+        Why: a coordinate of a later axis (latitude and longitude under time) is kept once per
+        scan at the length of the batches that carry it (`_coordinate`). A unit of a day of
+        hourly global fields is hundreds of thousands of rows, so each kept column would be
+        megabytes; the column of a piece of a few hours is the start of that one (the first
+        axis is the slowest) and a fraction of its size. The data columns are still decoded
+        for the whole unit and only sliced, without copying, so nothing else changes. Only
+        plain units are cut: a selection's or a grouped unit's rows are not contiguous runs
+        of the first axis."""
+        if unit.select is not None or unit.merged > 1 or len(unit.shape) < 2:
+            return None
+        if not any(axis and axis in self._repeating_axes for axis in map(self._axis_of, columns)):
+            return None
+        steps = self._piece_steps(unit.shape)
+        (a, b), *others = unit.region
+        if b - a <= steps:
+            return None
+        return [WorkUnit(unit.index, ((lo, min(b, lo + steps)), *others), None) for lo in range(a, b, steps)]
+
+    def _axis_of(self, col: Column) -> int | None:
+        """The axis a coordinate column (a dimension's or a derived one) runs along; None for
+        any other column."""
+        if col.dim is not None:
+            return col.dim
+        return None if col.derived is None else self.derived[col.derived][0]
+
+    @staticmethod
+    def _piece_steps(shape: tuple[int, ...]) -> int:
+        """First-axis entries a piece of a unit of `shape` spans (`row_pieces`)."""
+        return max(1, PIECE_ROWS // max(1, int(np.prod(shape[1:], dtype=np.int64))))
+
     def _coordinate(self, col: Column, unit: WorkUnit) -> tuple[Any, Any]:
         """A coordinate column of a unit. Units of one shape at one place along an axis give
         the same column (latitude and longitude repeat for every time block), so the last
@@ -383,11 +420,13 @@ class DenseScan(OpenedTable):
                 return hit[0][:n_rows], _head(hit[1], n_rows)
         built = unit
         if key is not None and axis and unit.merged == 0:
-            # the rest of a split first unit (`reader.head_and_rest`): built as long as a whole
-            # unit, so that the next unit takes its rows from the kept column instead of
-            # building one more (two columns of a unit's length alive at once)
+            # the rest of a split first unit (`reader.head_and_rest`), when it is handed over
+            # whole: built as long as the next unit's batches (a whole unit, or a piece of one,
+            # `row_pieces`), so that they take their rows from the kept column instead of
+            # building one more (two such columns alive at once)
             (a, b), *others = unit.region
-            built = WorkUnit(unit.index, ((a, a + max(b - a, self.table.chunk_grid[0])), *others), None)
+            longest = min(self.table.chunk_grid[0], self._piece_steps(unit.shape))
+            built = WorkUnit(unit.index, ((a, a + max(b - a, longest)), *others), None)
         nulls = None if dv.nulls is None else expand_dim(dv.nulls, built, axis)
         source = np.arange(len(dv.values), dtype=np.int32) if isinstance(col.logical, Labels) else dv.values
         made: tuple[Any, Any] = (expand_dim(source, built, axis), nulls)
