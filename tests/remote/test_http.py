@@ -7,6 +7,7 @@ server's own log and must match `zarrsql.trace()`.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -297,11 +298,15 @@ def test_a_scan_closed_early_leaves_no_fetch_behind(http, monkeypatch):
     # units 3 on are still waiting on the server when the scan closes: two decoding threads
     # wait for nothing (a unit decodes once its chunks are in), the fetches queued behind the
     # `concurrency` in flight are cancelled before they are sent
-    http.on_request = lambda method, path: time.sleep(0.5) if path in slow else None
+    # (held until the scan is closed, not for a set time: a loaded machine can take longer
+    # than any set time between the first slow request and the close)
+    gate = threading.Event()
+    http.on_request = lambda method, path: gate.wait(30) if path in slow else None
     batches = read_batches(scan, plan, scan.columns)
     first = next(batches)
     second = next(batches)
     batches.close()
+    gate.set()
     assert (first.num_rows, second.num_rows) == (units[0].num_rows(), units[1].num_rows())
     time.sleep(1.2)  # requests that were in flight finish; any request made is in the log
     gets = {p for m, p in http.log if m == "GET"}
