@@ -181,7 +181,7 @@ def test_the_command_line_shows_nothing_when_piped(slow_store: Path) -> None:
 def test_an_executed_notebook_shows_the_widget(slow_store: Path, tiny_store: Path) -> None:
     import ipywidgets  # noqa: F401  (tqdm.auto draws a widget only with it)
 
-    heavy = f"SELECT count(*) FROM read_zarr('{slow_store}') a, range(60) r WHERE a.v * 60 > r.range"
+    heavy = f"SELECT count(*) FROM read_zarr('{slow_store}') a, range(240) r WHERE a.v * 240 > r.range"
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(
