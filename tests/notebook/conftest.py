@@ -22,7 +22,7 @@ def write_grid(path: Path, n: int, side: int) -> Path:
 
 @pytest.fixture(scope="session")
 def slow_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """400 units of 100x100: a scan of a few tenths of a second, and a heavy join of several seconds."""
+    """400 units of 100x100: a scan of well under a second, and a heavy join of several seconds."""
     return write_grid(tmp_path_factory.mktemp("nb") / "slow.zarr", 400, 100)
 
 
