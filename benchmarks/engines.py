@@ -106,6 +106,7 @@ ENGINES = [
     "xarray-sql+duckdb",
     "xarray-sql+datafusion",
     "parquet+duckdb",
+    "parquet.zstd+duckdb",
     "parquet.pyarrow+duckdb",
     "zarrsql",
 ]
@@ -121,6 +122,7 @@ ENGINE_IMPORTS = {
     "xarray-sql+duckdb": ["numpy", "xarray", "zarr", "xarray_sql", "duckdb", "pyarrow"],
     "xarray-sql+datafusion": ["numpy", "xarray", "zarr", "xarray_sql", "datafusion", "pyarrow"],
     "parquet+duckdb": ["duckdb", "pyarrow"],
+    "parquet.zstd+duckdb": ["duckdb", "pyarrow"],
     "parquet.pyarrow+duckdb": ["duckdb", "pyarrow"],
     # `import zarrsql` is lazy (the engine loads on first use): import what its first query
     # loads (harness.ZARRSQL_IMPORTS), so the clock starts after the same libraries as the others'
@@ -627,9 +629,9 @@ def run_parquet_duckdb(query, store, parquet, day):
     return _to_arrow_table(con.sql(sql_for(query, f"read_parquet({_sql_str(parquet)})", day)))
 
 
-def _pyarrow_copy(parquet: str) -> str:
-    """The pyarrow-written copy next to the DuckDB one (make_era5.parquet_path)."""
-    return parquet[: -len(".parquet")] + ".pyarrow.parquet" if parquet.endswith(".parquet") else parquet
+def _copy_by(parquet: str, writer: str) -> str:
+    """The copy `writer` wrote next to the DuckDB one (make_era5.parquet_path)."""
+    return parquet[: -len(".parquet")] + f".{writer}.parquet" if parquet.endswith(".parquet") else parquet
 
 
 def run_zarrsql(query, store, parquet, day):
@@ -649,7 +651,8 @@ RUNNERS = {
     "xarray-sql+duckdb": run_xarray_sql_duckdb,
     "xarray-sql+datafusion": run_xarray_sql_datafusion,
     "parquet+duckdb": run_parquet_duckdb,
-    "parquet.pyarrow+duckdb": lambda q, s, p, d: run_parquet_duckdb(q, s, _pyarrow_copy(p), d),
+    "parquet.zstd+duckdb": lambda q, s, p, d: run_parquet_duckdb(q, s, _copy_by(p, "duckdb-zstd"), d),
+    "parquet.pyarrow+duckdb": lambda q, s, p, d: run_parquet_duckdb(q, s, _copy_by(p, "pyarrow"), d),
     "zarrsql": run_zarrsql,
 }
 

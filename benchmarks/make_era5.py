@@ -256,12 +256,13 @@ def du_mb(path: Path) -> float:
 
 # --------------------------------------------------------------------------- Parquet copy
 PARQUET_VERSION = 2
-PARQUET_WRITERS = ("duckdb", "pyarrow")
+PARQUET_WRITERS = ("duckdb", "duckdb-zstd", "pyarrow")
 
 
 def parquet_path(store: Path, writer: str = "duckdb") -> Path:
     """Where the Parquet copy of ``store`` lives: ``era5.parquet`` (DuckDB's COPY, the
-    baseline) or ``era5.pyarrow.parquet`` (the old pyarrow copy, kept for comparison)."""
+    baseline), ``era5.duckdb-zstd.parquet`` (the same COPY with zstd instead of snappy) or
+    ``era5.pyarrow.parquet`` (the old pyarrow copy, kept for comparison)."""
     store = Path(store)
     suffix = ".parquet" if writer == "duckdb" else f".{writer}.parquet"
     return store.with_name(store.stem + suffix)
@@ -304,11 +305,13 @@ def _day_tables(store: Path):
     return schema, tables()
 
 
-def _write_duckdb(store: Path, tmp: Path) -> None:
+def _write_duckdb(store: Path, tmp: Path, compression: str | None = None) -> None:
     """``COPY (SELECT * FROM <the table>) TO 'x.parquet' (FORMAT parquet)`` with DuckDB's
     defaults, as a user would write a Parquet copy: snappy, row groups of 122,880 rows,
     dictionary pages only where a column's values repeat. The rows stream in by day, so
-    the 10x store never has to fit in memory."""
+    the 10x store never has to fit in memory. `compression` changes only the codec (the
+    "duckdb-zstd" copy: the Zarr store's own codec, to tell the codec's cost from the
+    format's)."""
     import duckdb
     import pyarrow as pa
 
@@ -317,7 +320,8 @@ def _write_duckdb(store: Path, tmp: Path) -> None:
     reader = pa.RecordBatchReader.from_batches(schema, batches)
     con = duckdb.connect()
     con.register("era5_rows", reader)
-    con.execute(f"COPY (SELECT * FROM era5_rows) TO '{tmp}' (FORMAT parquet)")
+    codec = "" if compression is None else f", COMPRESSION {compression}"
+    con.execute(f"COPY (SELECT * FROM era5_rows) TO '{tmp}' (FORMAT parquet{codec})")
     con.close()
 
 
@@ -339,8 +343,8 @@ def build_parquet(
 
     Columns time timestamp[us], latitude, longitude, t2m, u10, v10 float32; rows in
     (time, latitude, longitude) row-major order. ``writer`` "duckdb"
-    (the baseline) uses DuckDB's COPY defaults; "pyarrow" rebuilds the copy the first
-    harness measured. Idempotent through a stamp that includes the store's stamp.
+    (the baseline) uses DuckDB's COPY defaults, "duckdb-zstd" the same with zstd; "pyarrow"
+    rebuilds the copy the first harness measured. Idempotent through a stamp that includes the store's stamp.
     """
     if writer not in PARQUET_WRITERS:
         raise ValueError(f"build_parquet: writer {writer!r} is not one of {PARQUET_WRITERS}")
@@ -361,7 +365,10 @@ def build_parquet(
     if sp.exists():
         sp.unlink()
     tmp = out.with_name(out.name + ".tmp")
-    (_write_duckdb if writer == "duckdb" else _write_pyarrow)(store, tmp)
+    if writer == "pyarrow":
+        _write_pyarrow(store, tmp)
+    else:
+        _write_duckdb(store, tmp, "zstd" if writer == "duckdb-zstd" else None)
     tmp.replace(out)
     sp.write_text(json.dumps(want, indent=2) + "\n")
     if verbose:

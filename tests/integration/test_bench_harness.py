@@ -86,6 +86,25 @@ def test_duckdb_parquet_copy_holds_the_store_with_copy_defaults(store):
     assert out.stat().st_mtime_ns == mtime
 
 
+def test_zstd_parquet_copy_differs_from_the_baseline_in_its_codec_only(store):
+    """The `parquet.zstd+duckdb` baseline: DuckDB's COPY with zstd, else its defaults, and the
+    same rows, so that it and the baseline differ in the codec alone."""
+    import pyarrow.parquet as pq
+
+    base = pq.ParquetFile(M.build_parquet(store, writer="duckdb", verbose=False))
+    out = M.build_parquet(store, writer="duckdb-zstd", verbose=False)
+    assert out == M.parquet_path(store, "duckdb-zstd") != M.parquet_path(store, "duckdb")
+    f = pq.ParquetFile(out)
+    assert f.metadata.num_row_groups == base.metadata.num_row_groups
+    assert f.metadata.row_group(0).num_rows == base.metadata.row_group(0).num_rows
+    for c in range(f.metadata.num_columns):
+        assert f.metadata.row_group(0).column(c).compression == "ZSTD"
+    assert f.read().equals(base.read())
+    run = E.RUNNERS["parquet.zstd+duckdb"]  # given the baseline's path, as run_era5 passes it
+    got = run("Q1", str(store), str(M.parquet_path(store, "duckdb")), "2020-01-01").column(0)[0].as_py()
+    assert got == pytest.approx(float(zarr.open_group(str(store), mode="r")["t2m"][...].mean(dtype=np.float64)))
+
+
 def test_run_guarded_accounts_the_childs_cpu_time():
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
     r = H.run_guarded([sys.executable, "-c", burn], timeout=60, stdout=subprocess.DEVNULL)

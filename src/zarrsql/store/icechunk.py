@@ -577,6 +577,7 @@ class SnapshotStore:
                 counters.count(requests=1)
                 return None  # a name Icechunk cannot hold (a v2 document), or a group's "chunk": not there
             if byte_range is not None and byte_range.start >= 0 and _PAST_THE_END.search(str(err)):
+                counters.count(requests=1)  # the refused request was made too
                 return await self._get_clipped(key, byte_range)
             raise self._failure(key, err) from err
         raw = _as_bytes(key, data)
@@ -592,7 +593,7 @@ class SnapshotStore:
         whole = await self._get_one(key, None)
         if whole is None:
             return None
-        return bytes(memoryview(whole)[byte_range.start : byte_range.start + byte_range.length])
+        return bytes(memoryview(whole)[slice(*byte_range.bounds())])
 
     def _present(self, key: str) -> None:
         """Remember that `key` exists (its token then needs no request), the last `_SEEN` keys."""
