@@ -809,6 +809,13 @@ def evaluate_goals(cells, engines) -> list[dict]:
     return goals
 
 
+def _copy_info(path: Path, writer: str) -> dict | None:
+    """What the JSON report says of a Parquet copy: where, how large, written how (None when absent)."""
+    if not path.exists():
+        return None
+    return {"path": str(path), "size_mb": path.stat().st_size / 1e6, "writer": writer}
+
+
 # --------------------------------------------------------------------------- main
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -1024,27 +1031,11 @@ def main(argv=None) -> int:
             "zstd_level": st_stamp["zstd_level"],
             "size_mb": M.du_mb(store),
         },
-        "parquet": {
-            "path": str(parquet),
-            "size_mb": parquet.stat().st_size / 1e6,
-            "writer": "DuckDB COPY ... TO (FORMAT parquet), defaults",
-        }
-        if parquet.exists()
-        else None,
-        "parquet_zstd": {
-            "path": str(parquet_zstd),
-            "size_mb": parquet_zstd.stat().st_size / 1e6,
-            "writer": "DuckDB COPY ... TO (FORMAT parquet, COMPRESSION zstd), otherwise defaults",
-        }
-        if parquet_zstd.exists()
-        else None,
-        "parquet_pyarrow": {
-            "path": str(parquet_pa),
-            "size_mb": parquet_pa.stat().st_size / 1e6,
-            "writer": "pyarrow ParquetWriter, zstd, one row group per day",
-        }
-        if parquet_pa.exists()
-        else None,
+        "parquet": _copy_info(parquet, "DuckDB COPY ... TO (FORMAT parquet), defaults"),
+        "parquet_zstd": _copy_info(
+            parquet_zstd, "DuckDB COPY ... TO (FORMAT parquet, COMPRESSION zstd), otherwise defaults"
+        ),
+        "parquet_pyarrow": _copy_info(parquet_pa, "pyarrow ParquetWriter, zstd, one row group per day"),
         "machine": machine_info(),
         "versions": versions(VERSIONED),
         "zarrsql_ready": zs_ok,
