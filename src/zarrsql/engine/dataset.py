@@ -55,9 +55,17 @@ class ZarrDataset(pads.Dataset):
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
         by_name = {c.name: c for c in self._scan.columns}
         wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
-        plan = self._scan.plan()
-        if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
-            plan = replace(plan, only=self._units_matching(plan, filter))
+        try:
+            plan = self._scan.plan()
+            if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
+                plan = replace(plan, only=self._units_matching(plan, filter))  # reads the coordinates
+        except ZarrSQLError as err:  # raised as itself, as a scan's errors are
+            if self._on_error is not None:
+                self._on_error(err)
+            raise err.with_traceback(None) from None
+        start = getattr(self._scan, "start_coordinates", None)  # those the bind left to their first use
+        if start is not None:
+            start(wanted)
         batches: Iterator[pa.RecordBatch] = engine_batches(self._scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)
         plain = _plain(schema)

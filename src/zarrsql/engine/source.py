@@ -81,7 +81,13 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         parts = [translate(f, self._dims) for f in filters]
         predicate = conjoin(parts)
         log.debug("stream %d columns, %d filters", len(cols), len(parts))
-        return _stream(self.scan, cols, predicate, self.on_error).__arrow_c_stream__(), True
+        try:
+            reader = _stream(self.scan, cols, predicate, self.on_error)
+        except ZarrSQLError as err:  # planning read the coordinates, and failed: raised as itself
+            if self.on_error is not None:
+                self.on_error(err)
+            raise err.with_traceback(None) from None
+        return reader.__arrow_c_stream__(), True
 
 
 def make_source(scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> object:

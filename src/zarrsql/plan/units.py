@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -34,13 +34,61 @@ from zarrsql.plan.classes import MAX_COMBINATIONS, AxisClasses, axes_for, contra
 from zarrsql.plan.predicate import Leaf, Or, Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 
 
-@dataclass(frozen=True, slots=True)
 class DimValues:
-    """A dimension's decoded coordinate values (positions for a positional dimension)."""
+    """A dimension's decoded coordinate values (positions for a positional dimension).
 
-    name: str
-    values: np.ndarray
-    nulls: np.ndarray | None
+    Made with its values, or with `DimValues.deferred(name, load)`: then `load()` gives
+    (values, nulls) the first time either is asked for. That is how a remote table's
+    coordinates are held (scan/coords.py): a plan without a predicate on them and a scan
+    that outputs none of them never ask, so the query never waits for them. `load` must be
+    safe to call from several threads and give the same answer each time (a memo).
+    """
+
+    __slots__ = ("_load", "_nulls", "_values", "name")
+
+    def __init__(self, name: str, values: np.ndarray, nulls: np.ndarray | None) -> None:
+        self.name = name
+        self._values: np.ndarray | None = values
+        self._nulls = nulls
+        self._load: Callable[[], tuple[np.ndarray, np.ndarray | None]] | None = None
+
+    @classmethod
+    def deferred(cls, name: str, load: Callable[[], tuple[np.ndarray, np.ndarray | None]]) -> DimValues:
+        """Values read by `load()` when first used."""
+        dv = cls.__new__(cls)
+        dv.name, dv._values, dv._nulls, dv._load = name, None, None, load
+        return dv
+
+    @property
+    def values(self) -> np.ndarray:
+        if self._load is not None:
+            self._resolve()
+        assert self._values is not None, "set by the constructor or by the load"
+        return self._values
+
+    @property
+    def nulls(self) -> np.ndarray | None:
+        if self._load is not None:
+            self._resolve()
+        return self._nulls
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the values are in memory (always, unless made `deferred` and not yet used)."""
+        return self._load is None
+
+    def _resolve(self) -> None:
+        load = self._load
+        if load is None:  # another thread got here first
+            return
+        values, nulls = load()
+        # values before the flag: a thread that sees the load gone also sees the values
+        self._values, self._nulls = values, nulls
+        self._load = None
+
+    def __repr__(self) -> str:
+        shown = "deferred" if self._load is not None else f"{len(self.values)} values"
+        return f"DimValues({self.name!r}, {shown})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,17 @@ on the store's metadata and the decode options.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
 
+from zarrsql.decode import cftime
 from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
-from zarrsql.decode.columns import DecodeOptions, column_codec
+from zarrsql.decode.columns import DecodeOptions, column_codec, time_units_of
 from zarrsql.errors import MetadataError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
@@ -63,6 +66,65 @@ def load_coord(
         hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
         tree.derived[key] = hit
     return cast("tuple[DimValues, str]", hit)  # what this function stored under `key`
+
+
+def defers(array: ArrayMeta, options: DecodeOptions) -> bool:
+    """Whether a coordinate's column type is known without its values, so that they may be
+    read when first used (`DeferredCoords`). Labels (strings) take their dictionary from the
+    values, and a CF time in the 360_day, all_leap or julian calendar decodes only if every
+    value is a real date; any other coordinate's type comes from its metadata alone."""
+    if array.dtype.kind not in ("int", "uint", "float", "datetime", "timedelta") or not fast_path(array):
+        return False
+    time = time_units_of(array) if options.decode_times else None
+    return time is None or cftime.calendar_policy(time) != "if_all_real"
+
+
+class DeferredCoords:
+    """A remote table's coordinates, read together when a scan first needs one of them.
+
+    Reading them in the bind would put a round trip before any data request, even for a
+    query that outputs no coordinate and filters on none (`avg(t2m)`). Deferred, they are
+    read by the first use of their values (`DimValues.deferred`): a plan with a predicate on
+    them reads them before any unit (as the bind did), and a scan that outputs one starts
+    them in the background (`start`) while its first unit is fetched. The values are those
+    the bind would have read (`load_coord`, cached with the tree the same way)."""
+
+    def __init__(self, tree: NodeTree, store: Store, arrays: Sequence[ArrayMeta], options: DecodeOptions) -> None:
+        self._tree, self._store, self._arrays, self._options = tree, store, list(arrays), options
+        self._lock = threading.Lock()
+        self._done: dict[str, DimValues] | None = None
+        self._started = False
+
+    def dim(self, name: str, array: ArrayMeta) -> DimValues:
+        """The dimension `name`'s values, from coordinate `array`, read when first used."""
+        return DimValues.deferred(name, lambda: self._values(array.path))
+
+    def _values(self, path: str) -> tuple[np.ndarray, np.ndarray | None]:
+        dv = self._all()[path]
+        return dv.values, dv.nulls
+
+    def _all(self) -> dict[str, DimValues]:
+        with self._lock:  # one read for all of them, whichever thread asks first
+            if self._done is None:
+                tree, store, options = self._tree, self._store, self._options
+                fetched = prefetch_coords(tree, store, self._arrays, options)
+                self._done = {a.path: load_coord(tree, store, a, options, fetched)[0] for a in self._arrays}
+            return self._done
+
+    def start(self) -> None:
+        """Begin reading them on a thread of their own (once), for a scan about to need them.
+        A failure there is left for the use that needs the values, which reads again and
+        raises it: nothing is lost or reported twice."""
+        with self._lock:
+            if self._started or self._done is not None:
+                return
+            self._started = True
+        threading.Thread(target=self._quietly, name="zarrsql-coords", daemon=True).start()
+
+    def _quietly(self) -> None:
+        # raised again, by name, where the values are used
+        with contextlib.suppress(Exception):
+            self._all()
 
 
 def derived_values(d: Derived, n: int) -> tuple[DimValues, str]:

@@ -145,4 +145,9 @@ def open_scan(
                 f"a scan predicate may name dimension and coordinate columns only ({', '.join(sorted(allowed))}); "
                 f"{outside[0]!r} is not one: filter it after reading"
             )
-    return Scan(table, select_columns(table, columns), table.plan(predicate), limit, batch_rows)
+    chosen = select_columns(table, columns)
+    plan = table.plan(predicate)
+    start = getattr(table, "start_coordinates", None)  # coordinates the bind left to their first use
+    if start is not None:
+        start(chosen)
+    return Scan(table, chosen, plan, limit, batch_rows)

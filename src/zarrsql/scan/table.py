@@ -20,18 +20,22 @@ import numpy as np
 
 from zarrsql.decode.cells import select_cells
 from zarrsql.decode.chunks import streams_leading_rows
+from zarrsql.decode.columns import column_codec
 from zarrsql.decode.logical import Labels, Logical
 from zarrsql.decode.registry import codec_for
 from zarrsql.decode.variables import Codec, PlainCodec
 from zarrsql.errors import ParameterError, UnsupportedError
 from zarrsql.expand.columns import Column
 from zarrsql.expand.rows import expand_dim
+from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.bounds import bounds_predicate
 from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 from zarrsql.plan.units import DimValues, InUngroupedOrder, ScanPlan, WorkUnit, plan_scan, ungrouped_order
 from zarrsql.scan.coords import (
+    DeferredCoords,
     bounds_array,
+    defers,
     derived_values,
     is_longitude,
     load_aux,
@@ -67,7 +71,10 @@ class OpenedTable:
         self.store = store
         self.tree = tree
         self.table: ReadTable = table
-        fetched = prefetch_coords(tree, store, [c for c in table.coords if c is not None], request.options)
+        coords = [c for c in table.coords if c is not None]
+        #: The coordinates read when first used (`scan/coords.py`), or None: read here.
+        self.deferred = DeferredCoords(tree, store, coords, request.options) if self._defers(coords) else None
+        fetched = prefetch_coords(tree, store, coords, request.options) if self.deferred is None else {}
         self.dims: list[DimValues] = []
         self.dim_logical: list[str] = []
         self.columns: list[Column] = []
@@ -80,6 +87,9 @@ class OpenedTable:
                 )
             if coord is None:
                 dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
+            elif self.deferred is not None:  # its type from the metadata (`coords.defers`)
+                dv = self.deferred.dim(name, coord)
+                logical = column_codec(coord, request.options, is_coord=True).logical
             else:
                 dv, logical = load_coord(self.tree, self.store, coord, request.options, fetched)
                 dv = DimValues(name, dv.values, dv.nulls)
@@ -115,6 +125,30 @@ class OpenedTable:
     def _make_codecs(self) -> list[Any]:
         """One decoder per data variable, chosen by the scan kind."""
         raise NotImplementedError
+
+    #: Whether this kind of scan may read a remote table's coordinates when first used.
+    defers_coordinates = False
+
+    def _defers(self, coords: list[ArrayMeta]) -> bool:
+        """Whether the coordinates wait for their first use (`DeferredCoords`): on a remote
+        store, for a scan kind that allows it, when every coordinate's type is known without
+        its values and no option of the read presents or filters them at open (`longitude`,
+        `cell_bounds`, `bounds`), no auxiliary coordinate is read whole anyway, and they are
+        not already decoded in the cached tree (then reading them costs nothing)."""
+        request, options = self.request, self.request.options
+        if not (self.defers_coordinates and getattr(self.store, "remote", False) and coords):
+            return False
+        if options.longitude is not None or options.cell_bounds or request.bounds is not None or self.table.aux:
+            return False
+        if all(("coord", c.path, options) in self.tree.derived for c in coords):
+            return False
+        return all(defers(c, options) for c in coords)
+
+    def start_coordinates(self, columns: Sequence[Column]) -> None:
+        """A scan of `columns` is about to start: if it outputs a coordinate still to be read,
+        begin reading them now, beside the first unit's fetch, not after it."""
+        if self.deferred is not None and any(c.dim is not None for c in columns):
+            self.deferred.start()
 
     def _load_aux(self) -> None:
         """The table's auxiliary coordinates (CF `coordinates`), read whole once and cached
@@ -225,6 +259,7 @@ class DenseScan(OpenedTable):
     """A table with one row per cell of its grid, read in work units of whole chunks."""
 
     rows_are_cells = True
+    defers_coordinates = True
     #: `unit_columns` reads each column on its own, so a unit's columns may be read apart, in
     #: parallel (the reader does so for a scan's first unit).
     columns_apart = True
