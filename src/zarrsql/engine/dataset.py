@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.units import ScanPlan
-from zarrsql.scan import TableScan
+from zarrsql.scan import TableScan, begin_coordinates
 from zarrsql.scan.reader import engine_batches
 
 
@@ -63,9 +63,7 @@ class ZarrDataset(pads.Dataset):
             if self._on_error is not None:
                 self._on_error(err)
             raise err.with_traceback(None) from None
-        start = getattr(self._scan, "start_coordinates", None)  # those the bind left to their first use
-        if start is not None:
-            start(wanted)
+        begin_coordinates(self._scan, wanted)
         batches: Iterator[pa.RecordBatch] = engine_batches(self._scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)
         plain = _plain(schema)

@@ -6,7 +6,7 @@ Engine-neutral: nothing here imports DuckDB, and nothing imported by this packag
 
 from zarrsql.expand.columns import Column
 from zarrsql.scan.contract import Plan, TableScan
-from zarrsql.scan.entry import Scan, open_scan
+from zarrsql.scan.entry import Scan, begin_coordinates, open_scan
 from zarrsql.scan.opening import open_table
 from zarrsql.scan.request import ReadRequest, read_request, storage_options_tuple
 
@@ -16,6 +16,7 @@ __all__ = [
     "ReadRequest",
     "Scan",
     "TableScan",
+    "begin_coordinates",
     "open_scan",
     "open_table",
     "read_request",

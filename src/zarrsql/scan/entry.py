@@ -147,7 +147,14 @@ def open_scan(
             )
     chosen = select_columns(table, columns)
     plan = table.plan(predicate)
-    start = getattr(table, "start_coordinates", None)  # coordinates the bind left to their first use
-    if start is not None:
-        start(chosen)
+    begin_coordinates(table, chosen)
     return Scan(table, chosen, plan, limit, batch_rows)
+
+
+def begin_coordinates(table: TableScan, columns: Sequence[Column]) -> None:
+    """Start reading the coordinates a scan of `columns` outputs, when the table left them to
+    their first use (a remote table, `scan/coords.py`): beside its first unit's fetch, not
+    after it. Every reader of a planned scan calls this before its first unit."""
+    start = getattr(table, "start_coordinates", None)
+    if start is not None:
+        start(columns)

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPa
 
 from zarrsql.errors import ParameterError, ZarrSQLError
 from zarrsql.plan.predicate import Predicate, conjoin
-from zarrsql.scan import Column, TableScan, open_table, read_request
+from zarrsql.scan import Column, TableScan, begin_coordinates, open_table, read_request
 from zarrsql.scan.entry import select_columns
 from zarrsql.spark.filters import Untranslatable, exact, pruning
 from zarrsql.spark.options import SparkRead, shareable, spark_read
@@ -158,6 +158,7 @@ class ZarrReader(DataSourceReader):
             _, scan, columns = self._table()
             target = arrow_target(self.schema)
             plan = PartitionPlan(scan.plan(self.predicate()), runs)
+            begin_coordinates(scan, columns)
             batches = read_batches(scan, plan, columns)  # type: ignore[arg-type]
             for batch in batches:
                 yield to_spark(batch, target)
