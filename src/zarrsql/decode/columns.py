@@ -188,6 +188,16 @@ def column_codec(
     return ColumnCodec(array, logical, sentinel, packing, time or duration, options.nan_as_null, view)
 
 
+def type_needs_values(array: ArrayMeta, options: DecodeOptions) -> bool:
+    """Whether `column_codec`'s column type for coordinate `array` depends on its values: a
+    CF time whose calendar decodes only when every value is a real date (the policy
+    "if_all_real" above). Any other coordinate's type comes from its metadata alone."""
+    if not options.decode_times or _packing(array) is not None:
+        return False
+    time = time_units_of(array)
+    return time is not None and cftime.calendar_policy(time) == "if_all_real"
+
+
 def _all_real(time: cftime.TimeUnits, sentinel: Sentinel | None, is_coord: bool, values: np.ndarray | None) -> bool:
     if not is_coord or values is None:
         return False

@@ -16,9 +16,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from zarrsql.decode import cftime
 from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
-from zarrsql.decode.columns import DecodeOptions, column_codec, time_units_of
+from zarrsql.decode.columns import DecodeOptions, column_codec, type_needs_values
 from zarrsql.errors import MetadataError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
@@ -73,10 +72,8 @@ def defers(array: ArrayMeta, options: DecodeOptions) -> bool:
     read when first used (`DeferredCoords`). Labels (strings) take their dictionary from the
     values, and a CF time in the 360_day, all_leap or julian calendar decodes only if every
     value is a real date; any other coordinate's type comes from its metadata alone."""
-    if array.dtype.kind not in ("int", "uint", "float", "datetime", "timedelta") or not fast_path(array):
-        return False
-    time = time_units_of(array) if options.decode_times else None
-    return time is None or cftime.calendar_policy(time) != "if_all_real"
+    numeric = array.dtype.kind in ("int", "uint", "float", "datetime", "timedelta")
+    return numeric and fast_path(array) and not type_needs_values(array, options)
 
 
 class DeferredCoords:
