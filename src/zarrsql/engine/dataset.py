@@ -26,7 +26,7 @@ from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.units import ScanPlan
 from zarrsql.scan import TableScan, begin_coordinates
-from zarrsql.scan.reader import engine_batches
+from zarrsql.scan.reader import engine_batches, reported
 
 
 class ZarrDataset(pads.Dataset):
@@ -55,14 +55,10 @@ class ZarrDataset(pads.Dataset):
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
         by_name = {c.name: c for c in self._scan.columns}
         wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
-        try:
+        with reported(self._on_error):  # planning may read coordinates, and fail
             plan = self._scan.plan()
             if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
-                plan = replace(plan, only=self._units_matching(plan, filter))  # reads the coordinates
-        except ZarrSQLError as err:  # raised as itself, as a scan's errors are
-            if self._on_error is not None:
-                self._on_error(err)
-            raise err.with_traceback(None) from None
+                plan = replace(plan, only=self._units_matching(plan, filter))
         begin_coordinates(self._scan, wanted)
         batches: Iterator[pa.RecordBatch] = engine_batches(self._scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)

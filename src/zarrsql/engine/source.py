@@ -21,7 +21,7 @@ from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.scan import Column, TableScan, open_scan
-from zarrsql.scan.reader import engine_batches
+from zarrsql.scan.reader import engine_batches, reported
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +81,8 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         parts = [translate(f, self._dims) for f in filters]
         predicate = conjoin(parts)
         log.debug("stream %d columns, %d filters", len(cols), len(parts))
-        try:
+        with reported(self.on_error):  # planning may read coordinates, and fail
             reader = _stream(self.scan, cols, predicate, self.on_error)
-        except ZarrSQLError as err:  # planning read the coordinates, and failed: raised as itself
-            if self.on_error is not None:
-                self.on_error(err)
-            raise err.with_traceback(None) from None
         return reader.__arrow_c_stream__(), True
 
 

@@ -22,6 +22,7 @@ transfer never waits for a batch to be taken: a LIMIT met by the first unit fetc
 from __future__ import annotations
 
 import codecs
+import contextlib
 import functools
 import itertools
 import math
@@ -324,6 +325,19 @@ def _deliver(result: Future[list[pa.RecordBatch]], task: Future[list[pa.RecordBa
         result.set_result(task.result())
 
 
+@contextlib.contextmanager
+def reported(on_error: Callable[[ZarrSQLError], None] | None) -> Iterator[None]:
+    """A `ZarrSQLError` raised in the block is passed to `on_error` (the engine adapter keeps
+    it, to re-raise it as itself once the engine has failed the statement) and raised on
+    without its traceback: reading batches, and planning a scan, which may read coordinates."""
+    try:
+        yield
+    except ZarrSQLError as err:
+        if on_error is not None:
+            on_error(err)
+        raise err.with_traceback(None) from None
+
+
 def read_batches(
     scan: TableScan, plan: Plan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
 ) -> Generator[pa.RecordBatch, None, None]:
@@ -336,11 +350,8 @@ def read_batches(
     Python failure of the stream.
     """
     try:
-        yield from _batches(scan, plan, columns)
-    except ZarrSQLError as err:
-        if on_error is not None:
-            on_error(err)
-        raise err.with_traceback(None) from None
+        with reported(on_error):
+            yield from _batches(scan, plan, columns)
     except KeyboardInterrupt:
         stop = QueryInterrupted(INTERRUPTED)
         if on_error is not None:
