@@ -26,7 +26,8 @@ class Trace:
     `work_units_read` those actually read; `chunks_decoded` counts chunks decoded (a fill
     chunk that was never written counts too, it is produced from the fill value);
     `bytes_read` and `requests` count storage reads, metadata included; `rows` counts rows
-    handed to the engine.
+    the scans produced: handed to the engine, or folded into aggregates computed inside the
+    scan (`GROUP BY` on coordinates, `docs/design.md`), which `rows_aggregated` counts apart.
     """
 
     work_units_planned: int = 0
@@ -36,6 +37,7 @@ class Trace:
     requests: int = 0
     rows: int = 0
     scans: int = 0
+    rows_aggregated: int = 0
 
 
 def count(**amounts: int) -> None:

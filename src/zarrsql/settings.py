@@ -7,6 +7,10 @@ talks to the person watching (progress), never what a query returns.
 
 - `progress` (bool, default True; `ZARRSQL_PROGRESS=0` turns it off): show a progress bar for
   scans that run longer than about a second, in Jupyter or on a terminal's standard error.
+- `scan_aggregates` (bool, default True; `ZARRSQL_SCAN_AGGREGATES=0` turns it off): compute a
+  GROUP BY on coordinates inside the scan (`engine/grouped.py`) instead of handing DuckDB
+  every cell. Off, DuckDB aggregates the rows itself: the same results (sums of floats may
+  differ in their last bits, as they do between DuckDB runs), for comparing the two.
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ def _env_flag(name: str, default: bool) -> bool:
 
 
 _lock = threading.Lock()
-_options: dict[str, Any] = {"progress": _env_flag("ZARRSQL_PROGRESS", True)}
+_options: dict[str, Any] = {
+    "progress": _env_flag("ZARRSQL_PROGRESS", True),
+    "scan_aggregates": _env_flag("ZARRSQL_SCAN_AGGREGATES", True),
+}
 
 
 def set_option(name: str, value: Any) -> None:

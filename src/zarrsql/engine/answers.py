@@ -96,6 +96,30 @@ _FUNCTIONS = frozenset(
         "ucase",
         "abs",
         "round",
+        "round_even",
+        "even",
+        "mod",
+        "fmod",
+        "cos",
+        "sin",
+        "tan",
+        "cot",
+        "acos",
+        "asin",
+        "atan",
+        "atan2",
+        "cosh",
+        "sinh",
+        "tanh",
+        "radians",
+        "degrees",
+        "pi",
+        "gamma",
+        "lgamma",
+        "factorial",
+        "nullif",
+        "ifnull",
+        "if",
         "floor",
         "ceil",
         "ceiling",
@@ -185,6 +209,15 @@ class _Decline(Exception):
     """The statement is not a count this module answers; it runs unchanged."""
 
 
+class Raised(Exception):
+    """An error a rewrite met doing the statement's own work (reading its chunks): raised as
+    the statement's error, not declined (running it as written would only meet it again)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class _NoView(_Decline):
     """No view has the name the statement reads (yet: a `'x.zarr'` string's is made on use)."""
 
@@ -241,6 +274,8 @@ def rewritten_or_same(
         return rewrite(conn, query)
     except _Decline as why:
         log.debug("%s: %s", what, why)
+    except Raised as failed:  # the rewrite read the store and met a real error: the statement's
+        raise failed.error.with_traceback(None) from None
     except Exception as err:  # the edge: whatever went wrong, the statement runs as written
         log.debug("%s: %r", what, err)
     return query
@@ -443,24 +478,34 @@ def _want(
     return _Want(item.kind, predicate, col.name, axis)
 
 
-def _bind(conn: Connection, query: str) -> tuple[list[str], list[str], TableScan]:
+def _bind(conn: Connection, query: str, *, as_text: bool = True) -> tuple[list[str], list[str], TableScan]:
     """Bind the statement (registering its scan if needed): its result's column names and
-    types, and the table of the one scan the binding asked for."""
-    state = conn._state
+    types, and the table of the one scan the binding asked for. `as_text`: decline a result
+    type whose values are not carried over as text (constants of `_values`)."""
     probe = "DESCRIBE " + query
     described = conn._run(probe, conn._con.execute, probe).fetchall()
     types = [str(row[1]).upper() for row in described]
-    if not all(_TYPE_NAME.match(t) for t in types):
+    if as_text and not all(_TYPE_NAME.match(t) for t in types):
         raise _Decline("a result type not carried over as text")
+    return [str(row[0]) for row in described], types, bound_scan(conn)
+
+
+def bound_scan(conn: Connection) -> TableScan:
+    """The table of the one zarrsql scan the statement just bound asked for (declined for
+    none or several, and for rows that are neither cells nor one sparse matrix's entries)."""
+    state = conn._state
     asked = {a: key for a, (gen, key) in list(state.scan_keys.items()) if gen == state.generation}
     if len(set(asked.values())) != 1:
         raise _Decline("not exactly one zarrsql scan")
-    with using_opener(state.opener):
-        scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
+    args = next(iter(asked))
+    scan = state.opened.get(args)  # the table the statement's scan opened: not opened twice
+    if scan is None:
+        with using_opener(state.opener):
+            scan = open_table(params.read_request(params.parse_args(args)))
     _entries(scan)  # rows that are neither cells nor one sparse matrix's entries decline
     if scan.rows_are_cells and scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
         raise _Decline("rows are not the cells of the table")
-    return [str(row[0]) for row in described], types, scan
+    return scan
 
 
 def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:

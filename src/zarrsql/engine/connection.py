@@ -21,6 +21,7 @@ loads them. This module imports the rest of the engine inside the functions that
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import json
@@ -28,7 +29,7 @@ import os
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
@@ -111,6 +112,18 @@ class _State:
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
         self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
+        self.grouped: deque[tuple[str, int]] = deque()  # results of GROUP BY computed by the scan (grouped.py)
+        # (statement, generation, relation): a statement bound by a rewrite that then left it as it was
+        self.prepared: tuple[str, int, DuckDBPyRelation] | None = None
+        # the tables the scan UDF opened for this statement, by its arguments (`opened_scan`)
+        self.opened: dict[str, TableScan] = {}
+        # a statement's rewrites and the statement itself are one generation (`Connection._statement_scope`)
+        self.pinned = False
+
+    def new_statement(self) -> None:
+        """A top-level statement begins: a new generation, whose scans are opened anew."""
+        self.generation += 1
+        self.opened = {}
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -143,6 +156,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
             if key not in state.registered:
                 state.pending[key] = lambda: (_source(scan, state.record), _enum_view(scan))
             state.scan_keys[args] = (state.generation, key)
+            state.opened[args] = scan
         return key
 
     return scan_key
@@ -477,7 +491,8 @@ class Connection:
         state = self._state
         self._install_for(text)
         if state.depth == 0:
-            state.generation += 1
+            if not state.pinned:
+                state.new_statement()
             self._finish_copy_result()
         state.depth += 1
         frame = caller_frame()
@@ -522,14 +537,17 @@ class Connection:
 
     def _rewritten(self, query: Any, has_args: bool) -> Any:
         """The statement to run for `query`: as `_statement` makes it, then a count answered
-        from the plan (`answers.py`), or else its joins on dimensions pruned (`joins.py`)."""
+        from the plan (`answers.py`), or its groups computed by the scan (`grouped.py`), or
+        else its joins on dimensions pruned (`joins.py`)."""
         statement = self._statement(query)
         self._install_for(statement)
         if not self._installed:  # nothing in it can read a store: no zarrsql table to answer from
             return statement
-        from zarrsql.engine import answers, joins
+        from zarrsql.engine import answers, grouped, joins
 
         answered = answers.rewrite(self, statement, has_args)
+        if answered is statement:
+            answered = grouped.rewrite(self, statement, has_args)
         return answered if answered is not statement else joins.rewrite(self, statement, has_args)
 
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:
@@ -717,27 +735,61 @@ class Connection:
     def sql(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         if (copied := self._copy_to_zarr(query)) is not None:
             return copied
-        query = self._rewritten(query, bool(args or kwargs))
-        return self._run(query, self._con.sql, query, *args, **kwargs)
+        with self._statement_scope():
+            query = self._rewritten(query, bool(args or kwargs))
+            prepared = self._prepared(query)
+            return prepared if prepared is not None else self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         if (copied := self._copy_to_zarr(query)) is not None:
             return copied
-        query = self._rewritten(query, bool(args or kwargs))
-        return self._run(query, self._con.query, query, *args, **kwargs)
+        with self._statement_scope():
+            query = self._rewritten(query, bool(args or kwargs))
+            prepared = self._prepared(query)
+            return prepared if prepared is not None else self._run(query, self._con.query, query, *args, **kwargs)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
-        query = self._rewritten(query, bool(args or kwargs))
-        return self._run(query, self._con.from_query, query, *args, **kwargs)
+        with self._statement_scope():
+            query = self._rewritten(query, bool(args or kwargs))
+            prepared = self._prepared(query)
+            if prepared is not None:
+                return prepared
+            return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
         if (copied := self._copy_to_zarr(query)) is not None:
             self._con.execute(copied.sql_query())
             self._state.copy_result = True
             return self
-        query = self._rewritten(query, bool(args or kwargs))
-        self._run(query, self._con.execute, query, *args, **kwargs)
+        with self._statement_scope():
+            query = self._rewritten(query, bool(args or kwargs))
+            self._prepared(query)
+            self._run(query, self._con.execute, query, *args, **kwargs)
         return self
+
+    @contextlib.contextmanager
+    def _statement_scope(self) -> Iterator[None]:
+        """One generation for a top-level statement, its rewrites' probes included: the scans
+        a probe bound are the statement's, not opened (and their metadata validated) again."""
+        state = self._state
+        if state.depth or state.pinned:
+            yield
+            return
+        state.new_statement()
+        state.pinned = True
+        try:
+            yield
+        finally:
+            state.pinned = False
+
+    def _prepared(self, query: Any) -> DuckDBPyRelation | None:
+        """The relation a rewrite bound for exactly this statement, as the last statement
+        bound (`grouped._bound`): the statement need not be bound again. Taken once."""
+        state = self._state
+        prepared, state.prepared = state.prepared, None
+        if prepared is None or prepared[0] != query or prepared[1] != state.generation:
+            return None
+        return prepared[2]
 
     def executemany(self, query: str, *args: Any, **kwargs: Any) -> Connection:
         query = self._statement(query)

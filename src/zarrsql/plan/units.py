@@ -204,7 +204,7 @@ class ScanPlan:
         """Rows the plan produces, counted by arithmetic (see `plan/classes.py`)."""
         if self.only is not None:
             return sum(u.num_rows() for u in self.units())
-        if self.predicate is None:
+        if self.predicate is None and self.kept is None:
             return int(np.prod(self.shape, dtype=object))
         if self.kept is not None:
             return int(
@@ -671,3 +671,14 @@ def plan_scan(
     columns.update({d.name: (k, d) for k, d in aliases})
     kept = _separable(predicate, len(dims), columns) if predicate is not None else None
     return ScanPlan(shape, grid, total, kept, predicate, tuple(dims), columns)
+
+
+def plan_positions(
+    shape: tuple[int, ...], grid: tuple[int, ...], dims: Sequence[DimValues], kept: Sequence[np.ndarray | None]
+) -> ScanPlan:
+    """The plan of the cells whose position along each axis `k` is in `kept[k]` (sorted
+    positions; None keeps the whole axis): the plan of a separable predicate, for a caller
+    that has already worked out which positions each axis keeps."""
+    total = int(np.prod([_n_chunks(n, g) for n, g in zip(shape, grid, strict=True)], dtype=np.int64))
+    chosen = None if all(k is None for k in kept) else tuple(None if k is None else np.asarray(k) for k in kept)
+    return ScanPlan(shape, grid, total, chosen, None, tuple(dims), {d.name: (k, d) for k, d in enumerate(dims)})

@@ -31,7 +31,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,7 @@ from zarrsql.plan.units import InUngroupedOrder, Reorder, ScanPlan, WorkUnit, un
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.store import Prefetching
 
+T = TypeVar("T")
 #: Worker threads: one per core (decoding is CPU bound), capped to keep memory predictable.
 THREADS = max(1, min(os.cpu_count() or 1, 8))
 #: Units in flight: one per thread and one more, so every thread has a unit to decode while
@@ -154,17 +155,17 @@ class _Queued:
     def __init__(
         self,
         pool: ThreadPoolExecutor,
-        work: Callable[[], list[pa.RecordBatch]],
+        work: Callable[[], list[Any]],
         keys: list[str],
         arrivals: list[Future[Any]],
     ) -> None:
-        self.result: Future[list[pa.RecordBatch]] = Future()
+        self.result: Future[list[Any]] = Future()
         self.keys = keys
         self._pool = pool
         self._work = work
         self._lock = threading.Lock()
         self._left = len(arrivals)
-        self._task: Future[list[pa.RecordBatch]] | None = None
+        self._task: Future[list[Any]] | None = None
         self._dropped = False
         if not arrivals:
             self._start()
@@ -315,7 +316,7 @@ class _Columns:
         return all([t.cancel() or t.done() for t in self._tasks])
 
 
-def _deliver(result: Future[list[pa.RecordBatch]], task: Future[list[pa.RecordBatch]]) -> None:
+def _deliver(result: Future[list[Any]], task: Future[list[Any]]) -> None:
     """Pass a finished decoding task's outcome on to the unit's `result`."""
     if task.cancelled():
         result.cancel()
@@ -349,9 +350,36 @@ def read_batches(
     `QueryInterrupted` the same way: a KeyboardInterrupt would reach DuckDB as an anonymous
     Python failure of the stream.
     """
+    yield from _guarded(_scanning(scan, plan, _unit_batches(scan, plan, columns)), on_error)
+
+
+def map_units(
+    scan: TableScan,
+    plan: Plan,
+    columns: Sequence[Column],
+    work: Callable[[Any], T],
+    on_error: Callable[[ZarrSQLError], None] | None = None,
+) -> Generator[T, None, None]:
+    """`work(unit)` of every planned unit, in plan order, run on the reader's threads.
+
+    For a consumer that needs every unit (an aggregate computed inside the scan): the window
+    of units in flight opens whole at once, and on a remote store every unit's fetches start
+    ahead as far as the window allows, with no first unit read alone for a LIMIT. `columns`
+    are those `work` reads (their chunk keys are fetched ahead); `work` counts what it reads.
+    Errors and Ctrl-C are reported as `read_batches` reports them."""
+    units = _unit_results(scan, plan, columns, lambda unit: functools.partial(_one, work, unit))
+    yield from _guarded(_scanning(scan, plan, units), on_error)
+
+
+def _one(work: Callable[[Any], T], unit: Any) -> list[T]:
+    return [work(unit)]
+
+
+def _guarded(results: Iterator[T], on_error: Callable[[ZarrSQLError], None] | None) -> Generator[T, None, None]:
+    """`results`, with a `ZarrSQLError` or Ctrl-C reported as `read_batches` says."""
     try:
         with reported(on_error):
-            yield from _batches(scan, plan, columns)
+            yield from results
     except KeyboardInterrupt:
         stop = QueryInterrupted(INTERRUPTED)
         if on_error is not None:
@@ -386,12 +414,13 @@ def engine_batches(
     return itertools.chain(recorded(), map(codecs.strict_errors, failed))  # type: ignore[arg-type]
 
 
-def _batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
-    """The scan between `counters.scan_started` and `scan_ended`, for the progress display."""
+def _scanning(scan: TableScan, plan: Plan, results: Iterator[T]) -> Iterator[T]:
+    """`results` of the scan between `counters.scan_started` and `scan_ended`, for the
+    progress display."""
     counters.scan_started(_units_to_read(plan) if counters.watched() else 0)
     POOL.scan_started()
     try:
-        yield from _unit_batches(scan, plan, columns)
+        yield from results
     finally:
         POOL.scan_ended()
         forget_rests(scan.store)
@@ -494,8 +523,8 @@ class _Stop:
         self.event.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def take(self, queued: _Queued | _Columns) -> list[pa.RecordBatch]:
-        """The unit's batches; QueryInterrupted if the scan was cancelled before it decoded."""
+    def take(self, queued: _Queued | _Columns) -> list[Any]:
+        """The unit's results; QueryInterrupted if the scan was cancelled before it decoded."""
         try:
             return queued.result.result()
         except CancelledError:
@@ -521,7 +550,36 @@ def cancel_all() -> None:
 
 
 def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
+    """The units' batches: a local first unit split in a head and the rest, and decoded
+    column by column; the window growing from one unit (see the module docstring)."""
     schema = schema_of(columns)
+    grid = plan.grid if isinstance(plan, ScanPlan) else None
+
+    def apart(pool: ThreadPoolExecutor, threads: int, unit: Any) -> _Columns | None:
+        if len(columns) > 1 and threads > 1 and getattr(scan, "columns_apart", False):
+            return _Columns(pool, scan, unit, columns, schema, grid)
+        return None
+
+    return _unit_results(
+        scan, plan, columns, lambda unit: functools.partial(_unit_pieces, scan, unit, columns, schema, grid), apart
+    )
+
+
+def _unit_results(
+    scan: TableScan,
+    plan: Plan,
+    columns: Sequence[Column],
+    make_work: Callable[[Any], Callable[[], list[T]]],
+    apart: Callable[[ThreadPoolExecutor, int, Any], _Columns | None] | None = None,
+) -> Iterator[T]:
+    """What `make_work(unit)()` returns for every unit, in plan order, decoded on a pool.
+
+    With `apart` (a reader that streams to an engine, which may stop at a LIMIT): a local
+    dense scan's first unit is split into a head and the rest (`head_and_rest`), a first
+    unit read locally is handed to `apart` to decode column by column (when it returns a
+    unit), and the window of units in flight grows from one. Without it (a consumer that
+    takes every unit), the window opens whole and every fetch starts as far ahead as it
+    allows."""
     counters.count(work_units_planned=plan.units_total, scans=1)
     # small chunks are read in grouped units: the costs below are per unit, not per chunk
     grid = plan.grid if isinstance(plan, ScanPlan) else None
@@ -534,7 +592,12 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     prefetch = _prefetcher(scan)
     if prefetch is not None and scan.unit_keys(first, columns) is None:
         prefetch = None
-    split = prefetch is None and grid is not None and getattr(scan, "streams_head", lambda _: False)(columns)
+    split = (
+        apart is not None
+        and prefetch is None
+        and grid is not None
+        and getattr(scan, "streams_head", lambda _: False)(columns)
+    )
     units = itertools.chain(head_and_rest(first) if split else [first], units)
     threads, in_flight = _pool_size(scan, prefetch is not None)
     # remote: the first unit alone, the fetches of units 2-9 started when its chunks are in
@@ -547,7 +610,10 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     growth = in_flight if getattr(scan.store, "remote", False) else 2
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued | _Columns] = deque()
-    window = 1  # grows to `in_flight`: a LIMIT met by the first unit reads little else
+    # grows to `in_flight`: a LIMIT met by the first unit reads little else
+    window = 1 if apart is not None else in_flight
+    if ahead is not None and apart is None:
+        ahead.open_to(FETCH_WINDOWS * window)
     stop = _Stop(pool)
     with _running_lock:
         _running.add(stop)
@@ -555,19 +621,10 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
         for i, unit, keys, arrivals in _with_fetches(units, ahead):
             if stop.event.is_set():
                 raise QueryInterrupted(INTERRUPTED)
-            if i == 0 and ahead is not None:
+            if i == 0 and ahead is not None and apart is not None:
                 _when_all_done(arrivals, functools.partial(ahead.open_to, 1 + EARLY_UNITS))
-            if (
-                window == 1
-                and not arrivals
-                and len(columns) > 1
-                and threads > 1
-                and getattr(scan, "columns_apart", False)
-            ):
-                pending.append(_Columns(pool, scan, unit, columns, schema, grid))
-            else:
-                work = functools.partial(_unit_pieces, scan, unit, columns, schema, grid)
-                pending.append(_Queued(pool, work, keys, arrivals))
+            whole = apart(pool, threads, unit) if apart is not None and window == 1 and not arrivals else None
+            pending.append(whole if whole is not None else _Queued(pool, make_work(unit), keys, arrivals))
             if len(pending) >= window:
                 yield from stop.take(pending.popleft())
                 window = min(in_flight, window * growth)
