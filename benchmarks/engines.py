@@ -108,6 +108,7 @@ ENGINES = [
     "parquet+duckdb",
     "parquet.zstd+duckdb",
     "parquet.pyarrow+duckdb",
+    "zarrsql.duckdb-aggregates",
     "zarrsql",
 ]
 
@@ -127,6 +128,7 @@ ENGINE_IMPORTS = {
     # `import zarrsql` is lazy (the engine loads on first use): import what its first query
     # loads (harness.ZARRSQL_IMPORTS), so the clock starts after the same libraries as the others'
     "zarrsql": ZARRSQL_IMPORTS,
+    "zarrsql.duckdb-aggregates": ZARRSQL_IMPORTS,
 }
 
 # Engines that implement only some queries; every other engine runs every query. The
@@ -641,6 +643,15 @@ def run_zarrsql(query, store, parquet, day):
     return _to_arrow_table(con.sql(sql_for(query, f"read_zarr({_sql_str(store)})", day)))
 
 
+def run_zarrsql_duckdb_aggregates(query, store, parquet, day):
+    """zarrsql with every aggregate left to DuckDB (`scan_aggregates` off): the same scan
+    streaming its rows, for comparing with the aggregates computed inside the scan."""
+    import zarrsql
+
+    zarrsql.set_option("scan_aggregates", False)
+    return run_zarrsql(query, store, parquet, day)
+
+
 RUNNERS = {
     "floor": run_floor,
     "floor.numcodecs": lambda q, s, p, d: run_decode_floor("floor.numcodecs", q, s, p, d),
@@ -654,6 +665,7 @@ RUNNERS = {
     "parquet.zstd+duckdb": lambda q, s, p, d: run_parquet_duckdb(q, s, _copy_by(p, "duckdb-zstd"), d),
     "parquet.pyarrow+duckdb": lambda q, s, p, d: run_parquet_duckdb(q, s, _copy_by(p, "pyarrow"), d),
     "zarrsql": run_zarrsql,
+    "zarrsql.duckdb-aggregates": run_zarrsql_duckdb_aggregates,
 }
 
 TRACE_FIELDS = (

@@ -41,6 +41,8 @@ ZARRSQL_IMPORTS = [
     "zarrsql.engine.filters", "zarrsql.engine.hints", "zarrsql.engine.joins", "zarrsql.engine.mounts",
     "zarrsql.engine.params", "zarrsql.engine.source", "zarrsql.scan", "zarrsql.scan.reader",
     "zarrsql.expand.arrow", "zarrsql.store.refsets",
+    # a first query with an aggregate also loads the GROUP BY the scan computes
+    "zarrsql.engine.grouped", "zarrsql.scan.aggregate",
 ]  # fmt: skip
 
 

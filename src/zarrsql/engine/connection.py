@@ -39,6 +39,7 @@ from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import FUNCTIONS, METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
 from zarrsql.engine.secrets import SecretOpener
 from zarrsql.engine.sqltext import (
+    AGGREGATE_CALL,
     claimable,
     copy_to_zarr,
     named_equals,
@@ -543,10 +544,12 @@ class Connection:
         self._install_for(statement)
         if not self._installed:  # nothing in it can read a store: no zarrsql table to answer from
             return statement
-        from zarrsql.engine import answers, grouped, joins
+        from zarrsql.engine import answers, joins
 
         answered = answers.rewrite(self, statement, has_args)
-        if answered is statement:
+        if answered is statement and isinstance(statement, str) and AGGREGATE_CALL.search(statement):
+            from zarrsql.engine import grouped  # numpy's reductions: only for a statement that aggregates
+
             answered = grouped.rewrite(self, statement, has_args)
         return answered if answered is not statement else joins.rewrite(self, statement, has_args)
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -69,9 +68,9 @@ from zarrsql.engine.answers import (
     bound_scan,
     rewritten_or_same,
 )
-from zarrsql.engine.sqltext import quote_ident, quote_text
+from zarrsql.engine.sqltext import AGGREGATE_CALL, quote_ident, quote_text
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
-from zarrsql.expand.arrow import to_arrow
+from zarrsql.expand.arrow import to_arrow, to_numpy
 from zarrsql.expand.columns import Column
 from zarrsql.plan.predicate import And, Atom
 from zarrsql.scan import TableScan
@@ -81,7 +80,6 @@ from zarrsql.settings import get_option
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
 
-_QUICK = re.compile(r"\b(?:count|sum|avg|mean|min|max)\s*\(", re.IGNORECASE)
 #: The aggregates computed here, by DuckDB's function name.
 _AGGREGATES = {
     "count_star": "count",
@@ -132,7 +130,7 @@ def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
     the shape of the module docstring, else `query` itself."""
     if not get_option("scan_aggregates"):
         return query
-    return rewritten_or_same(conn, query, has_args, _QUICK, _rewrite, "aggregate not computed by the scan")
+    return rewritten_or_same(conn, query, has_args, AGGREGATE_CALL, _rewrite, "aggregate not computed by the scan")
 
 
 @dataclass
@@ -192,11 +190,11 @@ def _rewrite(conn: Connection, query: str) -> str:
     where = node.get("where_clause")
     if where is not None:
         _conditions(where, by_name, alias, shape.atoms)
+    if _rows_at_most(scan, shape.atoms, by_name) < MIN_ROWS:
+        raise _Decline("a scan small enough for DuckDB to aggregate")
     rewritten = _substituted(conn, node, names, shape, scan, by_name, alias)
     if not shape.aggregates and not shape.keys:
         raise _Decline("no aggregate and no GROUP BY")
-    if _rows_at_most(scan, shape.atoms, by_name) < MIN_ROWS:
-        raise _Decline("a scan small enough for DuckDB to aggregate")
     result = _compute(conn, scan, shape, _axes(conn, scan, shape))
     return _finish(conn, query, rewritten, result, names, types)
 
@@ -518,8 +516,8 @@ def _axes(conn: Connection, scan: TableScan, shape: _Shape) -> list[_AxisResult]
             # 1.5 hands a pushed filter to Arrow, where NaN is below every number
             raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
         n = scan.table.shape[k]
-        table = table.append_column(_AXIS, pa.array(np.full(n, k, dtype=np.int32)))
-        tables.append(table.append_column(_POSITION, pa.array(np.arange(n, dtype=np.int64))))
+        table = table.append_column(_AXIS, _arrow(np.full(n, k, dtype=np.int32)))
+        tables.append(table.append_column(_POSITION, _arrow(np.arange(n, dtype=np.int64))))
     keys = [key for a in asked.values() for key in a.keys]
     exprs = [x for a in asked.values() for x in a.exprs]
     weights = [(k, text, w) for k, a in asked.items() for text, w in a.weights.items()]
@@ -545,12 +543,14 @@ def _axes(conn: Connection, scan: TableScan, shape: _Shape) -> list[_AxisResult]
     name = "__zarrsql_axes_" + uuid.uuid4().hex[:12]
     conn._con.register(name, pa.concat_tables(tables, promote_options="default"))
     try:
-        found = _fetch(conn, f"SELECT {', '.join(selects)} FROM {quote_ident(name)} WHERE {kept} GROUP BY {group}")
+        sql = f"SELECT {', '.join(selects)} FROM {quote_ident(name)} WHERE {kept} GROUP BY {group} ORDER BY 1"
+        found = _fetch(conn, sql)
     finally:
         conn._con.unregister(name)
-    axis_of = np.asarray(found.column(_AXIS).to_numpy(), dtype=np.int64)
+    axis_of = to_numpy(found.column(_AXIS))[0].astype(np.int64)  # sorted: each axis' rows are a slice
     for k, a in asked.items():
-        rows = found.filter(pa.array(axis_of == k))
+        start, stop = np.searchsorted(axis_of, [k, k + 1])
+        rows = found.slice(int(start), int(stop - start))
         out[k] = a.result(rows, scan.table.shape[k], [(i, text) for i, (j, text, _) in enumerate(weights) if j == k])
     return out
 
@@ -588,8 +588,8 @@ class _Asked:
             out.sizes = np.zeros(0 if self.keys else 1, dtype=np.int64)
             return out
         entries = packed.values
-        positions = np.asarray(entries.field("p").to_numpy(zero_copy_only=False), dtype=np.int64)
-        sizes: np.ndarray = np.diff(np.asarray(packed.offsets.to_numpy(zero_copy_only=False), dtype=np.int64))
+        positions = to_numpy(entries.field("p"))[0].astype(np.int64)
+        sizes: np.ndarray = np.diff(to_numpy(packed.offsets)[0].astype(np.int64))
         groups = out.groups.groups
         assert groups is not None
         groups[positions] = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
@@ -602,7 +602,7 @@ class _Asked:
             nulls = None
             if column.null_count:
                 nulls = np.zeros(n, dtype=bool)
-                nulls[positions] = np.asarray(column.is_null().to_numpy(zero_copy_only=False))
+                nulls[positions] = to_numpy(column)[1]
             out.weights[text] = (values, nulls)
         return out
 
@@ -621,7 +621,8 @@ def _fetch(conn: Connection, sql: str) -> pa.Table:
 def _floats(column: pa.Array) -> np.ndarray:
     if not pa.types.is_float64(column.type):
         raise _Decline("a factor that is not DOUBLE")
-    return np.asarray(column.fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64)
+    values, nulls = to_numpy(column)
+    return np.where(nulls, 0.0, values) if nulls is not None else values.astype(np.float64)
 
 
 def _compute(conn: Connection, scan: TableScan, shape: _Shape, per_axis: list[_AxisResult]) -> pa.Table:
@@ -637,7 +638,7 @@ def _compute(conn: Connection, scan: TableScan, shape: _Shape, per_axis: list[_A
     for key in shape.keys:
         table = per_axis[key.axis].table
         assert table is not None
-        columns[key.name] = table.column(key.name).take(pa.array(index[key.axis]))
+        columns[key.name] = _take(table.column(key.name), index[key.axis])
     reductions, slots = _reductions(scan, shape, per_axis)
     try:
         reduced = reduce_groups(scan, [r.groups for r in per_axis], reductions)
@@ -703,21 +704,21 @@ def _value_column(
 ) -> pa.Array:
     """One aggregate's column of the result, in the result's row order."""
     if agg.column is None and agg.expr is None:  # count(*)
-        return pa.array(_flat(cells, rows), type=pa.int64())
+        return _arrow(_flat(cells, rows).astype(np.int64))
     if agg.column is not None:
         got = reduced[slots[agg.name]]
         counts = _flat(got.counts, rows)
         if agg.kind == "count":
-            return pa.array(counts, type=pa.int64())
+            return _arrow(counts.astype(np.int64))
         assert got.values is not None
         values = _flat(got.values, rows)
         missing = counts == 0
         if agg.kind == "avg":
             with np.errstate(all="ignore"):
                 values = values.astype(np.float64) / np.where(missing, 1, counts)
-            return pa.array(values, type=pa.float64(), mask=missing)
+            return _arrow(values.astype(np.float64), missing)
         if agg.weight is not None or agg.kind == "sum":
-            return pa.array(values, mask=missing)
+            return _arrow(values, missing)
         return to_arrow(values, missing if missing.any() else None, agg.column.logical)
     # an aggregate of one axis' expression, taken by DuckDB per group of that axis
     assert agg.axis is not None
@@ -725,31 +726,44 @@ def _value_column(
     assert r.table is not None
     column = r.table.column(agg.name).combine_chunks()
     at = index.get(agg.axis, np.zeros(rows, dtype=np.int64))
-    per_row = column.take(pa.array(at))
+    nothing = _flat(cells, rows) == 0  # a group without a cell (another axis keeps no position)
     if agg.kind not in ("count", "sum"):
-        # a group with no cell (another axis keeps no position) has no value
-        nothing = _flat(cells, rows) == 0
-        return per_row if not nothing.any() else pc_if_else(nothing, per_row)
+        return _take(column, at, nothing)
     # a count or a sum over the axis' positions, times the cells each stands for
     sizes = r.sizes if r.sizes is not None else np.ones(1, dtype=np.int64)
     view = [1] * len(per_axis)
     view[agg.axis] = -1
     times = _flat(cells // np.maximum(sizes, 1).reshape(view), rows)
+    values, nulls = to_numpy(column)
+    values = values[at]
     if agg.kind == "count":
-        return pa.array(np.asarray(per_row.to_numpy(zero_copy_only=False), dtype=np.int64) * times, type=pa.int64())
+        return _arrow(values.astype(np.int64) * times)
     if not pa.types.is_float64(column.type):
         raise _Decline("a sum of an axis' expression that is not DOUBLE")
-    missing = np.asarray(per_row.is_null().to_numpy(zero_copy_only=False)) | (_flat(cells, rows) == 0)
+    missing = nothing if nulls is None else (nulls[at] | nothing)
     with np.errstate(all="ignore"):
-        values = np.asarray(per_row.fill_null(0.0).to_numpy(zero_copy_only=False), dtype=np.float64) * times
-    return pa.array(values, type=pa.float64(), mask=missing)
+        values = np.where(missing, 0.0, values.astype(np.float64)) * times
+    return _arrow(values.astype(np.float64), missing)
 
 
-def pc_if_else(nothing: np.ndarray, values: pa.Array) -> pa.Array:
-    """`values` with NULL where `nothing` is true."""
-    import pyarrow.compute as pc  # 9 MB of memory: only for this rare case
+def _take(column: pa.Array | pa.ChunkedArray, at: np.ndarray, nulls: np.ndarray | None = None) -> pa.Array:
+    """`column`'s values at positions `at` (NULL where `nulls`), as a dictionary array over
+    `column`, which DuckDB reads as the values' type: `take` imports pyarrow.compute (9 MB)."""
+    values = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    indices = _arrow(at.astype(np.int32 if len(values) < 2**31 else np.int64), nulls)
+    if pa.types.is_dictionary(values.type):  # no dictionary of a dictionary: Arrow's take
+        return values.take(indices)
+    return pa.DictionaryArray.from_arrays(indices, values)
 
-    return pc.if_else(pa.array(nothing), pa.nulls(len(values), type=values.type), values)
+
+def _arrow(values: np.ndarray, nulls: np.ndarray | None = None) -> pa.Array:
+    """A numpy array as Arrow, wrapped without a copy (`pa.array` with a mask imports pandas:
+    a quarter of a second inside the first query of a process)."""
+    if values.dtype == np.bool_:  # `pa.array` of booleans imports pandas too: packed by hand
+        assert nulls is None
+        bits = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+    return to_arrow(values, nulls if nulls is not None and nulls.any() else None, values.dtype.name)
 
 
 def _flat(grid: np.ndarray, rows: int) -> np.ndarray:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +13,7 @@ from zarrsql.catalog import quote_ident, quote_text
 from zarrsql.store import is_url
 
 __all__ = [
+    "AGGREGATE_CALL",
     "Argument",
     "Call",
     "claimable",
@@ -23,6 +26,10 @@ __all__ = [
     "string_constants",
     "zarrsql_calls",
 ]
+
+#: A call of an aggregate the scan may compute (`engine/grouped.py`): a statement without one
+#: never loads that module.
+AGGREGATE_CALL = re.compile(r"\b(?:count|sum|avg|mean|min|max)\s*\(", re.IGNORECASE)
 
 
 def literal(value: Any) -> str:
@@ -136,17 +143,24 @@ class Call:
 
 def tokens(sql: str) -> list[Token]:
     """DuckDB's tokens of `sql` (empty when the tokenizer refuses the text)."""
+    return list(_tokens(sql))
+
+
+@functools.lru_cache(maxsize=16)
+def _tokens(sql: str) -> tuple[Token, ...]:
+    """`tokens`, kept for the last few texts: a statement is read several times on its way
+    to DuckDB (a COPY to Zarr? `name = value` arguments? a store to claim?)."""
     import duckdb
 
     try:
         raw = duckdb.tokenize(sql)
     except Exception:  # an unterminated string or the like: DuckDB reports it when it runs
-        return []
+        return ()
     out = []
     for k, (pos, kind) in enumerate(raw):
         end = raw[k + 1][0] if k + 1 < len(raw) else len(sql)
         out.append(Token(pos, kind.name, sql[pos:end].strip()))
-    return [t for t in out if t.kind != "comment"]
+    return tuple(t for t in out if t.kind != "comment")
 
 
 def _name_of(token: Token) -> str:
