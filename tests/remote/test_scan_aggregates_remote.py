@@ -89,3 +89,60 @@ def test_a_failing_chunk_fails_the_statement_by_its_url(http) -> None:
     assert "Traceback" not in str(info.value)
     gets = [p for m, p in s.log if m == "GET" and p == "/grid.zarr/v/c/2/0/0"]
     assert len(gets) == 1  # one attempt: the statement is not run a second time after the rewrite failed
+
+
+CHILD = r"""
+import json, sys, threading, time, zarrsql
+from zarrsql.engine import grouped
+grouped.MIN_ROWS = 0
+url = sys.argv[1]
+con = zarrsql.connect()
+statement = f"SELECT lat, avg(v) FROM read_zarr('{url}', storage_options := MAP {{'concurrency': '1'}}) GROUP BY lat"
+out = {}
+try:
+    print("ready", flush=True)
+    con.sql(statement).fetchall()
+    out["finished"] = True
+except KeyboardInterrupt as err:
+    out["interrupted_at"] = time.time()
+    out["error"] = str(err)
+time.sleep(0.3)
+out["busy_threads"] = [th.name for th in threading.enumerate() if th.name.startswith("zarrsql_")]
+out["after"] = con.sql("SELECT 42").fetchall()[0][0]
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_group_by_the_scan_computes(http) -> None:
+    """A real SIGINT while the scan sums chunks fetched one at a time (0.4 s each): the
+    statement stops within a second and a half, no reader thread is left, the connection
+    answers the next statement."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from cli_runner import cli_env
+
+    s, _ = http
+    s.latency = 0.4
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, s.url("grid.zarr")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=cli_env(),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    deadline = time.monotonic() + 20
+    while not [p for m, p in s.log if p.startswith("/grid.zarr/v/c/")] and time.monotonic() < deadline:
+        time.sleep(0.05)  # the data requests have begun: the scan is running
+    time.sleep(0.3)
+    sent = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    result = json.loads(out.strip().splitlines()[-1])
+    assert "finished" not in result, "the statement ended before the signal"
+    assert result["interrupted_at"] - sent <= 1.5, err
+    assert "interrupted" in result["error"]
+    assert result["busy_threads"] == []
+    assert result["after"] == 42
+    assert len([p for m, p in s.log if p.startswith("/grid.zarr/v/c/")]) < 6  # the rest never asked for
