@@ -20,20 +20,9 @@ import pytest
 import zarr
 
 import zarrsql
+from tests.property.grids import KINDS, cell_columns, write_coordinates
 from zarrsql.plan.predicate import And, Cmp, InSet, IsNull, Not, Or, evaluate, leaf_truth
 from zarrsql.plan.units import DimValues, plan_scan
-
-KINDS = ("float", "int", "positional", "string")
-
-
-def _coordinate(rng: random.Random, kind: str, n: int) -> np.ndarray | None:
-    if kind == "positional":
-        return None
-    if kind == "float":  # NaN reads as NULL (nan_as_null)
-        return np.array([rng.choice([-1.0, 0.0, 1.5, 2.0, 3.0, np.nan]) for _ in range(n)])
-    if kind == "int":
-        return np.array([rng.choice([-2, 0, 1, 3, 4]) for _ in range(n)], dtype="int32")
-    return np.array([rng.choice(["a", "b", "ab", "c"]) for _ in range(n)], dtype=object)
 
 
 def _write(path: Path, rng: random.Random) -> tuple[str, list[str], list[str], list[np.ndarray]]:
@@ -45,29 +34,13 @@ def _write(path: Path, rng: random.Random) -> tuple[str, list[str], list[str], l
     kinds = [rng.choice(KINDS) for _ in range(ndim)]
     root = zarr.open_group(path, mode="w", zarr_format=3)
     root.create_array("v", shape=shape, chunks=chunks, dtype="float32", dimension_names=names, fill_value=0.0)
-    for name, kind, n in zip(names, kinds, shape, strict=True):
-        values = _coordinate(rng, kind, n)
-        if values is not None:
-            dtype = str if kind == "string" else values.dtype
-            root.create_array(name, shape=(n,), chunks=(rng.randint(1, n),), dtype=dtype, dimension_names=[name])
-            root[name][:] = values
-    group = zarr.open_group(path, mode="r")
-    axes = [
-        np.asarray(group[n][:]) if n in group else np.arange(s, dtype="int64")
-        for n, s in zip(names, shape, strict=True)
-    ]
+    axes = write_coordinates(root, str(path), rng, names, kinds, shape)
     return str(path), names, kinds, axes
 
 
 def _cells(names: list[str], axes: list[np.ndarray]) -> pa.Table:
     """Every cell's coordinates, row-major; a NaN coordinate is NULL as zarrsql reads it."""
-    grids = np.meshgrid(*axes, indexing="ij") if axes else []
-    cols = {}
-    for name, grid in zip(names, grids, strict=True):
-        flat = grid.reshape(-1)
-        mask = np.isnan(flat) if flat.dtype.kind == "f" else None
-        cols[name] = pa.array(flat.tolist() if flat.dtype == object else flat, mask=mask)
-    return pa.table(cols)
+    return pa.table(cell_columns(names, axes))
 
 
 def _leaf(rng: random.Random, name: str, kind: str) -> str:

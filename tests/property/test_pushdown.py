@@ -38,7 +38,13 @@ CASES = [
     Case("mixed_chunks.zarr", "time_lat_lon", ("time", "lat", "lon"), "dTdx", (10, 13, 27)),
     Case("labels.zarr", "station_hour", ("station", "hour"), "temp", (5, 24)),
     Case("labels.zarr", "sample", ("sample",), "noise", (11,)),
-    Case("era5_like.zarr", "time_level_latitude_longitude", ("time", "level", "latitude", "longitude"), "temperature", (24, 4, 19, 36)),
+    Case(
+        "era5_like.zarr",
+        "time_level_latitude_longitude",
+        ("time", "level", "latitude", "longitude"),
+        "temperature",
+        (24, 4, 19, 36),
+    ),
 ]
 
 

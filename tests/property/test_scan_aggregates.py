@@ -22,25 +22,14 @@ import pytest
 import zarr
 
 import zarrsql
+from tests.property.grids import KINDS, cell_columns, write_coordinates
 from zarrsql.engine import grouped
-
-KINDS = ("float", "int", "positional", "string")
 
 
 @pytest.fixture(autouse=True)
 def _every_scan_qualifies(monkeypatch):
     """These grids are tiny: let every one of them be aggregated by the scan."""
     monkeypatch.setattr(grouped, "MIN_ROWS", 0)
-
-
-def _coordinate(rng: random.Random, kind: str, n: int) -> np.ndarray | None:
-    if kind == "positional":
-        return None
-    if kind == "float":  # NaN reads as NULL
-        return np.array([rng.choice([-1.5, 0.0, 1.0, 2.5, 3.0, np.nan]) for _ in range(n)])
-    if kind == "int":
-        return np.array([rng.choice([-2, 0, 1, 3, 4]) for _ in range(n)], dtype="int32")
-    return np.array([rng.choice(["a", "b", "ab", "c"]) for _ in range(n)], dtype=object)
 
 
 def _write(path: Path, rng: random.Random) -> tuple[str, list[str], list[str], list[np.ndarray], dict]:
@@ -58,29 +47,15 @@ def _write(path: Path, rng: random.Random) -> tuple[str, list[str], list[str], l
     root["v"][...] = v
     root.create_array("i", shape=shape, chunks=chunks, dtype="int32", dimension_names=names, fill_value=-99)
     root["i"][...] = i
-    for name, kind, n in zip(names, kinds, shape, strict=True):
-        values = _coordinate(rng, kind, n)
-        if values is not None:
-            dtype = str if kind == "string" else values.dtype
-            root.create_array(name, shape=(n,), chunks=(rng.randint(1, n),), dtype=dtype, dimension_names=[name])
-            root[name][:] = values
+    axes = write_coordinates(root, str(path), rng, names, kinds, shape)
     group = zarr.open_group(path, mode="r")
-    axes = [
-        np.asarray(group[n][:]) if n in group else np.arange(s, dtype="int64")
-        for n, s in zip(names, shape, strict=True)
-    ]
     data = {"v": (group["v"][...], np.isnan(group["v"][...])), "i": (group["i"][...], group["i"][...] == -99)}
     return str(path), names, kinds, axes, data
 
 
 def _cells(names: list[str], axes: list[np.ndarray], data: dict) -> pa.Table:
     """Every cell, row-major: its coordinates (a NaN coordinate is NULL) and variables."""
-    grids = np.meshgrid(*axes, indexing="ij")
-    cols = {}
-    for name, grid in zip(names, grids, strict=True):
-        flat = grid.reshape(-1)
-        mask = np.isnan(flat) if flat.dtype.kind == "f" else None
-        cols[name] = pa.array(flat.tolist() if flat.dtype == object else flat, mask=mask)
+    cols = cell_columns(names, axes)
     for name, (values, nulls) in data.items():
         cols[name] = pa.array(values.reshape(-1), mask=nulls.reshape(-1))
     return pa.table(cols)
