@@ -178,3 +178,34 @@ def test_a_store_changed_on_disk_is_seen(tmp_path: Path, consolidated: bool) -> 
     assert x[0] == 5.0
     expected = [(int(t[i]), float(x[j]), float(v[i, j])) for i in range(len(t)) for j in range(len(x))]
     assert con.sql(query).fetchall() == sorted(expected)
+
+
+def test_a_literal_store_is_registered_before_the_first_bind(tmp_path, monkeypatch) -> None:
+    """`read_zarr('<store>')` with no other argument: the scan is registered before DuckDB
+    binds the statement, so the statement is bound once (no catalog error, no round); a
+    changed store, another argument or an error still take the usual way, with the same
+    results and errors."""
+    values = _write(tmp_path / "s.zarr")
+    rounds: list[str | None] = []
+    original = zarrsql.Connection._register_missing
+
+    def counted(self, text):
+        if text is not None:  # the round after a catalog error (`_preregister` passes None)
+            rounds.append(text)
+        return original(self, text)
+
+    monkeypatch.setattr(zarrsql.Connection, "_register_missing", counted)
+    with zarrsql.connect() as con:
+        store = tmp_path / "s.zarr"
+        assert con.sql(f"SELECT sum(v) FROM read_zarr('{store}')").fetchall()[0][0] == pytest.approx(values.sum())
+        assert rounds == []
+        # another argument: the macro's scan is registered after a catalog error, as before
+        got = con.sql(f"SELECT count(*) FROM read_zarr('{store}', nan_as_null := false) WHERE x > 0.5").fetchall()
+        assert got == [(int((np.linspace(0.0, 1.0, 5) > 0.5).sum()) * values.shape[0],)]
+        assert len(rounds) == 1
+        # the store changed: a new scan, found in a round (the literal was seen already)
+        _write(store, n=16)
+        assert con.sql(f"SELECT count(*) FROM read_zarr('{store}')").fetchall() == [(16 * 5,)]
+        with pytest.raises(zarrsql.StoreNotFoundError) as info:
+            con.sql(f"SELECT * FROM read_zarr('{tmp_path / 'missing.zarr'}')")
+        assert "missing.zarr" in str(info.value)

@@ -42,6 +42,7 @@ from zarrsql.engine.sqltext import (
     AGGREGATE_CALL,
     claimable,
     copy_to_zarr,
+    literal_stores,
     named_equals,
     quote_ident,
     quote_text,
@@ -50,6 +51,7 @@ from zarrsql.engine.sqltext import (
 )
 from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, ZarrSQLError
 from zarrsql.store import is_url, using_opener
+from zarrsql.store.opening import detected_format
 
 if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of that name
     import pyarrow as pa
@@ -120,6 +122,7 @@ class _State:
         self.opened: dict[str, TableScan] = {}
         # a statement's rewrites and the statement itself are one generation (`Connection._statement_scope`)
         self.pinned = False
+        self.preregistered: set[str] = set()  # stores of `read_zarr('<store>')` calls (`_preregister`)
 
     def new_statement(self) -> None:
         """A top-level statement begins: a new generation, whose scans are opened anew."""
@@ -155,12 +158,17 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         _check_wrapped(state, key, "read_zarr")
         with state.lock:
             if key not in state.registered:
-                state.pending[key] = lambda: (_source(scan, state.record), _enum_view(scan))
+                state.pending[key] = _registration(scan, state)
             state.scan_keys[args] = (state.generation, key)
             state.opened[args] = scan
         return key
 
     return scan_key
+
+
+def _registration(scan: TableScan, state: _State) -> Callable[[], tuple[object, str | None]]:
+    """What registers a scan when the statement is run again: its source and ENUM view."""
+    return lambda: (_source(scan, state.record), _enum_view(scan))
 
 
 def _as_raised(err: ZarrSQLError) -> BaseException:
@@ -495,6 +503,8 @@ class Connection:
             if not state.pinned:
                 state.new_statement()
             self._finish_copy_result()
+        if state.depth == 0 and text is not None:
+            self._preregister(text)
         state.depth += 1
         frame = caller_frame()
         try:
@@ -583,6 +593,39 @@ class Connection:
                     raise hint.with_traceback(None) from err
                 raise
         raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")
+
+    def _preregister(self, text: str) -> None:
+        """Register the scans of the statement's `read_zarr('<store>')` calls before DuckDB
+        binds it the first time: otherwise that bind fails on the scan's name, and the statement
+        is bound twice (`_rounds`), about 4 ms of a first query. Only a call whose one argument
+        is a string, once per store and connection (a later statement finds its scan there, or
+        registers a changed one in a round). The scan is the statement's own, so an error
+        opening it is the statement's error, raised as the statement would raise it (not met a
+        second time); a statement with a CTE, which DuckDB may not bind at all, is left alone."""
+        state = self._state
+        lowered = text.lower()
+        if not self._installed or "read_zarr" not in lowered or "with" in lowered:
+            return
+        stores = [t for t in literal_stores(text) if t not in state.preregistered]
+        # a plain Zarr store only: opening a reference set or an HDF5 file reads it whole again
+        stores = [t for t in stores if detected_format(t) == "zarr"]
+        if not stores:
+            return
+        from zarrsql.engine import params
+        from zarrsql.scan import open_table
+
+        for store in stores:
+            state.preregistered.add(store)
+            try:
+                with using_opener(state.opener):
+                    scan = open_table(params.read_request({"store": store}))
+            except ZarrSQLError as err:
+                raise err.with_traceback(None) from None
+            key = "__zarrsql_" + scan.fingerprint()[:24]
+            with state.lock:
+                if key not in state.registered:
+                    state.pending[key] = _registration(scan, state)
+        self._register_missing(None)
 
     def _register_missing(self, text: str | None) -> bool:
         import pyarrow as pa

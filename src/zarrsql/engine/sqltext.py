@@ -19,6 +19,7 @@ __all__ = [
     "claimable",
     "copy_to_zarr",
     "literal",
+    "literal_stores",
     "named_equals",
     "quote_ident",
     "quote_text",
@@ -217,6 +218,19 @@ def zarrsql_calls(sql: str, functions: frozenset[str]) -> list[Call]:
             args, _ = _arguments(sql, toks, k + 1)
             calls.append(Call(_name_of(t).lower(), t.pos, tuple(args)))
     return calls
+
+
+def literal_stores(sql: str) -> list[str]:
+    """The stores of `sql`'s `read_zarr('<store>')` calls that have that one argument, a
+    string constant, and nothing else: their scans can be opened from the text alone."""
+    out = []
+    for call in zarrsql_calls(sql, frozenset({"read_zarr"})):
+        if len(call.arguments) != 1 or call.arguments[0].name is not None:
+            continue
+        value = call.arguments[0].value
+        if len(value) == 1 and value[0].kind == "string_const" and value[0].text.startswith("'"):
+            out.append(_quoted(sql, value[0].pos))
+    return out
 
 
 def named_equals(sql: str, functions: frozenset[str]) -> str:

@@ -51,7 +51,7 @@ def open_store(
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
     choice = choice or StoreChoice()
-    name = choice.format or next((n for n, (_, detect) in FORMATS.items() if detect(location)), "zarr")
+    name = choice.format or detected_format(location)
     if name in ("zarr", "hdf5") and (choice.version_parameters() or choice.virtual_chunks):
         given = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
         raise ParameterError(
@@ -65,6 +65,11 @@ def open_store(
             "leave format := out to let the location's layout decide"
         )
     return FORMATS[name][0](location, dict(storage_options or {}), choice)
+
+
+def detected_format(location: str) -> str:
+    """The format a location opens as when no `format :=` names one (`FORMATS`' detectors)."""
+    return next((n for n, (_, detect) in FORMATS.items() if detect(location)), "zarr")
 
 
 def _open_zarr(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
