@@ -21,6 +21,7 @@ loads them. This module imports the rest of the engine inside the functions that
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import importlib
@@ -123,11 +124,14 @@ class _State:
         # a statement's rewrites and the statement itself are one generation (`Connection._statement_scope`)
         self.pinned = False
         self.preregistered: set[str] = set()  # stores of `read_zarr('<store>')` calls (`_preregister`)
+        self.preopened: dict[str, TableScan] = {}  # their tables, opened before DuckDB was needed
+        self.fresh: dict[str, TableScan] = {}  # tables opened for this statement, by their request
 
     def new_statement(self) -> None:
         """A top-level statement begins: a new generation, whose scans are opened anew."""
         self.generation += 1
         self.opened = {}
+        self.fresh = {}
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -149,8 +153,11 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         from zarrsql.scan import open_table
 
         try:
-            with using_opener(state.opener):
-                scan = open_table(params.read_request(params.parse_args(args)))
+            request = params.read_request(params.parse_args(args))
+            scan = state.fresh.pop(repr(request), None)  # opened for this statement already
+            if scan is None:
+                with using_opener(state.opener):
+                    scan = open_table(request)
         except ZarrSQLError as err:
             state.record(err)
             raise
@@ -164,6 +171,28 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _literal_stores(text: str, seen: set[str]) -> list[str]:
+    """The plain Zarr stores of `read_zarr('<store>')` calls in `text` not in `seen`; none
+    for a statement with a CTE, which DuckDB may leave unbound (`Connection._preregister`)."""
+    lowered = text.lower()
+    if "read_zarr" not in lowered or "with" in lowered:
+        return []
+    # a plain Zarr store only: opening a reference set or an HDF5 file again reads it whole again
+    return [t for t in dict.fromkeys(literal_stores(text)) if t not in seen and detected_format(t) == "zarr"]
+
+
+def _open_literal(store: str, opener: SecretOpener | None) -> TableScan:
+    """The table `read_zarr('<store>')` reads; its error is the statement's, raised as such."""
+    from zarrsql.engine import params
+    from zarrsql.scan import open_table
+
+    try:
+        with using_opener(opener):
+            return open_table(params.read_request({"store": store}))
+    except ZarrSQLError as err:
+        raise err.with_traceback(None) from None
 
 
 def _registration(scan: TableScan, state: _State) -> Callable[[], tuple[object, str | None]]:
@@ -355,19 +384,38 @@ def _zarr_url_in_from(text: str | None) -> bool:
 class Connection:
     """A DuckDB connection with zarrsql's SQL functions (see the module docstring)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, stored_views: bool = True) -> None:
-        self._con = con
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection | concurrent.futures.Future[duckdb.DuckDBPyConnection], *,
+        stored_views: bool = True,
+    ) -> None:  # fmt: skip
+        """`con` is a DuckDB connection, or one being opened (`connect`): the wrapper waits for
+        it when it first needs it (`_con`)."""
+        self._duck: duckdb.DuckDBPyConnection | None = None
+        self._opening: concurrent.futures.Future[duckdb.DuckDBPyConnection] | None = None
         self._state = _State()
         self._install_lock = threading.Lock()
         self._installed = False  # the UDFs (and the scan machinery behind them)
         self._macros: set[str] = set()  # the zarrsql functions created on this connection
         self._macro_text: dict[str, str] | None = None
-        # DuckDB's bar stays at 0 on zarrsql's Arrow scans; zarrsql shows its own (notebook/progress.py)
-        con.execute("SET enable_progress_bar = false")
-        interrupts.track(con)
+        interrupts.track(self)  # from this (the main) thread, which alone may take the wakeup fd
+        if isinstance(con, concurrent.futures.Future):
+            self._opening = con
+            return
+        self._duck = _prepared_duckdb(con)
         if stored_views and self._stored_view_sql():  # a new in-memory database has none
             self._install()  # stored views may call read_zarr, whatever the statement's text
             self._claim_view_literals(quiet=True)
+
+    @property
+    def _con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection, once it is open."""
+        duck = self._duck
+        if duck is None:
+            opening = self._opening
+            assert opening is not None, "a connection is given or being opened"
+            duck = self._duck = opening.result()
+            self._opening = None
+        return duck
 
     def _install(self, names: frozenset[str] | None = None) -> None:
         """Create the UDFs, once, and the macros of zarrsql's SQL functions in `names` (all
@@ -603,29 +651,37 @@ class Connection:
         opening it is the statement's error, raised as the statement would raise it (not met a
         second time); a statement with a CTE, which DuckDB may not bind at all, is left alone."""
         state = self._state
-        lowered = text.lower()
-        if not self._installed or "read_zarr" not in lowered or "with" in lowered:
+        if not self._installed:
             return
-        stores = [t for t in literal_stores(text) if t not in state.preregistered]
-        # a plain Zarr store only: opening a reference set or an HDF5 file reads it whole again
-        stores = [t for t in stores if detected_format(t) == "zarr"]
+        stores = _literal_stores(text, state.preregistered)
         if not stores:
             return
-        from zarrsql.engine import params
-        from zarrsql.scan import open_table
-
         for store in stores:
             state.preregistered.add(store)
-            try:
-                with using_opener(state.opener):
-                    scan = open_table(params.read_request({"store": store}))
-            except ZarrSQLError as err:
-                raise err.with_traceback(None) from None
+            scan = state.preopened.pop(store, None) or _open_literal(store, state.opener)
+            state.fresh[repr(scan.request)] = scan  # the scan UDF takes it, not opening it again
             key = "__zarrsql_" + scan.fingerprint()[:24]
             with state.lock:
                 if key not in state.registered:
                     state.pending[key] = _registration(scan, state)
         self._register_missing(None)
+
+    def _preopen(self, text: Any) -> None:
+        """Open the tables of the statement's `read_zarr('<store>')` calls (`_preregister`)
+        before anything waits for DuckDB: a first statement does it while `connect()`'s
+        database is still being opened, and a remote table's coordinates, which a `WHERE`
+        needs before planning, start on their way at once. Local stores and http(s) URLs
+        only: an object store may be read through DuckDB's secrets, which need the connection."""
+        if not isinstance(text, str) or self._state.depth:
+            return
+        state = self._state
+        for store in _literal_stores(text, state.preregistered | set(state.preopened)):
+            if not is_url(store) or store.lower().startswith(("http://", "https://", "file://")):
+                scan = state.preopened[store] = _open_literal(store, None)
+                if "where" in text.lower():  # a condition: its coordinates will be read first
+                    from zarrsql.scan import begin_coordinates
+
+                    begin_coordinates(scan, scan.columns)
 
     def _register_missing(self, text: str | None) -> bool:
         import pyarrow as pa
@@ -779,6 +835,7 @@ class Connection:
 
     # -- the DuckDB methods that run SQL ---------------------------------------------------
     def sql(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        self._preopen(query)
         if (copied := self._copy_to_zarr(query)) is not None:
             return copied
         with self._statement_scope():
@@ -787,6 +844,7 @@ class Connection:
             return prepared if prepared is not None else self._run(query, self._con.sql, query, *args, **kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        self._preopen(query)
         if (copied := self._copy_to_zarr(query)) is not None:
             return copied
         with self._statement_scope():
@@ -795,6 +853,7 @@ class Connection:
             return prepared if prepared is not None else self._run(query, self._con.query, query, *args, **kwargs)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
+        self._preopen(query)
         with self._statement_scope():
             query = self._rewritten(query, bool(args or kwargs))
             prepared = self._prepared(query)
@@ -803,6 +862,7 @@ class Connection:
             return self._run(query, self._con.from_query, query, *args, **kwargs)
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
+        self._preopen(query)
         if (copied := self._copy_to_zarr(query)) is not None:
             self._con.execute(copied.sql_query())
             self._state.copy_result = True
@@ -859,9 +919,34 @@ class Connection:
 
 
 def connect(database: str = ":memory:", *, read_only: bool = False, config: dict[str, Any] | None = None) -> Connection:
-    """Open DuckDB (in memory, or a database file) with zarrsql's SQL functions installed."""
+    """Open DuckDB (in memory, or a database file) with zarrsql's SQL functions installed.
+
+    A new in-memory database is opened on a thread of its own (DuckDB releases the GIL while
+    it builds one, about 20 ms), and the connection waits for it when it first needs it: the
+    first statement opens the stores it names meanwhile (`Connection._preopen`), over the
+    network a round trip that would otherwise follow the connect. A database file, or any
+    option, is opened here, so that its errors are `connect()`'s."""
+    if database == ":memory:" and not read_only and not config:
+        opening: concurrent.futures.Future[duckdb.DuckDBPyConnection] = concurrent.futures.Future()
+        threading.Thread(target=_open_in_memory, args=(opening,), name="zarrsql-connect", daemon=True).start()
+        return Connection(opening, stored_views=False)
     con = duckdb.connect(database, read_only=read_only, config=config or {})
     return Connection(con, stored_views=database not in (":memory:", "") and not database.startswith(":memory:"))
+
+
+def _open_in_memory(opening: concurrent.futures.Future[duckdb.DuckDBPyConnection]) -> None:
+    try:
+        opening.set_result(_prepared_duckdb(duckdb.connect(":memory:")))
+    except BaseException as err:  # raised where the connection is first used
+        opening.set_exception(err)
+
+
+def _prepared_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection as the wrapper uses it: DuckDB's progress bar off (it stays at 0 on
+    zarrsql's Arrow scans; zarrsql shows its own, notebook/progress.py), Ctrl-C tracked."""
+    con.execute("SET enable_progress_bar = false")
+    interrupts.track(con)
+    return con
 
 
 def register(con: duckdb.DuckDBPyConnection) -> Connection:
