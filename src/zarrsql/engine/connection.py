@@ -21,6 +21,7 @@ loads them. This module imports the rest of the engine inside the functions that
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import hashlib
@@ -29,6 +30,7 @@ import json
 import os
 import threading
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -928,7 +930,9 @@ def connect(database: str = ":memory:", *, read_only: bool = False, config: dict
     option, is opened here, so that its errors are `connect()`'s."""
     if database == ":memory:" and not read_only and not config:
         opening: concurrent.futures.Future[duckdb.DuckDBPyConnection] = concurrent.futures.Future()
-        threading.Thread(target=_open_in_memory, args=(opening,), name="zarrsql-connect", daemon=True).start()
+        # not a daemon: the interpreter waits for it at exit (killed inside DuckDB, the process would abort)
+        _OPENING.add(opening)
+        threading.Thread(target=_open_in_memory, args=(opening,), name="zarrsql-connect").start()
         return Connection(opening, stored_views=False)
     con = duckdb.connect(database, read_only=read_only, config=config or {})
     return Connection(con, stored_views=database not in (":memory:", "") and not database.startswith(":memory:"))
@@ -939,6 +943,21 @@ def _open_in_memory(opening: concurrent.futures.Future[duckdb.DuckDBPyConnection
         opening.set_result(_prepared_duckdb(duckdb.connect(":memory:")))
     except BaseException as err:  # raised where the connection is first used
         opening.set_exception(err)
+
+
+def _close_unused() -> None:
+    """At exit, close the in-memory databases no statement ever used (still held by their
+    futures): left to the interpreter's last clean-up, after other native libraries' (gRPC's)
+    have shut down, DuckDB's destructor aborted the process."""
+    for opening in list(_OPENING):
+        con = opening.result() if opening.exception() is None else None
+        if con is not None:
+            con.close()
+
+
+#: In-memory databases being opened, or opened and not yet taken by their connection.
+_OPENING: weakref.WeakSet[concurrent.futures.Future[duckdb.DuckDBPyConnection]] = weakref.WeakSet()
+atexit.register(_close_unused)
 
 
 def _prepared_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
