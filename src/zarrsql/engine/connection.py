@@ -119,6 +119,7 @@ class _State:
         self.order: deque[tuple[str, str, bool]] = deque()
         self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
         self.grouped: deque[tuple[str, int]] = deque()  # results of GROUP BY computed by the scan (grouped.py)
+        self.grouped_pinned: dict[str, int] = {}  # those live relations read, with how many (DuckDB 1.5)
         # (statement, generation, relation): a statement bound by a rewrite that then left it as it was
         self.prepared: tuple[str, int, DuckDBPyRelation] | None = None
         # the tables the scan UDF opened for this statement, by its arguments (`opened_scan`)

@@ -29,10 +29,11 @@ coordinates, the groups of cells are products of position sets per axis, and
 Anything else (another aggregate, a condition on a data variable, a sparse table, grouping
 sets, a window, an error while planning) leaves the statement as it was. Floating-point
 sums are added in another order than DuckDB's (which varies with its threads too), so they
-may differ from it in the last bits. The result is computed when the statement is prepared
-(`con.sql(...)` returns a relation over it), and each result stays registered on the
-connection for later fetches of that relation; the oldest are dropped beyond
-`MAX_RESULTS_KEPT` results or `MAX_BYTES_KEPT` bytes.
+may differ from it in the last bits. The result is computed when the statement is prepared:
+`con.sql(...)` returns a relation over it, which can be fetched again for as long as it
+lives (it holds the result), and `execute()` runs the statement over the result registered
+on the connection, where the oldest results are dropped beyond `MAX_RESULTS_KEPT` results or
+`MAX_BYTES_KEPT` bytes.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from __future__ import annotations
 import copy
 import json
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -118,6 +121,8 @@ MAX_GROUPS = 1 << 22
 #: Results kept registered per connection, for relations fetched later (see the docstring).
 MAX_RESULTS_KEPT = 64
 MAX_BYTES_KEPT = 512 << 20
+#: DuckDB 2's `relation.query()` binds over the relation itself, not a view (`_relation`).
+_OWN_QUERY = int(duckdb.__version__.split(".")[0]) >= 2
 #: Logical types whose sums the scan adds in int64 without overflow on any table it accepts.
 _SMALL_INTEGERS = frozenset({"int8", "int16", "int32", "uint8", "uint16", "uint32"})
 _FLOATS = frozenset({"float32", "float64"})
@@ -776,7 +781,7 @@ def _finish(
     conn: Connection, query: str, node: dict[str, Any], result: pa.Table, names: list[str], types: list[str]
 ) -> str:
     """Register the result, render the statement over it and check that it binds to the
-    original's names and types."""
+    original's names and types; the relation bound over it is what `con.sql()` returns."""
     name = "__zarrsql_grouped_" + uuid.uuid4().hex[:16]
     doc = json.loads(_remembered(_PARSED, query, lambda: _serialized(conn._con, query)))
     frame = json.loads(_remembered(_PARSED, _FRAME, lambda: _serialized(conn._con, _FRAME)))
@@ -789,14 +794,37 @@ def _finish(
     text = str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
     _keep(conn, name, result)
     try:
-        described = conn._con.execute("DESCRIBE " + text).fetchall()
+        relation = _relation(conn, name, text, result)
     except Exception as err:
         _drop(conn, name)
         raise _Decline(f"the rewritten statement does not bind: {err}") from err
-    if [str(r[0]) for r in described] != names or [str(r[1]).upper() for r in described] != types:
+    if [str(c) for c in relation.columns] != names or [str(t).upper() for t in relation.types] != types:
         _drop(conn, name)
         raise _Decline("the rewritten statement's columns differ")
+    conn._state.prepared = (text, conn._state.generation, relation)
     return text
+
+
+def _relation(conn: Connection, name: str, text: str, result: pa.Table) -> Any:
+    """The rewritten statement bound as a relation that can be fetched as long as it lives.
+
+    DuckDB 2 binds `text` over the result itself (`from_arrow(...).query`: the relation holds
+    the table, so it and any relation made from it never depend on the registered name).
+    DuckDB 1.5's `query` goes through a view that the next such call replaces, so there the
+    relation reads the registered name, which stays registered while the relation lives."""
+    if _OWN_QUERY:
+        return conn._con.from_arrow(result).query(name, text)
+    relation = conn._con.sql(text)
+    pinned = conn._state.grouped_pinned
+    pinned[name] = pinned.get(name, 0) + 1
+    weakref.finalize(relation, _unpin, pinned, name)
+    return relation
+
+
+def _unpin(pinned: dict[str, int], name: str) -> None:
+    left = pinned.pop(name, 1) - 1
+    if left > 0:
+        pinned[name] = left
 
 
 #: A statement whose FROM is a base table: its node is the frame of the rewritten FROM.
@@ -804,14 +832,18 @@ _FRAME = "SELECT * FROM __zarrsql_frame"
 
 
 def _keep(conn: Connection, name: str, result: pa.Table) -> None:
-    """Register a result for the statement (and its relation's later fetches), dropping the
-    oldest beyond `MAX_RESULTS_KEPT` or `MAX_BYTES_KEPT` (never the newest)."""
+    """Register a result for the statement (an `execute()` of it, a relation on DuckDB 1.5),
+    dropping the oldest beyond `MAX_RESULTS_KEPT` or `MAX_BYTES_KEPT`: never the newest,
+    nor one a live relation reads (`_relation`)."""
     kept = conn._state.grouped
     conn._con.register(name, result)
     kept.append((name, result.nbytes))
-    while len(kept) > 1 and (len(kept) > MAX_RESULTS_KEPT or sum(b for _, b in kept) > MAX_BYTES_KEPT):
-        old, _ = kept.popleft()
-        conn._con.unregister(old)
+    pinned = conn._state.grouped_pinned
+    evictable = [entry for entry in list(kept)[:-1] if entry[0] not in pinned]
+    while evictable and (len(kept) > MAX_RESULTS_KEPT or sum(b for _, b in kept) > MAX_BYTES_KEPT):
+        old = evictable.pop(0)
+        kept.remove(old)
+        conn._con.unregister(old[0])
 
 
 def _drop(conn: Connection, name: str) -> None:
