@@ -148,9 +148,12 @@ class _State:
 
 def _scan_udf(state: _State) -> Callable[[str], str]:
     def scan_key(args: str) -> str:
-        # DuckDB may call this several times while binding one statement: answer once.
+        # DuckDB may call this several times while binding one statement: answer once. Outside
+        # a statement (a relation fetched, again or for the first time) a local store's metadata
+        # is checked again (a stat per document): a store changed since reads as it is now, or
+        # says to run the statement again; a remote one's would cost a request per document.
         memo = state.scan_keys.get(args)
-        if memo is not None and memo[0] == state.generation:
+        if memo is not None and memo[0] == state.generation and (state.depth or _remote(state.opened.get(args))):
             return memo[1]
         from zarrsql.engine import params
         from zarrsql.scan import open_table
@@ -165,7 +168,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
             state.record(err)
             raise
         key = "__zarrsql_" + scan.fingerprint()[:24]
-        _check_wrapped(state, key, "read_zarr")
+        _check_wrapped(state, key, "read_zarr", memo)
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = _registration(scan, state)
@@ -174,6 +177,10 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _remote(scan: TableScan | None) -> bool:
+    return scan is None or bool(scan.store.remote)
 
 
 def _literal_stores(text: str, seen: set[str]) -> list[str]:
@@ -219,11 +226,17 @@ def _interrupted(err: RuntimeError) -> BaseException:
     return err
 
 
-def _check_wrapped(state: _State, key: str, function: str) -> None:
-    """Refuse a zarrsql read run on the plain DuckDB connection (`con.duckdb`) that needs a
-    scan not registered yet: only the wrapper registers scans, so DuckDB would only say that
-    an internal table does not exist."""
+def _check_wrapped(state: _State, key: str, function: str, earlier: tuple[int, str] | None = None) -> None:
+    """Refuse a zarrsql read run outside the wrapper's statements that needs a scan not
+    registered yet: only the wrapper registers scans, so DuckDB would only say that an
+    internal table does not exist. Outside them is a relation fetched again (`earlier`: what
+    the same call read when the wrapper bound it) or the plain DuckDB connection (`con.duckdb`)."""
     if state.depth == 0 and key not in state.registered:
+        if earlier is not None and earlier[1] != key:
+            raise ZarrSQLError(
+                f"{function}(): the store changed since this relation was made (its metadata differs now); "
+                "run the statement again on the zarrsql.Connection (con.sql(...)) to read the store as it is now"
+            )
         raise ZarrSQLError(
             f"{function}() was run on the plain DuckDB connection (con.duckdb), which cannot register "
             "zarrsql's scans; run the statement on the zarrsql.Connection instead (con.sql(...) or "
@@ -328,7 +341,7 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
             raise
         text = json.dumps(rows, sort_keys=True)
         key = "__zarrsql_list_" + hashlib.sha1(f"{kind}:{text}".encode()).hexdigest()[:24]
-        _check_wrapped(state, key, f"read_zarr_{kind}")
+        _check_wrapped(state, key, f"read_zarr_{kind}", memo)
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = lambda: listing_table(kind, rows)

@@ -1,0 +1,86 @@
+"""A relation fetched again after its store changed: as the store is now, or a clear error.
+
+DuckDB re-runs a relation each time it is fetched. A zarrsql relation reads the chunks anew
+each time; when the store's metadata changed since the relation was made (an append grew an
+axis), its scan no longer matches the store, and registering the new one needs a statement
+on the wrapper, which a fetch is not. So the fetch fails and says to run the statement again,
+never showing the old shape over the new chunks; once the statement ran again, the old
+relation reads the store as it is. The oracle is xarray's reading of the store.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import zarr
+
+import zarrsql
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _write(path: str, start: int, n: int, mode: str = "w") -> None:
+    time = pd.date_range("2022-01-01", periods=n, freq="D") + pd.Timedelta(days=start)
+    values = np.arange(start, start + n, dtype="float64") * 1.5
+    ds = xr.Dataset({"v": (("time",), values)}, coords={"time": time})
+    if mode == "w":
+        ds.to_zarr(path, mode="w", encoding={"v": {"chunks": (4,)}, "time": {"units": "days since 2022-01-01"}})
+    else:
+        ds.to_zarr(path, append_dim="time")
+
+
+def _oracle(path: str) -> list[tuple[float]]:
+    with xr.open_zarr(path) as ds:
+        return [(float(x),) for x in ds["v"].values if x > 3]
+
+
+SQL = "SELECT v FROM read_zarr('{p}') WHERE v > 3 ORDER BY v"
+
+
+def test_new_values_in_the_same_chunks_are_read(tmp_path):
+    path = str(tmp_path / "s.zarr")
+    _write(path, 0, 10)
+    with zarrsql.connect() as con:
+        rel = con.sql(SQL.format(p=path))
+        assert rel.fetchall() == _oracle(path)
+        array = zarr.open_array(path + "/v", mode="r+")
+        array[:] = array[:] * 10  # data only: the metadata is unchanged
+        assert rel.fetchall() == _oracle(path)
+        assert len(_oracle(path)) == 9
+
+
+@pytest.mark.parametrize("between", [None, "SELECT 42"])
+def test_an_append_makes_the_fetch_say_to_run_the_statement_again(tmp_path, between):
+    path = str(tmp_path / "s.zarr")
+    _write(path, 0, 10)
+    with zarrsql.connect() as con:
+        rel = con.sql(SQL.format(p=path))
+        before = rel.fetchall()
+        assert before == _oracle(path)
+        _write(path, 10, 5, mode="a")
+        if between is not None:
+            con.sql(between).fetchall()
+        with pytest.raises(duckdb.Error, match="changed since this relation was made") as err:
+            rel.fetchall()
+        assert r"con.sql(" in str(err.value)
+        assert "__zarrsql_" not in str(err.value)
+        again = con.sql(SQL.format(p=path)).fetchall()
+        assert again == _oracle(path)
+        assert len(again) == len(before) + 5
+        assert rel.fetchall() == again  # the old relation reads the store as it is now
+
+
+def test_a_relation_over_an_unchanged_store_fetches_after_other_statements(tmp_path):
+    path = str(tmp_path / "s.zarr")
+    other = str(tmp_path / "o.zarr")
+    _write(path, 0, 10)
+    _write(other, 0, 6)
+    with zarrsql.connect() as con:
+        rel = con.sql(SQL.format(p=path))
+        for _ in range(3):
+            con.sql(SQL.format(p=other)).fetchall()
+        assert rel.fetchall() == _oracle(path)
+        assert rel.fetchall() == _oracle(path)
