@@ -10,6 +10,8 @@ relation reads the store as it is. The oracle is xarray's reading of the store.
 
 from __future__ import annotations
 
+import gc
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -84,3 +86,36 @@ def test_a_relation_over_an_unchanged_store_fetches_after_other_statements(tmp_p
             con.sql(SQL.format(p=other)).fetchall()
         assert rel.fetchall() == _oracle(path)
         assert rel.fetchall() == _oracle(path)
+
+
+def test_relations_keep_their_scans_registered_while_they_live(tmp_path, monkeypatch):
+    """Past `MAX_REGISTERED` reads the oldest scans are let go, never one a live relation
+    reads (on DuckDB 2 a relation made from another keeps it alive; on 1.5 one made from a
+    relation no longer referenced says to run the statement again)."""
+    from zarrsql.engine import connection
+
+    monkeypatch.setattr(connection, "MAX_REGISTERED", 2)
+    paths = [str(tmp_path / f"s{i}.zarr") for i in range(5)]
+    for i, path in enumerate(paths):
+        _write(path, i, 8)
+    with zarrsql.connect() as con:
+        rels = [con.sql(SQL.format(p=path)) for path in paths[:4]]
+        derived = con.sql(SQL.format(p=paths[4])).limit(3)  # its parent relation is gone at once
+        gc.collect()
+        for _ in range(2):
+            for path in paths[:4]:
+                con.sql(f"SELECT v FROM read_zarr('{path}', decode_times := false)").fetchall()
+        for rel, path in zip(rels, paths[:4], strict=True):
+            assert rel.fetchall() == _oracle(path)
+        if int(duckdb.__version__.split(".")[0]) >= 2:  # a relation made from one keeps it alive
+            assert derived.fetchall() == _oracle(paths[4])[:3]
+        else:
+            with pytest.raises(duckdb.Error, match="let go after 2 later reads") as err:
+                derived.fetchall()
+            assert "run the statement again" in str(err.value)
+            assert "__zarrsql_" not in str(err.value)
+        assert len(con._state.order) > 2  # held by the relations
+        del rels, rel, derived
+        gc.collect()
+        con.sql(f"SELECT v FROM read_zarr('{paths[4]}', decode_times := false)").fetchall()
+        assert len(con._state.order) == 2

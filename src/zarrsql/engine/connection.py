@@ -32,7 +32,7 @@ import threading
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
@@ -119,7 +119,8 @@ class _State:
         self.order: deque[tuple[str, str, bool]] = deque()
         self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
         self.grouped: deque[tuple[str, int]] = deque()  # results of GROUP BY computed by the scan (grouped.py)
-        self.grouped_pinned: dict[str, int] = {}  # those live relations read, with how many (DuckDB 1.5)
+        # registered names live relations read, with how many: not dropped while they live (`pin`)
+        self.pinned_names: dict[str, int] = {}
         # (statement, generation, relation): a statement bound by a rewrite that then left it as it was
         self.prepared: tuple[str, int, DuckDBPyRelation] | None = None
         # the tables the scan UDF opened for this statement, by its arguments (`opened_scan`)
@@ -129,6 +130,21 @@ class _State:
         self.preregistered: set[str] = set()  # stores of `read_zarr('<store>')` calls (`_preregister`)
         self.preopened: dict[str, TableScan] = {}  # their tables, opened before DuckDB was needed
         self.fresh: dict[str, TableScan] = {}  # tables opened for this statement, by their request
+
+    def pin(self, relation: object, names: Iterable[str]) -> None:
+        """Keep `names` registered while `relation` lives: DuckDB runs a relation again at each
+        fetch, outside any statement of the wrapper, which then could not register them again."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return
+        for name in names:
+            self.pinned_names[name] = self.pinned_names.get(name, 0) + 1
+        weakref.finalize(relation, _unpin, self.pinned_names, names)
+
+    def bound_now(self) -> set[str]:
+        """The names of the scans and listings the current statement bound."""
+        now = self.generation
+        return {k for g, k in list(self.scan_keys.values()) + list(self.list_keys.values()) if g == now}
 
     def new_statement(self) -> None:
         """A top-level statement begins: a new generation, whose scans are opened anew."""
@@ -144,6 +160,13 @@ class _State:
         with self.lock:
             err, self.error = self.error, None
         return err
+
+
+def _unpin(pinned: dict[str, int], names: list[str]) -> None:
+    for name in names:
+        left = pinned.pop(name, 1) - 1
+        if left > 0:
+            pinned[name] = left
 
 
 def _scan_udf(state: _State) -> Callable[[str], str]:
@@ -232,10 +255,15 @@ def _check_wrapped(state: _State, key: str, function: str, earlier: tuple[int, s
     internal table does not exist. Outside them is a relation fetched again (`earlier`: what
     the same call read when the wrapper bound it) or the plain DuckDB connection (`con.duckdb`)."""
     if state.depth == 0 and key not in state.registered:
-        if earlier is not None and earlier[1] != key:
+        if earlier is not None:
+            why = (
+                "the store changed since this relation was made (its metadata differs now)"
+                if earlier[1] != key
+                else f"its scan was let go after {MAX_REGISTERED} later reads on this connection"
+            )
             raise ZarrSQLError(
-                f"{function}(): the store changed since this relation was made (its metadata differs now); "
-                "run the statement again on the zarrsql.Connection (con.sql(...)) to read the store as it is now"
+                f"{function}(): {why}; run the statement again on the zarrsql.Connection (con.sql(...)) "
+                "to read the store as it is now"
             )
         raise ZarrSQLError(
             f"{function}() was run on the plain DuckDB connection (con.duckdb), which cannot register "
@@ -774,8 +802,12 @@ class Connection:
         """Drop the oldest registrations past `MAX_REGISTERED`: each holds a scan (and its
         decoded coordinates) that a later statement can register again if it needs it."""
         state = self._state
-        while len(state.order) > MAX_REGISTERED:
-            key, name, has_view = state.order.popleft()
+        keep = state.bound_now()
+        evictable = [e for e in state.order if e[0] not in state.pinned_names and e[0] not in keep]
+        while len(state.order) > MAX_REGISTERED and evictable:
+            entry = evictable.pop(0)
+            state.order.remove(entry)
+            key, name, has_view = entry
             with state.lock:
                 state.registered.discard(key)
             if has_view:
@@ -857,7 +889,9 @@ class Connection:
         with self._statement_scope():
             query = self._rewritten(query, bool(args or kwargs))
             prepared = self._prepared(query)
-            return prepared if prepared is not None else self._run(query, self._con.sql, query, *args, **kwargs)
+            if prepared is not None:
+                return self._read_by(prepared)
+            return self._read_by(self._run(query, self._con.sql, query, *args, **kwargs))
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         self._preopen(query)
@@ -866,7 +900,9 @@ class Connection:
         with self._statement_scope():
             query = self._rewritten(query, bool(args or kwargs))
             prepared = self._prepared(query)
-            return prepared if prepared is not None else self._run(query, self._con.query, query, *args, **kwargs)
+            if prepared is not None:
+                return self._read_by(prepared)
+            return self._read_by(self._run(query, self._con.query, query, *args, **kwargs))
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         self._preopen(query)
@@ -874,8 +910,8 @@ class Connection:
             query = self._rewritten(query, bool(args or kwargs))
             prepared = self._prepared(query)
             if prepared is not None:
-                return prepared
-            return self._run(query, self._con.from_query, query, *args, **kwargs)
+                return self._read_by(prepared)
+            return self._read_by(self._run(query, self._con.from_query, query, *args, **kwargs))
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
         self._preopen(query)
@@ -903,6 +939,13 @@ class Connection:
             yield
         finally:
             state.pinned = False
+
+    def _read_by(self, relation: T) -> T:
+        """`relation`, with the scans and listings this statement bound kept registered while
+        it lives (`_State.pin`): fetching it later reads them again."""
+        if relation is not None:
+            self._state.pin(relation, self._state.bound_now())
+        return relation
 
     def _prepared(self, query: Any) -> DuckDBPyRelation | None:
         """The relation a rewrite bound for exactly this statement, as the last statement

@@ -41,7 +41,6 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -815,16 +814,8 @@ def _relation(conn: Connection, name: str, text: str, result: pa.Table) -> Any:
     if _OWN_QUERY:
         return conn._con.from_arrow(result).query(name, text)
     relation = conn._con.sql(text)
-    pinned = conn._state.grouped_pinned
-    pinned[name] = pinned.get(name, 0) + 1
-    weakref.finalize(relation, _unpin, pinned, name)
+    conn._state.pin(relation, [name])
     return relation
-
-
-def _unpin(pinned: dict[str, int], name: str) -> None:
-    left = pinned.pop(name, 1) - 1
-    if left > 0:
-        pinned[name] = left
 
 
 #: A statement whose FROM is a base table: its node is the frame of the rewritten FROM.
@@ -838,7 +829,7 @@ def _keep(conn: Connection, name: str, result: pa.Table) -> None:
     kept = conn._state.grouped
     conn._con.register(name, result)
     kept.append((name, result.nbytes))
-    pinned = conn._state.grouped_pinned
+    pinned = conn._state.pinned_names
     evictable = [entry for entry in list(kept)[:-1] if entry[0] not in pinned]
     while evictable and (len(kept) > MAX_RESULTS_KEPT or sum(b for _, b in kept) > MAX_BYTES_KEPT):
         old = evictable.pop(0)
