@@ -171,12 +171,10 @@ def _unpin(pinned: dict[str, int], names: list[str]) -> None:
 
 def _scan_udf(state: _State) -> Callable[[str], str]:
     def scan_key(args: str) -> str:
-        # DuckDB may call this several times while binding one statement: answer once. Outside
-        # a statement (a relation fetched, again or for the first time) a local store's metadata
-        # is checked again (a stat per document): a store changed since reads as it is now, or
-        # says to run the statement again; a remote one's would cost a request per document.
+        # DuckDB may call this several times while binding one statement, and again each time
+        # a relation is fetched: answer once per statement.
         memo = state.scan_keys.get(args)
-        if memo is not None and memo[0] == state.generation and (state.depth or _remote(state.opened.get(args))):
+        if memo is not None and memo[0] == state.generation:
             return memo[1]
         from zarrsql.engine import params
         from zarrsql.scan import open_table
@@ -200,10 +198,6 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
-
-
-def _remote(scan: TableScan | None) -> bool:
-    return scan is None or bool(scan.store.remote)
 
 
 def _literal_stores(text: str, seen: set[str]) -> list[str]:

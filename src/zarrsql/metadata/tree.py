@@ -61,6 +61,9 @@ class NodeTree:
     groups: dict[str, GroupMeta] = field(default_factory=dict)
     arrays: dict[str, ArrayMeta | ArrayProblem] = field(default_factory=dict)
     validators: dict[str, str | None] = field(default_factory=dict)
+    #: The array each chunk key among `validators` belongs to (a coordinate decoded and
+    #: cached here): a table's fingerprint leaves out the chunks of other tables' coordinates.
+    chunk_arrays: dict[str, str] = field(default_factory=dict)
     #: Decoded coordinates and other derived values, valid as long as this tree is.
     derived: dict[object, object] = field(default_factory=dict)
     #: time.monotonic() of the last read or successful validation (for `metadata_ttl`).

@@ -42,8 +42,10 @@ def prefetch_coords(
     raws = store.get_many(keys)
     # A coordinate rewritten in place (chunks only) must not be served from the cache: its
     # chunk keys join the documents the cached tree is revalidated against.
-    for k, token in zip(keys, store.token_many(keys), strict=True):
+    owners = [a.path for a in todo for _ in _coord_chunks(a)]
+    for k, token, owner in zip(keys, store.token_many(keys), owners, strict=True):
         tree.validators[k] = token
+        tree.chunk_arrays[k] = owner
     return dict(zip(keys, raws, strict=True))
 
 
@@ -60,6 +62,7 @@ def load_coord(
             raw = read_region(store, array, ((0, array.shape[0]),))
             for k, token in zip(keys, store.token_many(keys), strict=True):
                 tree.validators[k] = token
+                tree.chunk_arrays[k] = array.path
         codec = column_codec(array, options, is_coord=True, coord_values=raw)
         values, nulls = codec.decode(raw)
         hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
@@ -230,6 +233,7 @@ def load_aux(tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOpti
         keys = [array.chunk_key(idx) for idx in np.ndindex(*grid)]
         for k, token in zip(keys, store.token_many(keys), strict=True):
             tree.validators[k] = token
+            tree.chunk_arrays[k] = array.path
         flat = np.asarray(raw).reshape(-1)
         codec = column_codec(array, options, is_coord=True, coord_values=flat)
         values, nulls = codec.decode(flat)

@@ -235,15 +235,29 @@ class OpenedTable:
 
     def fingerprint(self) -> str:
         """Changes whenever the store's metadata or this table's columns change."""
+        own = self._coordinate_arrays()
+        owners = self.tree.chunk_arrays
         doc = {
             "store": self.store.url,
-            # a snapshot: another thread opening a table of this store may add validators
-            "validators": sorted((k, v or "") for k, v in list(self.tree.validators.items())),
+            # a snapshot: another thread opening a table of this store may add validators; the
+            # chunks of other tables' coordinates are not this table's (they join the tree's
+            # validators when those tables are read, and must not rename this table's scan)
+            "validators": sorted(
+                (k, v or "") for k, v in list(self.tree.validators.items()) if owners.get(k, "") in own
+            ),
             "request": repr(self.request),
             "columns": [(c.name, c.logical) for c in self.columns],
             "shape": self.table.shape,
         }
         return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _coordinate_arrays(self) -> set[str]:
+        """The paths of the arrays this table's coordinate columns are decoded from, and ""
+        (what a key that is no coordinate chunk belongs to, `NodeTree.chunk_arrays`)."""
+        t = self.table
+        paths = {a.path for a in t.coords if a is not None}
+        paths |= {aux.array.path for aux in t.aux} | {index.rows.path for index in t.indexes}
+        return paths | {""}
 
     def filterable(self) -> dict[str, str]:
         """Columns a pushed predicate may name, with their logical types: every dimension
