@@ -141,6 +141,18 @@ class _State:
             self.pinned_names[name] = self.pinned_names.get(name, 0) + 1
         weakref.finalize(relation, _unpin, self.pinned_names, names)
 
+    def let_go(self, entries: deque[Any], over: Callable[[], bool], spared: set[str]) -> list[Any]:
+        """Remove from `entries` (registrations, oldest first, each named by its first item) the
+        oldest ones while `over()` holds, never one in `spared` or that a live relation reads
+        (`pin`); return them, for the caller to unregister."""
+        candidates = [e for e in entries if e[0] not in self.pinned_names and e[0] not in spared]
+        gone = []
+        while candidates and over():
+            entry = candidates.pop(0)
+            entries.remove(entry)
+            gone.append(entry)
+        return gone
+
     def bound_now(self) -> set[str]:
         """The names of the scans and listings the current statement bound."""
         now = self.generation
@@ -188,7 +200,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         except ZarrSQLError as err:
             state.record(err)
             raise
-        key = "__zarrsql_" + scan.fingerprint()[:24]
+        key = _scan_name(scan)
         _check_wrapped(state, key, "read_zarr", memo)
         with state.lock:
             if key not in state.registered:
@@ -220,6 +232,11 @@ def _open_literal(store: str, opener: SecretOpener | None) -> TableScan:
             return open_table(params.read_request({"store": store}))
     except ZarrSQLError as err:
         raise err.with_traceback(None) from None
+
+
+def _scan_name(scan: TableScan) -> str:
+    """The name a scan is registered under: a changed store or request gets a new one."""
+    return "__zarrsql_" + scan.fingerprint()[:24]
 
 
 def _registration(scan: TableScan, state: _State) -> Callable[[], tuple[object, str | None]]:
@@ -698,7 +715,7 @@ class Connection:
             state.preregistered.add(store)
             scan = state.preopened.pop(store, None) or _open_literal(store, state.opener)
             state.fresh[repr(scan.request)] = scan  # the scan UDF takes it, not opening it again
-            key = "__zarrsql_" + scan.fingerprint()[:24]
+            key = _scan_name(scan)
             with state.lock:
                 if key not in state.registered:
                     state.pending[key] = _registration(scan, state)
@@ -796,12 +813,11 @@ class Connection:
         """Drop the oldest registrations past `MAX_REGISTERED`: each holds a scan (and its
         decoded coordinates) that a later statement can register again if it needs it."""
         state = self._state
-        keep = state.bound_now()
-        evictable = [e for e in state.order if e[0] not in state.pinned_names and e[0] not in keep]
-        while len(state.order) > MAX_REGISTERED and evictable:
-            entry = evictable.pop(0)
-            state.order.remove(entry)
-            key, name, has_view = entry
+
+        def over() -> bool:
+            return len(state.order) > MAX_REGISTERED
+
+        for key, name, has_view in state.let_go(state.order, over, state.bound_now()):
             with state.lock:
                 state.registered.discard(key)
             if has_view:
@@ -880,32 +896,29 @@ class Connection:
         self._preopen(query)
         if (copied := self._copy_to_zarr(query)) is not None:
             return copied
-        with self._statement_scope():
-            query = self._rewritten(query, bool(args or kwargs))
-            prepared = self._prepared(query)
-            if prepared is not None:
-                return self._read_by(prepared)
-            return self._read_by(self._run(query, self._con.sql, query, *args, **kwargs))
+        return self._relation("sql", query, args, kwargs)
 
     def query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         self._preopen(query)
         if (copied := self._copy_to_zarr(query)) is not None:
             return copied
-        with self._statement_scope():
-            query = self._rewritten(query, bool(args or kwargs))
-            prepared = self._prepared(query)
-            if prepared is not None:
-                return self._read_by(prepared)
-            return self._read_by(self._run(query, self._con.query, query, *args, **kwargs))
+        return self._relation("query", query, args, kwargs)
 
     def from_query(self, query: str, *args: Any, **kwargs: Any) -> DuckDBPyRelation:
         self._preopen(query)
+        return self._relation("from_query", query, args, kwargs)
+
+    def _relation(self, method: str, query: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> DuckDBPyRelation:
+        """DuckDB's `method` (`sql`, `query`, `from_query`) on the statement as rewritten, or
+        the relation a rewrite already bound for it; the scans it reads kept while it lives."""
         with self._statement_scope():
             query = self._rewritten(query, bool(args or kwargs))
-            prepared = self._prepared(query)
-            if prepared is not None:
-                return self._read_by(prepared)
-            return self._read_by(self._run(query, self._con.from_query, query, *args, **kwargs))
+            relation = self._prepared(query)
+            if relation is None:
+                relation = self._run(query, getattr(self._con, method), query, *args, **kwargs)
+            if relation is not None:
+                self._state.pin(relation, self._state.bound_now())
+            return relation
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:
         self._preopen(query)
@@ -933,13 +946,6 @@ class Connection:
             yield
         finally:
             state.pinned = False
-
-    def _read_by(self, relation: T) -> T:
-        """`relation`, with the scans and listings this statement bound kept registered while
-        it lives (`_State.pin`): fetching it later reads them again."""
-        if relation is not None:
-            self._state.pin(relation, self._state.bound_now())
-        return relation
 
     def _prepared(self, query: Any) -> DuckDBPyRelation | None:
         """The relation a rewrite bound for exactly this statement, as the last statement

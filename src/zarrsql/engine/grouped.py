@@ -829,12 +829,12 @@ def _keep(conn: Connection, name: str, result: pa.Table) -> None:
     kept = conn._state.grouped
     conn._con.register(name, result)
     kept.append((name, result.nbytes))
-    pinned = conn._state.pinned_names
-    evictable = [entry for entry in list(kept)[:-1] if entry[0] not in pinned]
-    while evictable and (len(kept) > MAX_RESULTS_KEPT or sum(b for _, b in kept) > MAX_BYTES_KEPT):
-        old = evictable.pop(0)
-        kept.remove(old)
-        conn._con.unregister(old[0])
+
+    def over() -> bool:
+        return len(kept) > MAX_RESULTS_KEPT or sum(b for _, b in kept) > MAX_BYTES_KEPT
+
+    for old, _ in conn._state.let_go(kept, over, {name}):
+        conn._con.unregister(old)
 
 
 def _drop(conn: Connection, name: str) -> None:
