@@ -53,40 +53,68 @@ def _encoding(tree: NodeTree, path: str) -> str | None:
 
 
 # ----------------------------------------------------------------------------- frames
+class _Misaligned(Exception):
+    """A frame column whose rows disagree with its frame's index (anndata refuses the store):
+    the frame's table is refused, naming the column, never read without it."""
+
+
+def _rows(path: str, what: str, shape: tuple[int, ...], n: int) -> None:
+    if shape[:1] != (n,):
+        raise _Misaligned(
+            f"column '/{path}' has {what} of shape {list(shape)} for an index of {n} rows; "
+            "its parts disagree (anndata refuses it too): rewrite the column"
+        )
+
+
 def _column(tree: NodeTree, path: str, n: int) -> Variable | None:
     """One data-frame column: a plain array, or a categorical/nullable group; None if not a
-    row-aligned column this layer reads (it is still listed by read_zarr_metadata)."""
+    one-value-per-row column this layer reads (a 2-D array, an awkward or unknown encoding:
+    it is still listed by read_zarr_metadata). A column that names no node, or whose rows
+    are not the index's, raises `_Misaligned`."""
     array = _array(tree, path)
     if array is not None:
-        return array if array.ndim == 1 and array.shape[0] == n else None
+        if array.ndim == 1:
+            _rows(path, "values", array.shape, n)
+        return array if array.ndim == 1 else None
+    if path not in tree.groups and path not in tree.arrays:
+        raise _Misaligned(f"the frame's column-order names '/{path}', which does not exist; rewrite the frame")
     enc = _encoding(tree, path)
     if enc == "categorical":
         codes, cats = _array(tree, f"{path}/codes"), _array(tree, f"{path}/categories")
-        if codes is None or cats is None or codes.shape != (n,):
+        if codes is None or cats is None:
             return None
+        _rows(path, "codes", codes.shape, n)
         ordered = bool(tree.groups[path].attrs.get("ordered", False))
         categorical = Categorical(path, codes, cats, ordered)
         return EncodedVariable(path, (n,), codes.chunks, categorical, parts=(codes.path, cats.path))
     if enc in _NULLABLE:
         values, mask = _array(tree, f"{path}/values"), _array(tree, f"{path}/mask")
-        if values is None or mask is None or values.shape != (n,):
+        if values is None or mask is None:
             return None
+        _rows(path, "values", values.shape, n)
         nullable = Nullable(path, values, mask)
         return EncodedVariable(path, (n,), values.chunks, nullable, parts=(values.path, mask.path))
     return None
 
 
-def _frame(tree: NodeTree, path: str) -> tuple[ArrayMeta | None, list[Variable]]:
-    """A data frame group's index array and its readable columns, in `column-order`."""
+def _frame(tree: NodeTree, path: str) -> tuple[ArrayMeta | None, list[Variable], str | None]:
+    """A data frame group's index array, its readable columns in `column-order`, and the
+    problem that refuses its table (a column misaligned with the index), or None."""
     group = tree.groups.get(path)
     if group is None or group.attrs.get("encoding-type") != "dataframe":
-        return None, []
+        return None, [], None
     index = _array(tree, _join(path, str(group.attrs.get("_index", "_index"))))
     if index is None or index.ndim != 1:
-        return None, []
+        return None, [], None
     order = group.attrs.get("column-order") or []
-    columns = [_column(tree, _join(path, str(c)), index.shape[0]) for c in order if isinstance(c, str)]
-    return index, [c for c in columns if c is not None]
+    columns = []
+    for name in order:
+        if isinstance(name, str):
+            try:
+                columns.append(_column(tree, _join(path, name), index.shape[0]))
+            except _Misaligned as err:
+                return index, [], str(err)
+    return index, [c for c in columns if c is not None], None
 
 
 # ----------------------------------------------------------------------------- matrices
@@ -145,19 +173,23 @@ def _named(mats: dict[str, Any]) -> list:
     return [m for m in mats.values() if m is not None]
 
 
-def _frame_table(path: str, axis: str, index: ArrayMeta, cols: list[Variable]) -> TableInfo:
+def _frame_table(path: str, axis: str, index: ArrayMeta, cols: list[Variable], problem: str | None) -> TableInfo:
     grid = chunk_grid([index, *cols], 1)
-    return TableInfo(path, None, (axis,), index.shape, grid, tuple(cols), (index,))
+    kind = ProblemKind.CONVENTION if problem else None
+    return TableInfo(path, None, (axis,), index.shape, grid, tuple(cols), (index,), problem, problem_kind=kind)
 
 
 def _raw_tables(tree: NodeTree, root: str, path: str) -> list[TableInfo]:
     """The tables of `raw` (the matrix before variables were filtered): `var` from raw/var,
     `obs_var` from raw/X over the parent's observations (raw keeps obs), and raw/varm."""
-    obs_index, _ = _frame(tree, _join(root, "obs"))
-    var_index, var_cols = _frame(tree, _join(path, "var"))
+    obs_index, _, _ = _frame(tree, _join(root, "obs"))
+    var_index, var_cols, problem = _frame(tree, _join(path, "var"))
     if var_index is None:
         return []
-    tables = [_frame_table(path, "var", var_index, var_cols), *_embeddings(tree, path, "varm", "var", var_index)]
+    tables = [
+        _frame_table(path, "var", var_index, var_cols, problem),
+        *_embeddings(tree, path, "varm", "var", var_index),
+    ]
     if obs_index is not None:
         shape = (obs_index.shape[0], var_index.shape[0])
         x = _matrix(tree, _join(path, "X"), shape)
@@ -174,18 +206,21 @@ def _is_raw(tree: NodeTree, root: str, path: str) -> bool:
 
 
 def _tables(tree: NodeTree, path: str) -> list[TableInfo]:
-    obs_index, obs_cols = _frame(tree, _join(path, "obs"))
-    var_index, var_cols = _frame(tree, _join(path, "var"))
+    obs_index, obs_cols, obs_problem = _frame(tree, _join(path, "obs"))
+    var_index, var_cols, var_problem = _frame(tree, _join(path, "var"))
     tables: list[TableInfo] = []
-    for axis, index, cols in (("obs", obs_index, obs_cols), ("var", var_index, var_cols)):
+    for axis, index, cols, problem in (
+        ("obs", obs_index, obs_cols, obs_problem),
+        ("var", var_index, var_cols, var_problem),
+    ):
         if index is not None:
-            tables.append(_frame_table(path, axis, index, cols))
+            tables.append(_frame_table(path, axis, index, cols, problem))
     if obs_index is None or var_index is None:
         return tables
     n_obs, n_var = obs_index.shape[0], var_index.shape[0]
     mats = {"X": _matrix(tree, _join(path, "X"), (n_obs, n_var))}
     for layer in tree.children(_join(path, "layers"))[0] + tree.children(_join(path, "layers"))[1]:
-        mats[layer.rsplit("/", 1)[-1]] = _matrix(tree, layer, (n_obs, n_var))
+        mats[layer] = _matrix(tree, layer, (n_obs, n_var))  # by path: a layer may be named X
     t = _matrix_table(path, ("obs", "var"), (n_obs, n_var), (obs_index, var_index), _named(mats))
     tables += [t] if t else []
     tables += _embeddings(tree, path, "obsm", "obs", obs_index) + _embeddings(tree, path, "varm", "var", var_index)

@@ -82,7 +82,8 @@ class TableInfo:
     dimension). `coords` holds, per dimension, the coordinate array (from the group or an
     ancestor) or None for a positional dimension. `chunk_grid` is the largest chunk length
     per dimension over the data arrays: the work-unit grid. `indexes` names data columns a
-    WHERE may prune by (`RowIndex`).
+    WHERE may prune by (`RowIndex`). `fill_is_value`: the arrays' Zarr `fill_value` is a
+    real value, not a missing one (the table convention declares its missing values).
     """
 
     group_path: str
@@ -102,6 +103,7 @@ class TableInfo:
     problem_kind: ProblemKind | None = None
     aux: tuple[AuxCoord, ...] = ()
     indexes: tuple[RowIndex, ...] = ()
+    fill_is_value: bool = False
 
     @property
     def default_name(self) -> str:

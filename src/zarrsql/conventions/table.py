@@ -409,6 +409,7 @@ def _make(tree: NodeTree, path: str, attrs: Mapping[str, Any], label: str) -> Ta
         name_hint=label,
         column_names=tuple(c.name for c in data),
         column_order=tuple(c.name for c in cols),
+        fill_is_value=True,  # missing values are declared: missing_value, a mask, code -1
     )
 
 

@@ -71,8 +71,11 @@ def categorical_codec(
     """Read the categories and choose the column type (see `CategoricalCodec`)."""
     cat_codec = column_codec(categories, options)
     values, nulls = cat_codec.decode(whole(store, categories))
-    if cat_codec.logical == "string" and nulls is None and len(set(values.tolist())) == len(values):
-        logical: Logical = Enum(tuple(values.tolist()), ordered)
+    labels = values.tolist()
+    # DuckDB has no ENUM of no labels: a categorical without categories (every code -1, as
+    # anndata writes a subset of zero cells) reads as VARCHAR, all NULL
+    if cat_codec.logical == "string" and nulls is None and labels and len(set(labels)) == len(labels):
+        logical: Logical = Enum(tuple(labels), ordered)
     else:
         logical = cat_codec.logical
     return CategoricalCodec(path, codes, np.asarray(values), nulls, logical)

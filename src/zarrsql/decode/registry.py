@@ -35,7 +35,9 @@ def _categorical(rec: r.Categorical, store: Store, options: DecodeOptions) -> Co
 
 def _inline_categorical(rec: r.InlineCategorical, store: Store, options: DecodeOptions) -> Codec:
     values = column_codec(rec.array, options)
-    return inline_categorical(rec.column, rec.array, values, list(rec.categories), ordered=rec.ordered)
+    return inline_categorical(
+        rec.column, rec.array, values, list(rec.categories), ordered=rec.ordered, zarr_fill=options.zarr_fill_missing
+    )
 
 
 def _nullable(rec: r.Nullable, store: Store, options: DecodeOptions) -> Codec:

@@ -157,8 +157,9 @@ def _zarr_fill(array: ArrayMeta, dt: np.dtype) -> list[Any]:
     return [value.view(dt)[()]]
 
 
-def find_sentinel(array: ArrayMeta) -> Sentinel | None:
-    """The sentinels of `array` by the rules above, None when it has none."""
+def find_sentinel(array: ArrayMeta, *, zarr_fill: bool = True) -> Sentinel | None:
+    """The sentinels of `array` by the rules above, None when it has none; without rule 2
+    when `zarr_fill` is false (a convention whose missing values are declared otherwise)."""
     if array.dtype.kind not in _NUMERIC:
         return None  # NaT is the missing value of datetime64/timedelta64; handled when decoded
     stored = array.dtype.numpy
@@ -171,7 +172,7 @@ def find_sentinel(array: ArrayMeta) -> Sentinel | None:
     missing = _attr_values(attrs["missing_value"], dt, stored) if "missing_value" in attrs else []
     if missing:
         fill = [v for v in fill if not _is_nan(v)]
-    chosen = fill + missing or _zarr_fill(array, dt)
+    chosen = fill + missing or (_zarr_fill(array, dt) if zarr_fill else [])
     if not chosen:
         return None
     values = tuple(dict.fromkeys(v for v in chosen if not _is_nan(v)))

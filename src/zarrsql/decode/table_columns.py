@@ -126,7 +126,7 @@ class InlineCategoricalCodec:
 
 
 def inline_categorical(
-    column: str, array: ArrayMeta, values: ColumnCodec, categories: list[Any], *, ordered: bool
+    column: str, array: ArrayMeta, values: ColumnCodec, categories: list[Any], *, ordered: bool, zarr_fill: bool = True
 ) -> InlineCategoricalCodec:
     """The codec of a lightweight categorical: codes when `array` is integer, else values."""
     cats, logical = _category_values(categories)
@@ -135,4 +135,6 @@ def inline_categorical(
     lookup = None
     if array.dtype.kind not in ("int", "uint"):
         lookup = {c: k for k, c in enumerate(categories) if c is not None}
-    return InlineCategoricalCodec(column, array, values, cats, lookup, find_sentinel(array), logical)
+    return InlineCategoricalCodec(
+        column, array, values, cats, lookup, find_sentinel(array, zarr_fill=zarr_fill), logical
+    )

@@ -14,6 +14,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,8 @@ class OpenedTable:
     tree may have been read through another store object of the same URL)."""
 
     def __init__(self, request: ReadRequest, tree: NodeTree, table: ReadTable, store: Store) -> None:
+        if table.fill_is_value:  # every decode of this table, coordinates too, reads options
+            request = replace(request, options=replace(request.options, zarr_fill_missing=False))
         self.request = request
         self.store = store
         self.tree = tree

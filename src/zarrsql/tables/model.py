@@ -37,6 +37,8 @@ class ReadTable:
     column_order: tuple[str, ...] = ()
     aux: tuple[AuxCoord, ...] = ()
     indexes: tuple[RowIndex, ...] = ()
+    #: The Zarr fill_value is a real value, never a NULL sentinel (`DecodeOptions`).
+    fill_is_value: bool = False
 
     @property
     def num_rows(self) -> int:
