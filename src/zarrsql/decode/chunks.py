@@ -134,7 +134,9 @@ def fill_chunk(array: ArrayMeta, shape: tuple[int, ...]) -> np.ndarray:
         out = np.empty(shape, dtype=object)
         out.fill(fill if isinstance(fill, str) else "")
         return out
-    if fill is None:
+    if fill is None:  # no fill: zeros, as zarr-python reads it; NaT for times (zero is 1970-01-01)
+        if dt is not None and dt.kind in "mM":
+            return np.full(shape, np.array("NaT", dtype=dt))
         return np.zeros(shape, dtype=dt)
     return np.full(shape, fill, dtype=dt)
 

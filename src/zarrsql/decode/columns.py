@@ -4,7 +4,8 @@ The rules are small and applied in one visible order by `ColumnCodec.decode`:
 0. `_Unsigned` reinterprets the stored integers as the other signedness (`storage_view`);
 1. the sentinel mask, on the stored values (so a packed sentinel is compared before scaling);
 2. CF packing (`scale_factor`/`add_offset` on integers → floating point, as xarray chooses);
-3. CF time (numbers with `<unit> since <date>` units → microseconds since 1970), CF
+3. CF time (numbers, unpacked first when packed, with `<unit> since <date>` units →
+   microseconds since 1970), CF
    durations (numbers with a bare unit such as `hours`, as xarray writes timedeltas → exact
    microseconds, an INTERVAL), or numpy datetime64/timedelta64 → microseconds;
 4. strings (variable-length, fixed bytes, fixed unicode) → Python str;
@@ -33,13 +34,16 @@ class DecodeOptions:
     for the table convention's point, linestring and polygon columns,
     `longitude`: None (as stored), 180 ([-180, 180)) or 360 ([0, 360)) for longitude
     coordinates, and `cell_bounds`: CF `bounds` of the coordinates as `<dim>_lower` /
-    `<dim>_upper` columns."""
+    `<dim>_upper` columns. `zarr_fill_missing` is set by the table, not a parameter: false
+    where the Zarr `fill_value` is a real value (the table convention marks missing values
+    by `missing_value`, a mask or code -1 only), so it is never a NULL sentinel there."""
 
     decode_times: bool = True
     nan_as_null: bool = True
     geometry: str = "native"
     longitude: int | None = None
     cell_bounds: bool = False
+    zarr_fill_missing: bool = True
 
 
 def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:
@@ -88,12 +92,10 @@ class ColumnCodec:
         nulls = self.sentinel.find(raw) if self.sentinel is not None else None
         kind = self.array.dtype.kind
         if self.packing is not None:
-            scale, offset, out = self.packing
-            values = raw.astype(out, copy=True)
-            if scale is not None:
-                values *= out.type(scale) if out == np.float32 else scale
-            if offset is not None:
-                values += out.type(offset) if out == np.float32 else offset
+            values = _unpacked(raw, self.packing)
+            if self.time is not None:  # a packed CF time: unpacked first, as xarray does
+                values, invalid = cftime.to_micros(values, self.time)
+                nulls = invalid if nulls is None else (nulls | invalid)
         elif self.time is not None:
             values, invalid = cftime.to_micros(raw, self.time)
             nulls = invalid if nulls is None else (nulls | invalid)
@@ -112,6 +114,17 @@ class ColumnCodec:
         if nulls is not None and not nulls.any():
             nulls = None
         return values, nulls
+
+
+def _unpacked(raw: np.ndarray, packing: tuple[Any, Any, np.dtype]) -> np.ndarray:
+    """`raw * scale_factor + add_offset` in the float type xarray would choose."""
+    scale, offset, out = packing
+    values = raw.astype(out, copy=True)
+    if scale is not None:
+        values *= out.type(scale) if out == np.float32 else scale
+    if offset is not None:
+        values += out.type(offset) if out == np.float32 else offset
+    return values
 
 
 def _to_micros64(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -159,26 +172,28 @@ def column_codec(
     decode; 360_day, all_leap and julian decode only for a coordinate whose every value is a
     real date (`coord_values` holds the raw coordinate to check); otherwise numbers stay.
     """
-    sentinel = find_sentinel(array)
+    sentinel = find_sentinel(array, zarr_fill=options.zarr_fill_missing)
     packing = _packing(array)
     view = storage_view(array)
     if view is not None and coord_values is not None:
         coord_values = coord_values.view(view)
     time = duration = None
-    if options.decode_times and packing is None:
+    if options.decode_times:
         time = time_units_of(array)
         if time is not None:
             policy = cftime.calendar_policy(time)
+            if coord_values is not None and packing is not None:
+                coord_values = _unpacked(coord_values, packing)
             if policy == "keep" or (policy == "if_all_real" and not _all_real(time, sentinel, is_coord, coord_values)):
                 time = None
         else:
             duration = duration_units_of(array)
-    if packing is not None:
-        logical = packing[2].name
-    elif time is not None or array.dtype.kind == "datetime":
+    if time is not None or array.dtype.kind == "datetime":
         logical = "timestamp_us"
     elif duration is not None or array.dtype.kind == "timedelta":
         logical = "duration_us"
+    elif packing is not None:
+        logical = packing[2].name
     elif array.dtype.kind in ("string", "fixed_bytes", "fixed_unicode"):
         logical = "string"
     else:
@@ -192,7 +207,7 @@ def type_needs_values(array: ArrayMeta, options: DecodeOptions) -> bool:
     """Whether `column_codec`'s column type for coordinate `array` depends on its values: a
     CF time whose calendar decodes only when every value is a real date (the policy
     "if_all_real" above). Any other coordinate's type comes from its metadata alone."""
-    if not options.decode_times or _packing(array) is not None:
+    if not options.decode_times:
         return False
     time = time_units_of(array)
     return time is not None and cftime.calendar_policy(time) == "if_all_real"

@@ -39,9 +39,11 @@ class Member:
 
 
 def effective_dims(array: ArrayMeta) -> tuple[str, ...] | None:
-    """Declared dimension names with `dim_<i>` for null entries; None when none are declared."""
+    """Declared dimension names with `dim_<i>` for null entries; None when none are declared,
+    except for a 0-d array, whose dimensions are known: none (Zarr v3 writers such as xarray
+    leave `dimension_names` out there, where v2 has `_ARRAY_DIMENSIONS: []`)."""
     if array.dimension_names is None:
-        return None
+        return () if array.ndim == 0 else None
     return tuple(n if n else f"dim_{i}" for i, n in enumerate(array.dimension_names))
 
 
