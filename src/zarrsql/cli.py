@@ -31,7 +31,8 @@ _INTERRUPTED = threading.Event()
 _RUNNING: list[Any] = []
 
 #: Database names DuckDB keeps for itself; a store named like one is mounted as `<name>_store`.
-_RESERVED = frozenset({"main", "memory", "system", "temp"})
+#: Names `USE` would take for a catalog or schema of DuckDB's own, not the mounted store.
+_RESERVED = frozenset({"main", "memory", "system", "temp", "information_schema", "pg_catalog"})
 
 
 class _Version(argparse.Action):
@@ -181,13 +182,40 @@ def _dispatch(args: argparse.Namespace) -> int:
 
     with zarrsql.connect() as con:
         _RUNNING.append(con)
-        con.execute(f"SET enable_progress_bar = {str(output.shows_progress() and not _own_progress()).lower()}")
+        con.execute(f"SET enable_progress_bar = {str(_duckdb_progress(output)).lower()}")
         if sql is None:
             function = "read_zarr_tables" if args.command == "tables" else "read_zarr_metadata"
             run_sql(con, f"SELECT * FROM {function}({_quote(args.store)})", output)
+            note = _unreadable_note(con, args.store) if args.command == "tables" else None
+            if note:
+                print(f"zarrsql: note: {note}", file=sys.stderr)
         else:
             _query(con, args.store, sql, output)
     return 0
+
+
+def _duckdb_progress(output: Output) -> bool:
+    """Whether DuckDB's own bar shows: progress on (`ZARRSQL_PROGRESS`), output that shows
+    one, and zarrsql's bar not already showing on the terminal."""
+    from zarrsql.settings import get_option
+
+    return output.shows_progress() and bool(get_option("progress")) and not _own_progress()
+
+
+def _unreadable_note(con: Any, store: str) -> str | None:
+    """What to tell about arrays that give no table because they cannot be read (unreadable
+    metadata, an unsupported type): `tables` lists none for them, `query` mounts none."""
+    rows = con.sql(
+        f"SELECT name FROM read_zarr_metadata({_quote(store)}) WHERE role = 'unsupported' ORDER BY name"
+    ).fetchall()
+    if not rows:
+        return None
+    names = [r[0] for r in rows]
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return (
+        f"{len(names)} array(s) cannot be read and give no table ({shown}); "
+        f"`zarrsql metadata {store}` shows why in their attrs"
+    )
 
 
 def _own_progress() -> bool:
@@ -211,9 +239,11 @@ def _query(con: Any, store: str, sql: str, output: Output) -> None:
     except duckdb.CatalogException as err:
         if mounted:
             raise
+        note = _unreadable_note(con, store)
         raise SelectionError(
             f"{err}\n(store '{store}' has no named tables, so nothing was mounted: read its arrays with "
-            f"read_zarr({_quote(store)}, array_path := '...'); list them with `zarrsql metadata`)"
+            f"read_zarr({_quote(store)}, array_path := '...'); list them with `zarrsql metadata`"
+            + (f"; {note})" if note else ")")
         ) from err
 
 

@@ -133,7 +133,7 @@ def _run_to_end(con: Any, query: str) -> None:
     con.execute(query)
     complete = getattr(con.duckdb, "complete", None)
     if complete is not None:
-        with _scan_errors(con):
+        with scan_errors(con):
             complete()
 
 
@@ -174,7 +174,7 @@ def collect(con: Any, rel: Any, max_rows: int) -> boxtable.Shown:
     kept = _Kept(max_rows, tail)
     # DuckDB 2 streams with `to_arrow_reader`, 1.5 with `fetch_record_batch`
     stream = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
-    with _scan_errors(con):
+    with scan_errors(con):
         reader = stream(BATCH_ROWS)
         for batch in reader:
             kept.add(batch)
@@ -210,7 +210,7 @@ class _Kept:
 
 
 @contextmanager
-def _scan_errors(con: Any) -> Iterator[None]:
+def scan_errors(con: Any) -> Iterator[None]:
     """Streaming with DuckDB's own reader wraps a zarrsql scan's failure in DuckDB's text:
     re-raise the zarrsql error itself."""
     import duckdb

@@ -10,6 +10,7 @@ names, shapes and chunk shapes are checked against zarr-python's own reading of 
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,6 +189,11 @@ def test_metadata_arrays_stay_out_of_tables(fmt: int, tmp_path: Path, con: zarrs
     assert by_name["x_y"]["coord_vars"] == ["x", "y"]
     listed = {v for r in rows for v in r["data_vars"]}
     assert listed.isdisjoint({"x", "y", "x_bnds", "lat2d", "lon2d", "gaux", "k", "noname", "broken"}), listed
+    # `broken`'s dimensions are unknown, so it may be a column of x_y: the table is refused
+    # rather than shown without it (xarray refuses the whole group) until it is repaired
+    with pytest.raises(zarrsql.MetadataError, match="'/broken'"):
+        columns(con, store, table_name="x_y")
+    shutil.rmtree(store / "broken")
     # `t` names lat2d and lon2d in its `coordinates`: columns, as in xarray's to_dataframe
     assert columns(con, store, table_name="x_y") == ["x", "y", "lat2d", "lon2d", "t"]
     # an auxiliary coordinate, a bounds array and an unnamed one are still readable alone

@@ -28,7 +28,17 @@ from zarrsql.store.icechunk import SESSION_PREFIX
 MOUNTS_COLUMNS = ["database_name", "schema_name", "view_name", "store", "group_path", "table_name"]
 
 
-def _check_name(database: Any) -> str:
+#: Catalog names DuckDB keeps for itself: ATTACH ... AS one of them is refused.
+_RESERVED = frozenset({"main", "memory", "system", "temp", "information_schema", "pg_catalog"})
+
+
+def _check_name(database: Any, attaching: bool = False) -> str:
+    """`database` as a mount's name; one DuckDB keeps for itself cannot be attached."""
+    if attaching and isinstance(database, str) and database.lower() in _RESERVED:
+        raise ParameterError(
+            f"database name '{database}' is reserved by DuckDB; mount the store under another name, e.g. "
+            f"'{database}_store' (or into a database already attached, with existing := true)"
+        )
     if (
         not isinstance(database, str)
         or not database.strip()
@@ -68,6 +78,11 @@ def _statements(
     storage_options: Mapping[str, str] | None,
     choice: StoreChoice | None,
 ) -> list[dict[str, Any]]:
+    if view_names is not None and not isinstance(view_names, Mapping):
+        raise ParameterError(
+            f"view_names must map table keys to view names (a dict or MAP), got {type(view_names).__name__}: "
+            "e.g. view_names={'time_lat_lon': 'surface'}"
+        )
     tree = cached_tree(open_store(store, storage_options, choice))
     rows = catalog.view_statements(tree, store, database, view_names, choice)
     if not any(r["view_name"] for r in rows):
@@ -132,7 +147,7 @@ def mount_table(
 ) -> pa.Table:
     """Mount `store` as `database` (see the module docstring); returns what was mounted.
     The views repeat `choice` (a versioned store's version), so they read what was mounted."""
-    _check_name(database)
+    _check_name(database, attaching=not existing)
     if not is_url(store) and not store.startswith(SESSION_PREFIX):
         # views must find the store from any working directory later
         store = os.path.abspath(os.path.expanduser(store.removeprefix("file://")))

@@ -21,6 +21,7 @@ from zarrsql.errors import MetadataError
 from zarrsql.metadata.documents import expect_object, field_choice, field_list, field_object, wrong_type
 
 _V3_CODECS = {"bytes", "transpose", "vlen-utf8", "vlen-bytes", "gzip", "zstd", "blosc", "crc32c", "sharding_indexed"}
+_ARRAY_TO_BYTES = {"bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed"}
 
 
 def _numcodecs_known(codec_id: Any) -> bool:
@@ -74,7 +75,16 @@ def check_v3_codecs(codecs: Any, ndim: int, where: str) -> list[dict[str, Any]]:
     configuration `{}`); `MetadataError` unless it is a well-formed v3 list for `ndim` axes."""
     if not isinstance(codecs, list):
         raise wrong_type(where, "'codecs'", "a JSON array of codecs", codecs)
-    return [_check_v3_codec(c, ndim, where) for c in codecs]
+    checked = [_check_v3_codec(c, ndim, where) for c in codecs]
+    names = [c["name"] for c in checked]
+    # every name known and none turns the array into bytes: no chunk can be decoded (an
+    # unknown name may be such a codec; v3_codec_problem reports it)
+    if all(n in _V3_CODECS for n in names) and not any(n in _ARRAY_TO_BYTES for n in names):
+        raise MetadataError(
+            f"{where}: the codecs {names} hold no array-to-bytes codec; Zarr v3 requires exactly one "
+            f"({', '.join(sorted(_ARRAY_TO_BYTES))}): rewrite the array's metadata"
+        )
+    return checked
 
 
 def v3_codec_problem(codecs: list[dict[str, Any]]) -> str | None:

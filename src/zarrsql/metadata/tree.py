@@ -39,12 +39,14 @@ _V2_DOCUMENTS = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 @dataclass(frozen=True, slots=True)
 class ArrayProblem:
     """An array whose metadata could not be read; `error` says why. `refused`: the store
-    would not read it at all (a link out of a local store), rather than read it and fail."""
+    would not read it at all (a link out of a local store), rather than read it and fail.
+    `group`: its document says it is a group (then it is no column of its parent's tables)."""
 
     path: str
     zarr_format: int
     error: str
     refused: bool = False
+    group: bool = False
 
     @property
     def name(self) -> str:
@@ -132,10 +134,14 @@ def unreadable_error(tree: NodeTree, problems: list[ArrayProblem], reading: str)
 
 
 def problems_in(tree: NodeTree, group: str, names: tuple[str, ...] | None = None) -> list[ArrayProblem]:
-    """The nodes directly in `group` (with one of `names`, if given) whose metadata is invalid."""
+    """The nodes directly in `group` whose metadata is invalid: with one of `names`, if
+    given, else those that may be arrays of the group's tables (a node known to be a group
+    is no column; a link the store refuses to follow is left out on purpose, as documented)."""
     _, arrays = tree.children(group)
     nodes = [tree.arrays[a] for a in arrays]
-    return [n for n in nodes if isinstance(n, ArrayProblem) and (names is None or n.name in names)]
+    if names is None:
+        return [n for n in nodes if isinstance(n, ArrayProblem) and not n.group and not n.refused]
+    return [n for n in nodes if isinstance(n, ArrayProblem) and n.name in names]
 
 
 def _join(*parts: str) -> str:
@@ -163,8 +169,8 @@ def _load_json(store: Store, key: str, tree_validators: dict[str, str | None]) -
     return _parse_json(store, key, _fetch(store, [key], tree_validators)[key])
 
 
-def _problem(tree: NodeTree, path: str, zarr_format: int, error: str) -> None:
-    tree.arrays[path] = ArrayProblem(path, zarr_format, error)
+def _problem(tree: NodeTree, path: str, zarr_format: int, error: str, group: bool = False) -> None:
+    tree.arrays[path] = ArrayProblem(path, zarr_format, error, group=group)
 
 
 def _add_v3_node(tree: NodeTree, path: str, doc: Any, key: str | None = None) -> str | None:
@@ -182,7 +188,7 @@ def _add_v3_node(tree: NodeTree, path: str, doc: Any, key: str | None = None) ->
         else:
             raise MetadataError(f"'{key}' in store '{tree.store.url}' has node_type {kind!r}, not 'array' or 'group'")
     except ZarrSQLError as err:
-        _problem(tree, path, 3, str(err))
+        _problem(tree, path, 3, str(err), group=kind == "group")
         return None
     return kind  # type: ignore[no-any-return]
 
@@ -199,7 +205,7 @@ def _v2_group(tree: NodeTree, path: str, zgroup: Any, zattrs: Any) -> bool:
     try:
         tree.groups[path] = parse_v2_group(path, zgroup, zattrs)
     except ZarrSQLError as err:
-        _problem(tree, path, 2, str(err))
+        _problem(tree, path, 2, str(err), group=True)
         return False
     return True
 

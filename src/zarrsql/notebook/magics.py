@@ -21,6 +21,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from zarrsql.engine.api import default_connection
 from zarrsql.engine.connection import register
+from zarrsql.results import scan_errors
 
 _OPTION = re.compile(r"^\s*(-[co])\s+([A-Za-z_]\w*)")
 _KEEP = re.compile(r"^\s*([A-Za-z_]\w*)\s*<<")
@@ -58,13 +59,16 @@ def _gives_rows(sql: str) -> bool:
     return not statements or statements[-1].type.name not in _NO_ROWS
 
 
-def _result(relation: Any, sql: str) -> Any:
+def _result(con: Any, relation: Any, sql: str) -> Any:
+    """The rows of `relation` as a DataFrame (Arrow without pandas); a scan's failure is
+    raised as the zarrsql error itself, not wrapped in DuckDB's text."""
     if relation is None or not _gives_rows(sql):
         return None
-    try:
-        return relation.df()
-    except ImportError:  # no pandas: the rows as Arrow
-        return relation.to_arrow_table()
+    with scan_errors(con):
+        try:
+            return relation.df()
+        except ImportError:  # no pandas: the rows as Arrow
+            return relation.to_arrow_table()
 
 
 @magics_class
@@ -77,7 +81,7 @@ class ZarrSQLMagics(Magics):
         if not sql:
             raise UsageError("%zarrsql needs SQL: %zarrsql SELECT ... (or a %%zarrsql cell)")
         con = self._connection(options.get("c"))
-        result = _result(con.sql(sql), sql)
+        result = _result(con, con.sql(sql), sql)
         for name in (options.get("o"), keep):
             if name:
                 self._namespace()[name] = result

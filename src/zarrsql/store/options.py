@@ -53,6 +53,7 @@ validation zarrsql does before using its cached metadata.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -123,9 +124,9 @@ def _number(key: str, value: Any) -> float | int:
         number = kind(value) if not isinstance(value, bool) else None
     except (TypeError, ValueError):
         number = None
-    if number is None or number < low:
+    if number is None or not math.isfinite(number) or number < low:  # NaN compares false with any bound
         raise ParameterError(
-            f"storage option {key!r} must be a {'whole ' if kind is int else ''}number >= {low:g}, got {value!r}"
+            f"storage option {key!r} must be a finite {'whole ' if kind is int else ''}number >= {low:g}, got {value!r}"
         )
     return number
 

@@ -65,7 +65,14 @@ def _read_table(t: TableInfo) -> ReadTable:
     names = list(t.column_names) or [a.name for a in t.data_vars]
     if len(names) == 1 and _NUMBER.match(names[0]):  # an image level '0': name it value
         names = [_value_column(names[0], t.dims)]
+    given, names = names, _distinct(names, _coordinate_names(t))
     data = tuple(DataColumn(a, n) for a, n in zip(t.data_vars, names, strict=True))
+    order = t.column_order
+    if order and given != names:  # a declared order names the columns as stored
+        renamed: dict[str, list[str]] = {}
+        for old, new in zip(given, names, strict=True):
+            renamed.setdefault(old, []).append(new)
+        order = tuple(renamed[n].pop(0) if renamed.get(n) else n for n in order)
     return ReadTable(
         t.group_path,
         t.name or t.default_name,
@@ -77,9 +84,10 @@ def _read_table(t: TableInfo) -> ReadTable:
         t.derived,
         t.hidden,
         t.layout,
-        t.column_order,
+        order,
         t.aux,
         t.indexes,
+        t.fill_is_value,
     )
 
 
@@ -124,6 +132,9 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         raise ParameterError("pass table_name := or dims :=, not both")
     if sel.table_name is not None:
         hits = [t for t in tables if t.name and t.name.lower() == sel.table_name.lower()]
+        refused = [t for t in tables if t.problem and not t.name_clash and t.default_name == sel.table_name]
+        if not hits and len(refused) == 1:  # the table asked for, refused by its convention: say why
+            return _read_table(refused[0])
         if not hits and len(info.levels) > 1:
             raise SelectionError(f"{where} has no table named '{sel.table_name}': {_levels_hint(info)}")
         if not hits:
@@ -171,14 +182,36 @@ def _unblock_case(t: TableInfo) -> TableInfo:
 _NUMBER = re.compile(r"^\d+$")
 
 
+def _coordinate_names(t: TableInfo) -> list[str]:
+    """The columns a table shows before its data columns: dimensions (unless hidden),
+    derived and auxiliary coordinates."""
+    dims = [d for k, d in enumerate(t.dims) if k not in t.hidden]
+    return dims + [d.name for d in t.derived] + [a.name for a in t.aux]
+
+
+def _distinct(names: list[str], taken: list[str]) -> list[str]:
+    """Data column names no two of which, nor any coordinate column's, are equal ignoring
+    case (DuckDB's column names are): a clash gets `_1`, `_2`, ... as DuckDB would give it.
+
+    Conventions other than xarray's allow them: an AnnData obs column named `obs` beside the
+    `obs` index, a layer named `X` beside `X`. Left equal, one would read the other's values.
+    """
+    used = {n.lower() for n in taken}
+    out = []
+    for name in names:
+        base, n = name, 0
+        while name.lower() in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name.lower())
+        out.append(name)
+    return out
+
+
 def _value_column(path: str, dims: tuple[str, ...]) -> str:
+    """The column of a single array's values: its name, `value` for a path or an image level."""
     name = "value" if ("/" in path or _NUMBER.match(path)) else path
-    base, n = name, 0
-    lowered = {d.lower() for d in dims}
-    while name.lower() in lowered:
-        n += 1
-        name = f"{base}_{n}"
-    return name
+    return _distinct([name], list(dims))[0]
 
 
 def _check_dims(dims: tuple[str, ...], ndim: int, where: str) -> None:
@@ -303,11 +336,14 @@ def _level_read(tree: NodeTree, sel: Selection, group: str, level: int) -> ReadT
     return _array_read(tree, levels[level], None)
 
 
-def _check_coordinates(tree: NodeTree, rt: ReadTable) -> ReadTable:
-    """Refuse a read when a node that may be one of its coordinates has unreadable metadata:
-    reading positions in place of the coordinate's values would give wrong rows."""
+def _check_coordinates(tree: NodeTree, rt: ReadTable, one_array: bool) -> ReadTable:
+    """Refuse a read when a node of its group, or a node of an ancestor that may be one of its
+    coordinates, has unreadable metadata: its dimensions are unknown, so it may be a column of
+    this table (read without it, the table would be shown whole without one of its columns),
+    and reading positions in place of a coordinate's values would give wrong rows. A read of
+    `one_array` (`array_path :=`) has no other column: only its coordinates are checked."""
     for g in [rt.group_path, *ancestors(rt.group_path)]:
-        broken = problems_in(tree, g, rt.dims)
+        broken = problems_in(tree, g, None if g == rt.group_path and not one_array else rt.dims)
         if broken:
             raise unreadable_error(tree, broken, f"table '{rt.label}' of group '{display_path(rt.group_path)}'")
     return rt
@@ -315,7 +351,7 @@ def _check_coordinates(tree: NodeTree, rt: ReadTable) -> ReadTable:
 
 def select_table(tree: NodeTree, sel: Selection) -> ReadTable:
     """Resolve a selection to the one table it reads."""
-    return _check_coordinates(tree, _select(tree, sel))
+    return _check_coordinates(tree, _select(tree, sel), one_array=sel.array_path is not None)
 
 
 def _select(tree: NodeTree, sel: Selection) -> ReadTable:
