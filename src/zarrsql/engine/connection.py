@@ -52,7 +52,7 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
-from zarrsql.errors import QueryInterrupted, SelectionError, StoreNotFoundError, ZarrSQLError
+from zarrsql.errors import ParameterError, QueryInterrupted, SelectionError, StoreNotFoundError, ZarrSQLError
 from zarrsql.store import is_url, using_opener
 from zarrsql.store.opening import detected_format
 
@@ -118,6 +118,8 @@ class _State:
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
         self.order: deque[tuple[str, str, bool]] = deque()
         self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
+        #: Why zarr_mount / zarr_unmount are refused here (a read-only server's cursor), or None.
+        self.catalog_locked: str | None = None
         self.grouped: deque[tuple[str, int]] = deque()  # results of GROUP BY computed by the scan (grouped.py)
         # registered names live relations read, with how many: not dropped while they live (`pin`)
         self.pinned_names: dict[str, int] = {}
@@ -453,6 +455,7 @@ class Connection:
         self._macros: set[str] = set()  # the zarrsql functions created on this connection
         self._macro_text: dict[str, str] | None = None
         interrupts.track(self)  # from this (the main) thread, which alone may take the wakeup fd
+        _WRAPPERS.add(self)  # found again from a relation's DuckDB connection (`wrapper_of`)
         if isinstance(con, concurrent.futures.Future):
             self._opening = con
             return
@@ -695,7 +698,14 @@ class Connection:
                 if hint is not None:
                     raise hint.with_traceback(None) from err
                 raise
-        raise ZarrSQLError(f"statement still had unregistered zarr scans after {MAX_ROUNDS} rounds")
+        # Each binding asked for scans the one before had not: an argument changes every time
+        # DuckDB evaluates it (now(), current_timestamp, random()), so no scan ever matches.
+        raise ParameterError(
+            f"the statement asked for other zarr scans each of the {MAX_ROUNDS} times DuckDB bound it: an "
+            "argument of read_zarr (or another zarrsql function) changes each time it is evaluated, such as "
+            "now(), current_timestamp or random(); compute the value first and pass it as a literal or a "
+            'parameter (con.sql("... as_of := ?", params=[value]))'
+        )
 
     def _preregister(self, text: str) -> None:
         """Register the scans of the statement's `read_zarr('<store>')` calls before DuckDB
@@ -869,6 +879,8 @@ class Connection:
 
         try:
             database: Any = args.get("database")  # an SQL argument; mounts checks it is a name
+            if kind in ("mount", "unmount") and self._state.catalog_locked is not None:
+                raise ZarrSQLError(self._state.catalog_locked)
             if kind == "mount":
                 with using_opener(self._state.opener):
                     return mounts.mount_table(
@@ -971,6 +983,12 @@ class Connection:
         """A new connection to the same database, with zarrsql installed on it too."""
         return Connection(self._con.cursor())
 
+    def _lock_catalog(self, reason: str) -> None:
+        """Refuse `zarr_mount` / `zarr_unmount` on this connection from now on, with `reason`
+        as the error, however the statement spells or hides the call (a read-only server
+        checks its statements' text too, but a string run by `query(...)` holds any SQL)."""
+        self._state.catalog_locked = reason
+
     def close(self) -> None:
         if self._state.opener is not None:
             self._state.opener.close()
@@ -1012,6 +1030,16 @@ def _close_unused() -> None:
             con.close()
 
 
+#: Every live zarrsql connection, for `wrapper_of`.
+_WRAPPERS: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+
+def wrapper_of(con: duckdb.DuckDBPyConnection) -> Connection | None:
+    """The live zarrsql connection around the DuckDB connection `con`, if any: a writer given
+    a relation and no `connection=` runs on the one the relation came from (write/api.py)."""
+    return next((wrapper for wrapper in list(_WRAPPERS) if wrapper._duck is con), None)
+
+
 #: In-memory databases being opened, or opened and not yet taken by their connection.
 _OPENING: weakref.WeakSet[concurrent.futures.Future[duckdb.DuckDBPyConnection]] = weakref.WeakSet()
 atexit.register(_close_unused)
@@ -1032,6 +1060,11 @@ def register(con: duckdb.DuckDBPyConnection) -> Connection:
     `read_zarr` should then explain that only the wrapper registers scans."""
     if isinstance(con, Connection):
         return con
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        raise ParameterError(
+            f"expected a zarrsql.Connection or a duckdb connection, got {type(con).__name__} {con!r:.60}: "
+            "pass the connection object (con = zarrsql.connect()), not its name"
+        )
     wrapped = Connection(con)
     wrapped._install()
     return wrapped

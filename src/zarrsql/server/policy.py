@@ -44,9 +44,18 @@ SHOW_PRAGMAS = {
     "show_tables_expanded": "SHOW ALL TABLES",
     "show_databases": "SHOW DATABASES",
 }
-#: zarrsql functions that change the catalog every client shares.
-_CATALOG_ACTIONS = re.compile(r"\bzarr_(?:un)?mount\s*\(", re.IGNORECASE)
+#: zarrsql functions that change the catalog every client shares, quoted or not (comments
+#: are taken out first). The text is only the first check: a read-only server's cursors
+#: refuse these actions when they run (`Connection._lock_catalog`), which `query('...')`
+#: strings cannot get around.
+_CATALOG_ACTIONS = re.compile(r'(?:\b|")zarr_(?:un)?mount"?\s*\(', re.IGNORECASE)
 _STRINGS = re.compile(r"'(?:[^']|'')*'")
+_COMMENTS = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
+CATALOG_REFUSAL = (
+    "this server is read-only and refuses zarr_mount / zarr_unmount, which change the databases every "
+    "client shares; mount stores when starting the server (zarrsql serve --mount NAME=STORE), or start "
+    "it with --allow-writes"
+)
 _PRAGMA_NAME = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
 _PRAGMA_CALL = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _EXPLAIN = re.compile(r"^\s*explain\s+(?:analy[sz]e\s+)?", re.IGNORECASE)
@@ -81,12 +90,8 @@ def classify(sql: str, *, allow_writes: bool) -> Statement:
             "(the Flight SQL server runs exactly one)"
         )
     reads = _reads(statements[0], sql)
-    if not allow_writes and _CATALOG_ACTIONS.search(_STRINGS.sub("''", sql)):
-        raise StatementRefused(
-            "this server is read-only and refuses zarr_mount / zarr_unmount, which change the databases every "
-            "client shares; mount stores when starting the server (zarrsql serve --mount NAME=STORE), or start "
-            "it with --allow-writes"
-        )
+    if not allow_writes and _CATALOG_ACTIONS.search(_bare(sql)):
+        raise StatementRefused(CATALOG_REFUSAL)
     if not reads and not allow_writes:
         kind = statements[0].type.name
         raise StatementRefused(
@@ -109,9 +114,14 @@ def _as_select(sql: str) -> str:
     return f"SELECT * FROM pragma_{name}({match.group(2) or ''})"
 
 
+def _bare(sql: str) -> str:
+    """`sql` without its strings and comments (each string left as `''`)."""
+    return _COMMENTS.sub(" ", _STRINGS.sub("''", sql))
+
+
 def _reads(statement: object, sql: str) -> bool:
     kind = statement.type  # type: ignore[attr-defined]
-    bare = _STRINGS.sub("''", sql)
+    bare = _bare(sql)
     if kind == duckdb.StatementType.SELECT:
         return not _CATALOG_ACTIONS.search(bare)
     if kind == duckdb.StatementType.EXPLAIN:

@@ -29,7 +29,7 @@ import pyarrow.flight as flight
 from zarrsql.errors import ZarrSQLError
 from zarrsql.server import catalog, commands, sqlinfo
 from zarrsql.server import protocol as pb
-from zarrsql.server.policy import Statement, StatementRefused, classify
+from zarrsql.server.policy import CATALOG_REFUSAL, Statement, StatementRefused, classify
 from zarrsql.server.sessions import Registry, Session, Ticket, UnknownHandle
 from zarrsql.server.streams import Limits, Streams, stream, user_error
 
@@ -85,7 +85,10 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
     def _new_cursor(self) -> Any:
         # DuckDB installs zarrsql's functions in the shared catalog: one cursor made at a time.
         with self._cursor_lock:
-            return self._root.cursor()
+            cursor = self._root.cursor()
+        if not self.allow_writes:
+            cursor._lock_catalog(CATALOG_REFUSAL)
+        return cursor
 
     def _session(self, context: Any) -> Session:
         return self.registry.session(context.peer())
