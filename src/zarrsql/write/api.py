@@ -1,19 +1,24 @@
 """`zarrsql.to_zarr`: the front function of every Zarr writer.
 
-It checks the arguments (each refusal names the parameter and the fix), resolves the
-relation or SQL text, and hands over to the layout's writer: `grid.write_grid` for dense,
+It checks the arguments and the target (each refusal names the parameter and the fix),
+resolves the relation or SQL text and the connection it runs on (a relation's own, when no
+`connection` is given), and hands over to the layout's writer: `grid.write_grid` for dense,
 xarray-compatible stores, `table.write_table` (the Zarr table convention) for tables.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from zarrsql.errors import ParameterError, UnsupportedError
+import duckdb
+import pyarrow as pa
+
+from zarrsql.errors import ParameterError, UnsupportedError, WriteError
 from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
 from zarrsql.write.allocator import returning_memory
+from zarrsql.write.commit import check_append_target, check_target
 from zarrsql.write.source import Source, source_of
 
 __all__ = ["to_zarr"]
@@ -64,11 +69,11 @@ def write_zarr(
     """`to_zarr`, returning the rows written (None when the layout's writer does not say)."""
     target = _store_text(store)
     _check(layout, mode, append_dim, zarr_format, consolidated)
-    source = source_of(relation_or_sql, connection)
+    check_target(target, storage_options)
+    source = source_of(relation_or_sql, connection if connection is not None else _own_connection(relation_or_sql))
     with returning_memory(source.connection.duckdb):
         if layout == "table":
-            _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
-            return None
+            return _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
         return _write_grid(source, target, dims, chunks, mode, append_dim, zarr_format, consolidated, storage_options)
 
 
@@ -81,16 +86,38 @@ def _write_grid(
     if mode == "a":
         from zarrsql.write.grid_append import append_grid
 
-        appended = append_grid(source, target, dims, append_dim, storage_options)
+        appended = append_grid(
+            source, target, dims, append_dim, storage_options, chunks=chunks, zarr_format=zarr_format
+        )
         if appended is not None:
             return appended
+        check_append_target(target)  # something that is not a store: refused in an append's words
         mode = "w-"  # nothing there yet: the first append creates the store
     options = GridOptions(chunks=chunks, zarr_format=zarr_format, consolidated=consolidated)
     return write_grid(source, target, dims=dims, mode=mode, options=options, storage_options=storage_options)
 
 
+def _own_connection(relation_or_sql: Any) -> Any:
+    """The zarrsql connection a relation belongs to, for a write given no `connection`: the
+    writers run statements beside the relation (a view of it joined to coordinates), which
+    must be on its own connection. DuckDB's Python relation keeps that connection only as the
+    private `_con`; without it (another DuckDB build), None: the default connection, as before."""
+    if not isinstance(relation_or_sql, duckdb.DuckDBPyRelation):
+        return None
+    duck = getattr(relation_or_sql, "_con", None)
+    if not isinstance(duck, duckdb.DuckDBPyConnection):
+        return None
+    from zarrsql.engine.connection import register, wrapper_of
+
+    # the wrapper the relation came from (its scans and their errors are registered there);
+    # a relation of a plain DuckDB connection gets one, as `connection=` that connection would
+    return wrapper_of(duck) or register(duck)
+
+
 def _store_text(store: Any) -> str:
     if isinstance(store, str):
+        if not store.strip():
+            raise ParameterError("the target store is empty (''); pass a path or URL, e.g. 'out.zarr'")
         return store
     if is_icechunk_object(store):  # a writable session: written through a fork, committed by the user
         location = session_location(store)
@@ -127,9 +154,10 @@ def _check(layout: str, mode: str, append_dim: str | None, zarr_format: int, con
 
 
 def _write_table(
-    source: Any, store: str, dims: Any, chunks: Any, mode: str, zarr_format: int, consolidated: bool,
+    source: Source, store: str, dims: Any, chunks: Any, mode: str, zarr_format: int, consolidated: bool,
     storage_options: Mapping[str, str] | None,
-) -> None:  # fmt: skip
+) -> int:  # fmt: skip
+    """Write the relation as a table-layout store: the rows written."""
     try:
         from zarrsql.write.table import write_table  # type: ignore[import-not-found,unused-ignore]
     except ImportError as err:
@@ -138,8 +166,47 @@ def _write_table(
         raise ParameterError("dims is for layout='grid' (a table has one row axis); drop dims")
     if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
         raise ParameterError(f"chunks for layout='table' is the rows per chunk, a positive int; got {chunks!r}")
-    from zarrsql.write.source import arrow_reader
+    reader = _QueryRows(source, store)
+    write_table(reader.stream(), store, mode=mode, chunks=chunks, zarr_format=zarr_format,
+                consolidated=consolidated, storage_options=storage_options)  # fmt: skip
+    return reader.rows
 
-    reader = arrow_reader(source.relation)
-    write_table(reader, store, mode=mode, chunks=chunks, zarr_format=zarr_format, consolidated=consolidated,
-                storage_options=storage_options)  # fmt: skip
+
+class _QueryRows:
+    """The relation's rows as the table writer reads them: counted (the rows written, for
+    COPY's `Count`), and a failing query reported as the query's error, not as the I/O error
+    pyarrow's OSError would be taken for (it carries DuckDB's error out of the Arrow stream)."""
+
+    def __init__(self, source: Source, store: str) -> None:
+        from zarrsql.write.source import arrow_reader
+
+        self.source, self.store = source, store
+        self.rows = 0
+        try:
+            self.reader = arrow_reader(source.relation)
+        except duckdb.Error as err:  # a query DuckDB runs to its end before the first batch
+            raise self._query_error(err) from err
+
+    def stream(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.reader.schema, self._batches())
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = self.reader.read_next_batch()
+            except StopIteration:
+                return
+            except (OSError, duckdb.Error) as err:
+                raise self._query_error(err) from err
+            self.rows += batch.num_rows
+            yield batch
+
+    def _query_error(self, err: Exception) -> Exception:
+        taken = getattr(self.source.connection, "take_scan_error", None)
+        scan_error = taken() if taken is not None else None
+        if scan_error is not None:  # a zarrsql scan the query reads failed: that error, as itself
+            return scan_error.with_traceback(None)  # type: ignore[no-any-return]
+        return WriteError(
+            f"the query failed while its rows were written to '{self.store}': {err}; fix the query (nothing "
+            "was written: a new store is not created, an append is rolled back)"
+        )

@@ -10,7 +10,10 @@ readers see it:
   into place: readers see no store or the whole store (mode "w": the old store until the
   rename). On an object store it is written in place, the root document(s) held back and
   written last, with the consolidated metadata. On failure the staging directory (local) or
-  the keys written (object store) are removed, and nothing else.
+  the keys written (object store) are removed, and nothing else. Mode "w" replaces only a
+  Zarr store (a root zarr.json, .zgroup or .zarray) or an empty directory, never a user's
+  directory or file, nor the current directory or one holding it; it holds the old store's
+  writer lock while it writes, so it never interleaves with an append.
 - `append_commit` (mode "a"). Under the writer lock (`write.lock`, local disk only),
   `write(target)` adds chunks and then rewrites the changed arrays' documents; last, the
   consolidated root document (v3 `zarr.json`, v2 `.zmetadata`) is replaced atomically
@@ -19,11 +22,15 @@ readers see it:
   whenever it is present, and so does `xr.open_zarr`) sees the old or the new store.
 
 Rolling back. Before `write` runs, the documents of every node are copied into a backup key
-`.zarrsql-append-backup.json` (local disk). If the append fails, they are restored and the
-backup removed; if the writer is killed, the next writer (which finds the dead writer's lock)
-restores them unless the commit point had already moved. Chunks written beyond an array's
-old shape stay behind, unseen (the shape in the documents is what readers trust); a chunk
-across the old end is rewritten with the old rows unchanged.
+`.zarrsql-append-backup.json` (local disk). `write` then writes through a journaling store:
+before it first creates, replaces or deletes any other key, the key is noted in
+`.zarrsql-append-journal` (one JSON line, on disk before the change), and a file it replaces
+or deletes is first kept (hard-linked, else copied) in `.zarrsql-append-saved/`. If the append
+fails, every journaled key goes back to what it was (a created file removed, a kept one moved
+back), the documents are restored and the backup removed; if the writer is killed, the next
+writer (which finds the dead writer's lock) does the same unless the commit point had
+already moved. So no chunk of a failed append survives it (a later append that writes no
+chunk there would otherwise show it), and no file the append did not write is touched.
 
 Without consolidated metadata there is no single commit point: the append is still rolled
 back on failure, but a reader walking the store during it can see some arrays grown and
@@ -38,6 +45,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -45,14 +53,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError
+from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError, ZarrSQLError
 from zarrsql.store.icechunk import is_session_location
 from zarrsql.write import lock as writer_lock
 
 BACKUP_NAME = ".zarrsql-append-backup.json"
+#: The keys an append changed (JSON lines) and the files it replaced or deleted, kept.
+JOURNAL_NAME = ".zarrsql-append-journal"
+SAVED_NAME = ".zarrsql-append-saved"
 MODES = ("w-", "w")
 #: The documents a node may have, by Zarr format.
 _DOCUMENTS = {3: ("zarr.json",), 2: (".zgroup", ".zarray", ".zattrs", ".zmetadata")}
+#: A directory holding one of these at its root is a Zarr store (v3, v2 group, v2 array).
+_ROOT_DOCUMENTS = ("zarr.json", ".zgroup", ".zarray")
+#: Protocols zarrsql reads but cannot write: HTTP has no way to put or delete keys.
+_READ_ONLY_PROTOCOLS = ("http", "https")
 #: The key whose replacement commits a write, by Zarr format.
 COMMIT_KEY = {3: "zarr.json", 2: ".zmetadata"}
 #: Temporary files zarr's local store writes before renaming (`<name>.<32 hex>.partial`).
@@ -115,6 +130,112 @@ def _exists_error(store: str) -> StoreExistsError:
     )
 
 
+# ----------------------------------------------------------------------------- targets
+def check_target(store: str, storage_options: Mapping[str, str] | None) -> None:
+    """Refuse, before any row is read, a target no writer can write: an empty path, an HTTP
+    URL (read-only), a protocol no installed filesystem knows, an object store that cannot be
+    reached (no credentials, a host that does not resolve). Each refusal names the fix."""
+    if not store.strip():
+        raise ParameterError("the target store is empty (''); pass a path or URL, e.g. 'out.zarr'")
+    if is_session_location(store) or local_path(store) is not None:
+        return
+    protocol = store.split("://", 1)[0].lower()
+    if protocol in _READ_ONLY_PROTOCOLS:
+        raise ParameterError(
+            f"'{store}' is an {protocol} URL, which zarrsql reads but cannot write ({protocol} has no way to put "
+            "keys); write to a local path or an object store (s3://, gs://, az://)"
+        )
+    import fsspec
+
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError as err:
+        raise ParameterError(
+            f"'{store}' names the protocol '{protocol}://', which no installed filesystem knows; check the "
+            "spelling, or write to a local path or an object store (s3://, gs://, az://)"
+        ) from err
+    except ImportError as err:
+        raise ParameterError(f"writing to '{store}' needs the filesystem package of {protocol}:// ({err})") from err
+    fs, root = _reach(store, lambda: _remote(store, storage_options))
+    _reach(store, lambda: fs.exists(root))
+
+
+def _unreachable() -> tuple[type[BaseException], ...]:
+    """What a filesystem raises when an object store cannot be reached: OSError (s3fs's and
+    aiohttp's translations, DNS failures), ValueError (a malformed URL or option) and, once
+    botocore is loaded, its own errors (no credentials, a bad endpoint)."""
+    kinds: list[type[BaseException]] = [OSError, ValueError]
+    botocore = sys.modules.get("botocore.exceptions")
+    if botocore is not None:
+        kinds.append(botocore.BotoCoreError)
+    return tuple(kinds)
+
+
+def _reach(store: str, request: Callable[[], Any]) -> Any:
+    """`request()`, a first call to an object store; its failure a WriteError naming the fix."""
+    try:
+        return request()
+    except ZarrSQLError:
+        raise
+    except _unreachable() as err:
+        raise WriteError(
+            f"cannot reach the target '{store}' ({type(err).__name__}: {err}); check the URL and give credentials "
+            "in storage_options (for s3:// e.g. {'key': ..., 'secret': ...}, or the AWS_* environment variables); "
+            "nothing was written"
+        ) from err
+
+
+def _is_zarr_root(path: Path) -> bool:
+    return any((path / name).is_file() for name in _ROOT_DOCUMENTS)
+
+
+def _holds_cwd(path: Path) -> bool:
+    """Whether `path` is the current directory or one that contains it."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:  # the current directory was removed: nothing to protect
+        return False
+    there = path.resolve()
+    return there == here or there in here.parents
+
+
+def _not_a_store(path: Path) -> str | None:
+    """What is at `path`, in words, when it is neither nothing, an empty directory nor a Zarr
+    store (the only things zarrsql may replace); None otherwise."""
+    if not (path.exists() or path.is_symlink()):
+        return None
+    if path.is_dir():
+        if _is_zarr_root(path) or not any(path.iterdir()):
+            return None
+        return "a directory that is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)"
+    return "a file, not a Zarr store"
+
+
+def _check_replaceable(store: str, path: Path, mode: str) -> None:
+    """zarrsql deletes nothing it did not create: mode "w" replaces a Zarr store or an empty
+    directory only, and no mode writes over the current directory (or one that holds it)."""
+    if _holds_cwd(path):
+        raise StoreExistsError(
+            f"'{store}' is the current directory or one that contains it; a store is written into a directory of "
+            "its own and zarrsql never replaces this one: choose another path, e.g. 'out.zarr'"
+        )
+    what = _not_a_store(path) if mode == "w" else None
+    if what is not None:
+        raise StoreExistsError(
+            f"'{store}' is {what}; mode=\"w\" replaces only a Zarr store or an empty directory, as zarrsql never "
+            f"deletes what it did not create: choose another path, or remove '{store}' yourself"
+        )
+
+
+def check_append_target(store: str) -> None:
+    """Before a first append creates the store at `store` (no store there yet): refuse, in an
+    append's words, a local target that holds something else."""
+    path = local_path(store)
+    if path is None or is_session_location(store) or not _occupied(path):
+        return
+    raise _not_found(store, path)
+
+
 # ----------------------------------------------------------------------------- consolidation
 def consolidate(zarr_store: Any, zarr_format: int) -> None:
     """Write the consolidated metadata of the whole store into its root document."""
@@ -130,6 +251,13 @@ def consolidate(zarr_store: Any, zarr_format: int) -> None:
 
 def _wrapped(kind: str, store: str, err: OSError, left: str) -> WriteError:
     return WriteError(f"writing '{store}' failed ({kind}): {err}; {left}")
+
+
+def _failure(err: OSError) -> str:
+    """What an OSError met while writing was: one with an errno is the file system's; pyarrow
+    carries a failed query (DuckDB's error, from the Arrow stream of its rows) as an OSError
+    without one."""
+    return "an I/O error" if err.errno is not None else "the query failed"
 
 
 # ----------------------------------------------------------------------------- new stores
@@ -168,10 +296,25 @@ def _occupied(path: Path) -> bool:
 def _publish_local(
     store: str, path: Path, mode: str, write: Callable[[StoreTarget], None], zarr_format: int, *, consolidated: bool
 ) -> None:
-    from zarr.storage import LocalStore
-
+    _check_replaceable(store, path, mode)
     if mode == "w-" and _occupied(path):
         raise _exists_error(store)
+    # mode "w" holds the old store's writer lock until the old store is moved aside (the lock
+    # goes with it): an append running elsewhere refuses the replacement, and none can start
+    held = writer_lock.acquire(store, path) if mode == "w" and path.is_dir() and _is_zarr_root(path) else None
+    try:
+        _stage_and_move(store, path, mode, write, zarr_format, consolidated=consolidated)
+    except BaseException:
+        if held is not None:
+            writer_lock.release(held)
+        raise
+
+
+def _stage_and_move(
+    store: str, path: Path, mode: str, write: Callable[[StoreTarget], None], zarr_format: int, *, consolidated: bool
+) -> None:
+    from zarr.storage import LocalStore
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.parent / f".{path.name}.zarrsql-staging-{uuid.uuid4().hex}"
@@ -187,7 +330,7 @@ def _publish_local(
     except OSError as err:
         shutil.rmtree(staging, ignore_errors=True)
         left = "nothing was created" if mode == "w-" else "the old store, if any, is unchanged"
-        raise _wrapped("an I/O error", store, err, left) from err
+        raise _wrapped(_failure(err), store, err, left) from err
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -205,9 +348,10 @@ def _move_into_place(store: str, staging: Path, path: Path, mode: str) -> None:
     if not (path.exists() or path.is_symlink()):
         os.rename(staging, path)
         return
+    _check_replaceable(store, path, mode)  # something else may have appeared while we wrote
     if mode == "w-":
         if _occupied(path):
-            raise _exists_error(store)  # something appeared while we wrote
+            raise _exists_error(store)
         path.rmdir()  # an empty directory: ours to fill
         os.rename(staging, path)
         return
@@ -230,10 +374,16 @@ def _publish_remote(
     *,
     consolidated: bool,
 ) -> None:
-    fs, root = _remote(store, storage_options)
-    if fs.exists(root) and fs.find(root):
+    fs, root = _reach(store, lambda: _remote(store, storage_options))
+    if _reach(store, lambda: fs.exists(root) and bool(fs.find(root))):
         if mode == "w-":
             raise _exists_error(store)
+        if not any(fs.exists(f"{root}/{name}") for name in _ROOT_DOCUMENTS):
+            raise StoreExistsError(
+                f"'{store}' holds objects but no Zarr store (no zarr.json, .zgroup or .zarray at its root); "
+                f'mode="w" replaces only a Zarr store, as zarrsql never deletes what it did not create: choose '
+                "another path, or remove those objects yourself"
+            )
         fs.rm(root, recursive=True)  # an object store cannot rename: the old store goes first
     zarr_store = _RootLast(_zarr_remote(store, storage_options), zarr_format)
     try:
@@ -324,7 +474,18 @@ def append_commit(
         _append_local(store, path, zarr_format, write)
 
 
-def _not_found(store: str) -> StoreNotFoundError:
+def _not_found(store: str, path: Path | None = None) -> StoreNotFoundError:
+    what = _not_a_store(path) if path is not None else None
+    if what is not None:
+        return StoreNotFoundError(
+            f"cannot append to '{store}': it is {what}; append to a Zarr store, or write a new store at another "
+            f"path (zarrsql writes into or removes nothing it did not create)"
+        )
+    if path is not None and _occupied(path):
+        return StoreNotFoundError(
+            f"cannot append to '{store}': no Zarr group is at its root (a Zarr array is); append to a group "
+            "store, or write a new store at another path"
+        )
     return StoreNotFoundError(
         f"cannot append to '{store}': no Zarr store is there (no zarr.json or .zgroup at its "
         'root); create it first with mode="w-" (or mode="w")'
@@ -336,7 +497,7 @@ def _format_of(store: str, path: Path) -> int:
         return 3
     if (path / ".zgroup").is_file():
         return 2
-    raise _not_found(store)
+    raise _not_found(store, path)
 
 
 def _consolidated(path: Path, zarr_format: int) -> bool:
@@ -355,25 +516,31 @@ def _append_local(store: str, path: Path, zarr_format: int, write: Callable[[Sto
     documents = node_documents(path, zarr_format)
     commit = COMMIT_KEY[zarr_format]
     backup = {"commit_sha256": _digest(documents.get(commit)), "documents": documents}
+    _drop_journal(path)  # what a finished (committed or rolled back) writer left, if killed then
     _write_atomic(path / BACKUP_NAME, json.dumps(backup).encode())
+    journal = _Journal(path, frozenset(documents))
     try:
-        zarr_store = LocalStore(path)
+        zarr_store = _journaled(LocalStore(path), journal)
         write(StoreTarget(store, zarr_store, zarr_format))
         if _consolidated(path, zarr_format):
             consolidate(zarr_store, zarr_format)
     except OSError as err:
+        journal.close()
         _restore(path, documents)
-        raise _wrapped("an I/O error", store, err, "the append was rolled back; the store is unchanged") from err
+        raise _wrapped(_failure(err), store, err, "the append was rolled back; the store is unchanged") from err
     except BaseException:
+        journal.close()
         _restore(path, documents)
         raise
-    (path / BACKUP_NAME).unlink(missing_ok=True)
+    journal.close()
+    (path / BACKUP_NAME).unlink(missing_ok=True)  # committed: the journal is of no more use
+    _drop_journal(path)
 
 
 def _append_remote(store: str, storage_options: Mapping[str, str] | None, write: Callable[[StoreTarget], None]) -> None:
     """On an object store: no lock (one writer is the caller's promise), root document last."""
-    fs, root = _remote(store, storage_options)
-    if fs.exists(f"{root}/zarr.json"):
+    fs, root = _reach(store, lambda: _remote(store, storage_options))
+    if _reach(store, lambda: fs.exists(f"{root}/zarr.json")):
         zarr_format = 3
     elif fs.exists(f"{root}/.zgroup"):
         zarr_format = 2
@@ -441,7 +608,9 @@ def node_documents(root: Path, zarr_format: int) -> dict[str, str]:
 
 
 def _restore(root: Path, documents: Mapping[str, str]) -> None:
-    """Put every document back as it was before the append; drop the backup."""
+    """Put every key the append changed and every document back as it was before the append;
+    drop the backup, then the journal (a writer killed in between repeats this harmlessly)."""
+    _undo_journal(root)
     for key, text in documents.items():
         target = root / key
         with contextlib.suppress(OSError):
@@ -449,12 +618,14 @@ def _restore(root: Path, documents: Mapping[str, str]) -> None:
                 continue
         _write_atomic(target, text.encode())
     (root / BACKUP_NAME).unlink(missing_ok=True)
+    _drop_journal(root)
 
 
 def recover(root: Path, zarr_format: int) -> None:
-    """Repair what a killed append left: the documents come back from the backup unless the
-    commit point had moved already (then the append is complete and only the backup goes);
-    zarr's temporary `.partial` files in node directories are removed."""
+    """Repair what a killed append left: the journaled keys and the documents come back as
+    they were unless the commit point had moved already (then the append is complete and only
+    the backup and the journal go); zarr's temporary `.partial` files in node directories are
+    removed."""
     for here in _node_dirs(root, zarr_format):
         for p in here.iterdir():
             if p.is_file() and (_PARTIAL.search(p.name) or (here == root and _LOCK_LEFTOVER.match(p.name))):
@@ -462,17 +633,162 @@ def recover(root: Path, zarr_format: int) -> None:
     backup_path = root / BACKUP_NAME
     try:
         backup = json.loads(backup_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except FileNotFoundError:  # no append under way: a journal left is a finished writer's
+        _drop_journal(root)
         return
     except ValueError:  # never half-written (atomic), but refuse to guess if it is not JSON
         backup_path.unlink()
+        _drop_journal(root)
         return
     commit = COMMIT_KEY[zarr_format]
     current = (root / commit).read_text(encoding="utf-8") if (root / commit).is_file() else None
     if _digest(current) != backup.get("commit_sha256"):
         backup_path.unlink(missing_ok=True)  # committed: the new documents are the store
+        _drop_journal(root)
         return
     _restore(root, backup.get("documents", {}))
+
+
+# ----------------------------------------------------------------------------- the journal
+class _Journal:
+    """The keys an append changes, each noted on disk before its first change (see the module
+    doc); a file about to be replaced or deleted is kept first. The documents in the backup
+    are left to it (`documents`)."""
+
+    def __init__(self, root: Path, documents: frozenset[str]) -> None:
+        self.root = root
+        self.documents = documents
+        self.seen: set[str] = set()
+        self.file = (root / JOURNAL_NAME).open("a", encoding="utf-8")
+
+    def before_change(self, key: str) -> None:
+        if key in self.seen or key in self.documents:
+            return
+        self.seen.add(key)
+        target = self.root / key
+        kept: str | None = None
+        if target.exists():
+            kept = str(len(self.seen))
+            saved = self.root / SAVED_NAME
+            saved.mkdir(exist_ok=True)
+            _keep(target, saved / kept)  # before the line: a line names only a kept file that exists
+        self.file.write(json.dumps({"key": key, "kept": kept}) + "\n")
+        self.file.flush()  # in the file system before the change: a killed writer's is complete
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _keep(target: Path, kept: Path) -> None:
+    """Keep `target` as `kept`: a hard link (zarr replaces a key by renaming a new file over it,
+    so the link keeps the old bytes), or a copy where links are not allowed."""
+    if target.is_dir():
+        shutil.copytree(target, kept)
+        return
+    try:
+        os.link(target, kept)
+    except OSError:
+        shutil.copy2(target, kept)
+
+
+def _journaled_class() -> type:
+    """`_journaled`'s class, built on first use (zarr is imported lazily)."""
+    from zarr.storage import WrapperStore
+
+    class Journaled(WrapperStore):  # type: ignore[type-arg]
+        """A store that notes every key in the journal before it writes or deletes it."""
+
+        def __init__(self, store: Any, journal: _Journal) -> None:
+            super().__init__(store)
+            self._journal = journal
+
+        def _with_store(self, store: Any) -> Any:
+            return type(self)(store, self._journal)
+
+        async def set(self, key: str, value: Any) -> None:
+            self._journal.before_change(key)
+            await self._store.set(key, value)
+
+        async def set_if_not_exists(self, key: str, value: Any) -> None:
+            self._journal.before_change(key)
+            await self._store.set_if_not_exists(key, value)
+
+        async def _set_many(self, values: Any) -> None:
+            for key, value in values:
+                await self.set(key, value)
+
+        async def delete(self, key: str) -> None:
+            self._journal.before_change(key)
+            await self._store.delete(key)
+
+        async def delete_dir(self, prefix: str) -> None:
+            for key in [k async for k in self._store.list_prefix(prefix)]:
+                await self.delete(key)
+
+        async def clear(self) -> None:
+            await self.delete_dir("")
+
+    return Journaled
+
+
+def _journaled(store: Any, journal: _Journal) -> Any:
+    return _journaled_class()(store, journal)
+
+
+def _journal_entries(root: Path) -> list[tuple[str, str | None]]:
+    """The (key, kept file) pairs of the journal, oldest first; a last line cut short by a kill
+    is skipped (it was written before its change, which then never began)."""
+    try:
+        lines = (root / JOURNAL_NAME).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    entries = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        key, kept = (entry.get("key"), entry.get("kept")) if isinstance(entry, dict) else (None, None)
+        if isinstance(key, str) and key and not key.startswith("/") and ".." not in key.split("/"):
+            entries.append((key, kept if isinstance(kept, str) else None))
+    return entries
+
+
+def _undo_journal(root: Path) -> None:
+    """Put every journaled key back, newest first: a created file is removed (with the folders
+    it emptied), a kept one moved back. Done twice (a kill in between), it changes nothing."""
+    for key, kept in reversed(_journal_entries(root)):
+        target = root / key
+        if kept is None:
+            if target.is_file() or target.is_symlink():
+                target.unlink(missing_ok=True)
+                _prune(target.parent, root)
+            continue
+        source = root / SAVED_NAME / kept
+        if not (source.exists() or source.is_symlink()):
+            continue  # moved back already
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            if target.exists() or target.is_symlink():
+                _remove(target)
+            os.rename(source, target)
+        else:
+            os.replace(source, target)
+
+
+def _prune(folder: Path, root: Path) -> None:
+    """Remove `folder` and its parents below `root` while they are empty."""
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def _drop_journal(root: Path) -> None:
+    (root / JOURNAL_NAME).unlink(missing_ok=True)
+    shutil.rmtree(root / SAVED_NAME, ignore_errors=True)
 
 
 def _write_session(store: str, mode: str, write: Callable[[StoreTarget], None], zarr_format: int) -> None:

@@ -5,7 +5,9 @@ statement itself (a `.zarr` target or `FORMAT zarr`) and hands it here. The opti
 `to_zarr`'s keywords: `DIMS (time, lat)`, `LAYOUT grid|table`, `CHUNKS (10, 20)` (or one
 number), `MODE create|overwrite|append` (or `'w-'`, `'w'`, `'a'`), `APPEND_DIM time`,
 `ZARR_FORMAT 2|3`, `CONSOLIDATED true|false`. The result is DuckDB's for a COPY: one row,
-`Count`, the rows written.
+`Count`, the rows written. As in DuckDB, a table may be given with a column list
+(`COPY t(a, b) TO ...`). Prepared parameters (`?`, `$1`) are refused: the statement is run by
+the writers, not prepared by DuckDB, so the values would never reach it.
 """
 
 from __future__ import annotations
@@ -70,10 +72,11 @@ def parse_copy(sql: str) -> CopyToZarr:
         k = end + 1
     else:
         k = next((j for j in range(1, len(toks)) if toks[j].text.upper() == "TO"), len(toks))
-        query = "SELECT * FROM " + sql[toks[1].pos : toks[k - 1].pos + len(toks[k - 1].text)]
+        query = _table_query(sql, toks[1:k])
     if k + 1 >= len(toks) or toks[k].text.upper() != "TO" or toks[k + 1].kind != "string_const":
         raise ParameterError("a COPY to Zarr needs TO '<store path or URL>' after the query")
     store = _text(toks[k + 1])
+    _refuse_parameters(toks[:k], store)
     options: dict[str, Any] = {}
     rest = toks[k + 2 :]
     if rest:
@@ -81,6 +84,28 @@ def parse_copy(sql: str) -> CopyToZarr:
             raise ParameterError(f"after TO '{store}' a COPY takes its options in parentheses: (FORMAT zarr, ...)")
         options = _options(rest[1:-1])
     return CopyToZarr(query, store, options)
+
+
+def _table_query(sql: str, table: list[Token]) -> str:
+    """The query of `COPY <table> TO` or, with a column list, `COPY <table>(a, b) TO`."""
+    opening = next((j for j, t in enumerate(table) if t.text == "("), None)
+    if opening is not None and opening > 0 and _closing(table, opening) == len(table) - 1:
+        name = sql[table[0].pos : table[opening - 1].pos + len(table[opening - 1].text)]
+        return f"SELECT {sql[table[opening].pos + 1 : table[-1].pos]} FROM {name}"
+    return "SELECT * FROM " + sql[table[0].pos : table[-1].pos + len(table[-1].text)]
+
+
+def _refuse_parameters(toks: list[Token], store: str) -> None:
+    """A prepared parameter in the query would never get its value: the writers run the query
+    themselves, after DuckDB was given the COPY's values (which it has nowhere to put)."""
+    for t, after in zip(toks, [*toks[1:], None], strict=True):
+        numbered = t.text == "$" and after is not None and after.pos == t.pos + 1
+        if t.text == "?" or numbered:
+            raise ParameterError(
+                f"a COPY to Zarr ('{store}') cannot take prepared parameters (? or $1): zarrsql runs its query "
+                "itself, so the values would not reach it; write the values into the SQL, or call "
+                f"zarrsql.to_zarr(con.sql(query, params=[...]), '{store}', ...) with the same options as keywords"
+            )
 
 
 def _options(toks: list[Token]) -> dict[str, Any]:

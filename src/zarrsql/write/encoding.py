@@ -20,7 +20,7 @@ import numpy as np
 
 from zarrsql.errors import UnwritableColumnError, WriteError
 
-__all__ = ["ArraySpec", "spec_for", "time_unit"]
+__all__ = ["ArraySpec", "missing_text_error", "spec_for", "time_unit"]
 
 NAT = np.iinfo(np.int64).min
 #: Units a time coordinate is written in, coarsest first: the first that holds every value
@@ -125,8 +125,13 @@ def spec_for(
         attrs = {"units": f"{unit} since 1970-01-01", "calendar": "proleptic_gregorian"}
         return ArraySpec(name, kind, np.dtype(np.int64), NAT, attrs, code)
     if not complete:
-        raise UnwritableColumnError(
-            f"text column '{name}' would have missing cells (the grid has holes or the column is NULL), which a "
-            "Zarr text array cannot mark; COALESCE it to a value of your choice, or write with layout='table'"
-        )
+        raise missing_text_error(name)
     return ArraySpec(name, kind, "str", "", {})
+
+
+def missing_text_error(name: str) -> UnwritableColumnError:
+    """The refusal of text with a missing cell, for a new grid store and an append alike."""
+    return UnwritableColumnError(
+        f"text column '{name}' would have missing cells (the grid has holes or the column is NULL), which a "
+        "Zarr text array cannot mark; COALESCE it to a value of your choice, or write with layout='table'"
+    )

@@ -22,11 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from zarrsql.errors import WriteError
+from zarrsql.errors import ParameterError, UnwritableColumnError, WriteError
 from zarrsql.write.cells import Grid, column_values, dim_kinds, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
 from zarrsql.write.commit import publish_new
@@ -134,7 +135,39 @@ def grid_columns(
     kinds = dim_kinds(source, dims_t, "grid")
     schema = schema_of(source)
     variables = {f.name: kind_of(f.name, f.type, "grid") for f in schema if f.name not in dims_t}
+    check_integers_as_doubles(source, schema)
     return dims_t, kinds, variables, schema
+
+
+#: Digits every integer of which a float64 holds exactly (10**15 < 2**53).
+_EXACT_DIGITS = 15
+
+
+def check_integers_as_doubles(source: Source, schema: pa.Schema) -> None:
+    """Refuse a HUGEINT (or DECIMAL without a scale) column with a value float64 cannot hold.
+
+    Such columns become float64 arrays, as DuckDB's `.df()` makes them: `sum()` of integers
+    is a HUGEINT, and a sum is exact in float64 up to 2**53. Past that the double is another
+    integer, so a value that does not come back from DOUBLE unchanged is refused (one
+    aggregate, only when a column has more than 15 digits). Scaled DECIMALs are approximate
+    numbers anyway and stay float64 without a check."""
+    wide = [f.name for f in schema if pa.types.is_decimal(f.type) and f.type.scale == 0
+            and f.type.precision > _EXACT_DIGITS]  # fmt: skip
+    if not wide:
+        return
+    tests = []
+    for name in wide:
+        q = quote(name)
+        bad = f"{q} IS NOT NULL AND TRY_CAST({q}::DOUBLE AS HUGEINT) IS DISTINCT FROM {q}"
+        tests += [f"count(*) FILTER (WHERE {bad})", f"min({q}) FILTER (WHERE {bad})::VARCHAR"]
+    (row,) = source.relation.aggregate(", ".join(tests)).fetchall()
+    for k, name in enumerate(wide):
+        if row[2 * k]:
+            raise UnwritableColumnError(
+                f"column '{name}' ({schema.field(name).type}, e.g. a HUGEINT or a sum()) has the value {row[2 * k + 1]}"
+                f", which the float64 array a grid stores it in cannot hold exactly; CAST it AS BIGINT when every "
+                "value fits 64 bits, AS DOUBLE to accept the rounding, or AS VARCHAR to keep every digit"
+            )
 
 
 def _numpy_dtype(arrow_type: pa.DataType, kind: str) -> np.dtype[Any] | None:
@@ -277,22 +310,42 @@ def write_chunks(
     view = f"__zarrsql_write_{token}"
     names = [f"{view}_{k}" for k in range(len(grid.dims))]
     order = _ChunkOrder(grid, chunks)
+    schema = schema_of(source)
     source.relation.create_view(view, replace=True)
     try:
         for k, d in enumerate(grid.dims):
             index = grid.indexes[k]
             start = (first or {}).get(d, 0)
-            values = index.values[start:] if start else index.values
-            con.register(names[k], pa.table({"v": pa.array(values), "i": np.arange(start, len(index), dtype=np.int64)}))
+            values = _coordinate_array(index.values[start:] if start else index.values, schema.field(d).type)
+            con.register(names[k], pa.table({"v": values, "i": np.arange(start, len(index), dtype=np.int64)}))
         columns = [f"{order.key_sql([f'c{k}.i' for k in range(len(names))])} AS __zarrsql_key"]
         columns += [f"r.{quote(n)}" for n in specs]
         joins = " ".join(f"JOIN {names[k]} AS c{k} ON r.{quote(d)} = c{k}.v" for k, d in enumerate(grid.dims))
-        rel = con.sql(f"SELECT {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_key")
+        try:
+            rel = con.sql(f"SELECT {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_key")
+        except duckdb.CatalogException as err:
+            if view not in str(err):
+                raise
+            raise ParameterError(  # the view went to the relation's own connection, not this one
+                "the relation to write was made on another connection than the one writing it, and this "
+                "DuckDB does not tell which: pass that connection, to_zarr(relation, ..., connection=con)"
+            ) from None
         return _fill_chunks(source, rel, _ChunkBuffers(grid, chunks, arrays, specs, old), order)
     finally:
         for name in names:
             con.unregister(name)
         con.execute(f"DROP VIEW IF EXISTS {view}")
+
+
+def _coordinate_array(values: np.ndarray, column_type: pa.DataType) -> pa.Array:
+    """A dimension's coordinates as the join with the relation's column must see them.
+
+    Time coordinates are held as naive datetime64 in UTC. Joined as a plain TIMESTAMP to a
+    TIMESTAMP WITH TIME ZONE column, DuckDB would read them in the session's TimeZone and
+    shift every row by the zone's offset; given the UTC zone, the join is the same in any zone."""
+    if pa.types.is_timestamp(column_type) and column_type.tz is not None:
+        return pa.array(values, type=pa.timestamp("ns", tz="UTC"))
+    return pa.array(values)
 
 
 class _ChunkOrder:

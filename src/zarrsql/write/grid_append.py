@@ -1,9 +1,11 @@
 """Grid appends: new steps along `append_dim` of an existing grid store.
 
 The relation must have the store's variables over the same dimensions, kinds that the
-stored arrays hold, coordinates of the other dimensions among the stored ones, and new
-`append_dim` coordinates that follow the stored ones (past the last, in the stored
-direction; a value already there is a clash). Then, under `append_commit`: every new chunk
+stored arrays hold (integers within the stored dtype's range, text in every cell),
+coordinates of the other dimensions among the stored ones, and new `append_dim` coordinates
+that follow the stored ones (past the last, in the stored direction; a value already there
+is a clash). The new steps are placed sorted in the store's direction, whatever the
+relation's order. Then, under `append_commit`: every new chunk
 is written beyond the committed end (a chunk straddling the old end is rewritten with its
 old cells kept, atomically on local disk), then each grown array's metadata, and the
 consolidated root last, the one commit point a reader sees.
@@ -17,12 +19,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
 from zarrsql.store.icechunk import is_session_location, writable_session
-from zarrsql.write.cells import Grid, discover_grid
+from zarrsql.write.cells import Grid, discover_grid, quote
+from zarrsql.write.chunking import chunk_shape
 from zarrsql.write.commit import append_commit
-from zarrsql.write.encoding import ArraySpec
+from zarrsql.write.encoding import ArraySpec, missing_text_error
 from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
 
@@ -38,10 +42,14 @@ def append_grid(
     dims_given: Sequence[str] | None,
     append_dim: str | None,
     storage_options: Mapping[str, str] | None,
+    *,
+    chunks: Any = None,
+    zarr_format: int | None = None,
 ) -> int | None:
     """Append the relation along `append_dim`: the rows appended (None: no store there yet;
-    `dims` default to the store's)."""
-    dims, kinds, variables, _ = grid_columns(
+    `dims` default to the store's). `chunks` and `zarr_format`, when given, must be the
+    store's (an append keeps both): they are checked, never silently ignored."""
+    dims, kinds, variables, schema = grid_columns(
         source, dims_given if dims_given is not None else stored_dims(store, storage_options)
     )
     if append_dim not in dims:
@@ -56,6 +64,7 @@ def append_grid(
     else:
         old = xr.open_zarr(store, storage_options=dict(storage_options) if storage_options else None)
     _check_variables(store, old, dims, variables)
+    _check_layout_arguments(store, group, dims, append_dim, variables, chunks, zarr_format)
     new = discover_grid(source, dims, kinds)
     if not len(new.indexes[dims.index(append_dim)]):
         return 0  # no rows: nothing to append
@@ -65,7 +74,9 @@ def append_grid(
     specs = {name: _stored_spec(store, group[name], name, kind, complete[name]) for name, kind in variables.items()}
     coord_spec = _stored_spec(store, group[append_dim], append_dim, kinds[append_dim], True)
     axis = dims.index(append_dim)
-    chunks = tuple(group[next(iter(variables))].chunks) if variables else ()
+    fresh = np.asarray(full.indexes[axis][start:])
+    _check_integer_ranges(source, store, specs, schema, {append_dim: (coord_spec, fresh)})
+    stored_chunks = tuple(group[next(iter(variables))].chunks) if variables else ()
 
     rows: list[int] = []
 
@@ -75,9 +86,9 @@ def append_grid(
         root = zarr.open_group(store=target.zarr_store, mode="r+")
         grown = {name: _future(root[name], axis, len(full.indexes[axis])) for name in variables}
         coord = _future(root[append_dim], 0, len(full.indexes[axis]))
-        coord[start:] = coord_spec.encode(np.asarray(new.indexes[axis].values), None)
+        coord[start:] = coord_spec.encode(fresh, None)
         stored = {name: root[name] for name in variables}
-        rows.append(write_chunks(source, full, chunks, grown, specs, old=stored, first={append_dim: start}))
+        rows.append(write_chunks(source, full, stored_chunks, grown, specs, old=stored, first={append_dim: start}))
         for name in [*variables, append_dim]:  # the metadata, after every chunk
             array = root[name]
             assert isinstance(array, zarr.Array)  # checked when the append was planned
@@ -162,13 +173,17 @@ def _full_grid(store: str, old: Any, new: Grid, append_dim: str) -> tuple[Grid, 
                 )
             indexes.append(stored)
             continue
-        _check_follows(store, d, stored, index)
+        falling = len(stored) > 1 and stored.is_monotonic_decreasing
+        steps = index.sort_values(ascending=not falling)
+        _check_follows(store, d, stored, steps, falling=falling)
         start = len(stored)
-        indexes.append(stored.append(index))
+        indexes.append(stored.append(steps))
     return Grid(new.dims, tuple(indexes)), start
 
 
-def _check_follows(store: str, dim: str, stored: pd.Index, fresh: pd.Index) -> None:
+def _check_follows(store: str, dim: str, stored: pd.Index, fresh: pd.Index, *, falling: bool) -> None:
+    """The new steps (sorted in the store's direction: the relation's order does not matter)
+    are not in the store and all lie past its last step."""
     clash = fresh.intersection(stored)
     if len(clash):
         raise WriteError(
@@ -177,7 +192,6 @@ def _check_follows(store: str, dim: str, stored: pd.Index, fresh: pd.Index) -> N
         )
     if not len(stored):
         return
-    falling = len(stored) > 1 and stored.is_monotonic_decreasing
     last = stored[-1]
     behind = fresh[fresh > last] if falling else fresh[fresh < last]
     if len(behind):
@@ -193,6 +207,8 @@ def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -
     dtype = np.dtype(array.dtype) if not str(array.dtype).startswith(("<U", "|U", "str", "String")) else None
     attrs = dict(array.attrs)
     stored_kind = _stored_kind(dtype, attrs)
+    if stored_kind == "string" and kind == "string" and not complete:
+        raise missing_text_error(name)  # as a new store refuses it: a text array has no missing marker
     fits = {
         "time": kind == "time" and stored_kind == "time",
         "float": kind in ("float", "int", "bool") and stored_kind == "float",
@@ -209,6 +225,71 @@ def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -
     code, origin = _time_units(store, name, attrs) if stored_kind == "time" else (None, None)
     fill = array.fill_value
     return ArraySpec(name, kind, dtype if dtype is not None else "str", fill, attrs, code, origin)
+
+
+def _check_integer_ranges(
+    source: Source, store: str, specs: Mapping[str, ArraySpec], schema: pa.Schema,
+    coordinates: Mapping[str, tuple[ArraySpec, np.ndarray]],
+) -> None:  # fmt: skip
+    """Refuse integers outside the stored integer dtype's range: numpy would wrap them (300
+    into int8 is 44). A column whose type the stored dtype holds whole is not read; another
+    (a BIGINT into int8) is checked by its actual minimum and maximum, one aggregate for all."""
+    limits = {}
+    for name, spec in specs.items():
+        stored = np.dtype(spec.dtype) if spec.kind == "int" and not spec.promoted else None
+        arrow = schema.field(name).type
+        if stored is not None and pa.types.is_integer(arrow) and not np.can_cast(arrow.to_pandas_dtype(), stored):
+            limits[name] = stored
+    if limits:
+        aggregates = ", ".join(f"min({quote(n)})::VARCHAR, max({quote(n)})::VARCHAR" for n in limits)
+        (row,) = source.relation.aggregate(aggregates).fetchall()
+        for k, (name, stored) in enumerate(limits.items()):
+            _check_range(store, name, stored, row[2 * k], row[2 * k + 1])
+    for name, (spec, values) in coordinates.items():
+        if spec.kind == "int" and np.dtype(spec.dtype).kind in "iu" and len(values):
+            _check_range(store, name, np.dtype(spec.dtype), str(values.min()), str(values.max()))
+
+
+def _check_range(store: str, name: str, stored: np.dtype[Any], low: str | None, high: str | None) -> None:
+    """Both ends (as decimal text, exact for any integer width; None: all NULL) fit `stored`."""
+    info = np.iinfo(stored)
+    outside = [int(v) for v in (low, high) if v is not None and not info.min <= int(v) <= info.max]
+    if outside:
+        raise AppendSchemaError(
+            f"column '{name}' has the value {outside[0]}, which the store's {stored} array '{name}' in '{store}' "
+            f"cannot hold (its range is {info.min} to {info.max}); filter or clip the values, or write a new store "
+            "with a wider type"
+        )
+
+
+def _check_layout_arguments(
+    store: str, group: Any, dims: tuple[str, ...], append_dim: str, variables: Mapping[str, str],
+    chunks: Any, zarr_format: int | None,
+) -> None:  # fmt: skip
+    """An append keeps the store's format and chunks; other ones asked for are refused.
+
+    `zarr_format` defaults to 3 in `to_zarr`, so only 2 for a Zarr v3 store is known to be
+    asked for. Chunks are compared as `to_zarr` would have made them for the store's shape;
+    along `append_dim` the stored chunk may be shorter than the one given (a chunk is never
+    longer than its dimension was when the store was created)."""
+    stored_format = int(group.metadata.zarr_format)
+    if zarr_format == 2 and stored_format != 2:
+        raise ParameterError(
+            f"zarr_format=2 was given, but the store '{store}' is Zarr format {stored_format}, which an append "
+            "keeps; drop zarr_format, or write a new store with mode='w'"
+        )
+    if chunks is None or not variables:
+        return
+    array = group[next(iter(variables))]
+    stored = tuple(int(c) for c in array.chunks)
+    given = chunk_shape(chunks, dims, array.shape)
+    for d, want, have in zip(dims, given, stored, strict=True):
+        if want != have and not (d == append_dim and have < want):
+            raise ParameterError(
+                f"chunks={chunks!r} asks for chunks of {want} along '{d}', but the store '{store}' has chunks "
+                f"{dict(zip(dims, stored, strict=True))}, which an append keeps; drop chunks, or write a new store "
+                "with mode='w'"
+            )
 
 
 def _stored_kind(dtype: np.dtype[Any] | None, attrs: dict[str, Any]) -> str:

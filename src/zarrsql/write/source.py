@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from zarrsql.errors import ParameterError, UnwritableColumnError, ZarrSQLError
+from zarrsql.errors import ParameterError, UnwritableColumnError, WriteError, ZarrSQLError
 
 #: Rows per streamed batch: memory holds one batch besides the output, and a batch is large
 #: enough that the per-batch numpy work is not dominated by Python overhead.
@@ -170,12 +170,15 @@ def batches(source: Source, relation: duckdb.DuckDBPyRelation | None = None) -> 
                 return
             if batch.num_rows:
                 yield batch
-    except duckdb.Error as err:
+    except (duckdb.Error, OSError, pa.ArrowException) as err:
         taken = getattr(source.connection, "take_scan_error", None)
         zerr = taken() if taken is not None else None
         if zerr is not None:
             raise zerr.with_traceback(None) from err
-        raise
+        if isinstance(err, duckdb.Error):
+            raise
+        # DuckDB's error, passed through the Arrow stream as an OSError: the query's, not the disk's
+        raise WriteError(f"the query failed while its rows were written: {err}; no row was written") from err
     finally:
         if reader is not None:
             reader.close()  # a writer that stops early (a duplicate found) leaves no open result

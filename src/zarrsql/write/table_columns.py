@@ -148,19 +148,57 @@ def _doubles(name: str, block: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | 
     return doubles
 
 
-def _numpy(block: pa.ChunkedArray | pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """(values with NULLs replaced by a placeholder, the NULL mask or None)."""
+def _numpy(name: str, block: pa.ChunkedArray | pa.Array, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values with NULLs replaced by a placeholder, the NULL mask or None) of column `name`."""
     mask = None
     if block.null_count:
         mask = np.asarray(block.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if dtype.kind == "M":
+        times = block.to_numpy(zero_copy_only=False) if isinstance(block, pa.Array) else block.to_numpy()
+        return _in_unit(name, np.asarray(times), dtype), mask
+    if mask is not None:
         placeholder: Any = "" if dtype.kind == "O" else (False if dtype.kind == "b" else 0)
-        if dtype.kind == "M":
-            block = block.cast(pa.int64())
         block = pc.fill_null(block, placeholder)
     values = block.to_numpy(zero_copy_only=False) if isinstance(block, pa.Array) else block.to_numpy()
-    if dtype.kind == "M":
-        values = np.asarray(values).astype(np.int64).view(dtype) if values.dtype.kind != "M" else values.astype(dtype)
     return np.asarray(values, dtype=dtype), mask
+
+
+#: Nanoseconds in one of each numpy time unit a table column is stored in.
+_UNIT_NS = {"D": 86_400 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def _in_unit(name: str, times: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """datetime64 values (NaT for NULL) in the unit of `dtype`, NULLs as the epoch (the mask
+    marks them). A value the unit cannot hold exactly (a time of day into a DATE column) or
+    whose count overflows 64 bits (year 3000 in nanoseconds) is refused: numpy's astype
+    would truncate or wrap it silently."""
+    given, stored = np.datetime_data(times.dtype)[0], np.datetime_data(dtype)[0]
+    counts = times.view(np.int64).copy()
+    present = ~np.isnat(times)
+    if given != stored:
+        if _UNIT_NS[given] > _UNIT_NS[stored]:  # into a finer unit: exact unless it overflows
+            factor = _UNIT_NS[given] // _UNIT_NS[stored]
+            limit = np.iinfo(np.int64).max // factor
+            bad = present & (np.abs(np.where(present, counts, 0)) > limit)
+            if bad.any():
+                raise _time_refused(name, times[bad][0], dtype, "outside its range (it would wrap around)")
+            counts = np.where(present, counts, 0) * factor
+        else:  # into a coarser unit: exact when nothing finer is lost
+            factor = _UNIT_NS[stored] // _UNIT_NS[given]
+            bad = present & (counts % factor != 0)
+            if bad.any():
+                raise _time_refused(name, times[bad][0], dtype, "exactly (it would be truncated)")
+            counts = counts // factor
+    counts[~present] = 0
+    return counts.view(dtype)
+
+
+def _time_refused(name: str, value: np.datetime64, dtype: np.dtype, problem: str) -> AppendSchemaError:
+    return AppendSchemaError(
+        f"column '{name}' is stored as {dtype}, which cannot hold the appended value {value} {problem}; "
+        "append values the stored unit holds (date_trunc them, or filter them out), or rewrite the whole "
+        'table with mode="w"'
+    )
 
 
 @dataclass
@@ -195,11 +233,13 @@ class ScalarColumn:
         else:
             self.values = node
         _check_dtype(self.name, self.values.dtype, self.dtype)
+        if self.dtype.kind == "M":
+            self.dtype = np.dtype(self.values.dtype)  # times are converted (and checked) into the stored unit
 
     def write(self, block: pa.ChunkedArray, start: int) -> None:
         if pa.types.is_decimal(block.type):
             block = _doubles(self.name, block)
-        values, mask = _numpy(block, self.dtype)
+        values, mask = _numpy(self.name, block, self.dtype)
         if mask is not None and self.mask is None:
             self._become_nullable(start)
         grow(self.values, values, start)
@@ -230,8 +270,12 @@ class ScalarColumn:
 
 
 def _check_dtype(name: str, stored: np.dtype, given: np.dtype) -> None:
+    """The appended type casts safely to the stored one (numbers: numpy's safe casts, so
+    UINTEGER into BIGINT; times of any unit, each value checked when written: `_in_unit`)."""
     same_kind = stored.kind == given.kind or (stored.kind in "OUT" and given.kind in "OUT")
-    if same_kind and (stored.kind in "OUTM" or np.can_cast(given, stored, "safe")):
+    if same_kind and stored.kind in "OUTM":
+        return
+    if (same_kind or (stored.kind in "iuf" and given.kind in "iu")) and np.can_cast(given, stored, "safe"):
         return
     raise AppendSchemaError(
         f"column '{name}' is stored as {stored} but the rows to append give {given}; append "
@@ -431,7 +475,7 @@ class FixedListColumn:
                 )
             if level < len(self.trailing):
                 flat = flat.flatten()
-        values, _ = _numpy(flat, self.dtype)
+        values, _ = _numpy(self.name, flat, self.dtype)
         grow(self.values, values.reshape((n, *self.trailing)), start)
 
     def finish(self) -> None:
