@@ -17,7 +17,10 @@ kerchunk reference set of it:
   reference is lost, that has `CATEGORIES/<column>__CATEGORIES`, reads its codes as labels;
 - missing values: a value equal to the dataset's fill value is NULL (NaN for NaN fills);
   boolean columns have no fill value. A fixed-length string column's fill is compared
-  after decoding (kerchunk writes an empty string fill as a blank);
+  after decoding (kerchunk writes an empty string fill as a blank). The fill value is the
+  array's: store/hdf5.py gives every numeric column its HDF5 fill value, while a saved
+  kerchunk set has none for a column whose `units` look like a CF time (kerchunk drops it,
+  and nothing in the set recovers it), so such a column has no missing values there;
 - metadata: each dataset's `units`, `valid_min`, `valid_max`, `description` are array
   attributes, so `read_zarr_metadata` lists them with the column;
 - search indexes: a `SEARCH_INDEXES/<column>__sorted_rows` dataset of KIND `SORTED_ROWS`

@@ -4,8 +4,10 @@ Spark hands a data source its options as strings with lower-cased keys. Each par
 converted to the shape `zarrsql.scan.request.read_request` expects (a list of names, a
 bool, JSON bounds, a map of storage options); a value that does not convert is passed on
 as the string it is, so the core refuses it with the same message SQL users see.
-Two options exist only here, since Spark's Python data sources have no column pruning and
-no split size of their own: `columns` (the columns to decode) and `partition_bytes`.
+`virtual_chunks` is a JSON object (`{"file:///data/": null}`), since Spark has no map
+options; `as_of` is ISO text, as the core takes it. Two options exist only here, since
+Spark's Python data sources have no column pruning and no split size of their own:
+`columns` (the columns to decode) and `partition_bytes`.
 """
 
 from __future__ import annotations
@@ -16,16 +18,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from zarrsql.errors import ParameterError
+from zarrsql.store.choice import STORE_ARGUMENT_NAMES
 
 #: Spark's default input split size (spark.sql.files.maxPartitionBytes).
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
 STORAGE_PREFIX = "storage_options."
-_TEXT = ("table_name", "table", "group_path", "group", "array_path", "array", "geometry")
-_FLAGS = ("decode_times", "nan_as_null")
+#: The store choice (format, version) is text, but `virtual_chunks`, a map, is JSON.
+_TEXT = (
+    "table_name",
+    "table",
+    "group_path",
+    "group",
+    "array_path",
+    "array",
+    "geometry",
+    *(n for n in STORE_ARGUMENT_NAMES if n != "virtual_chunks"),
+)
+_FLAGS = ("decode_times", "nan_as_null", "cell_bounds")
+_INTEGERS = ("level", "longitude")
+_JSON = ("bounds", "virtual_chunks")
 _OWN = ("columns", "partition_bytes")
 #: Keys Spark itself adds for `CREATE TABLE ... USING zarr OPTIONS (...)`: not parameters.
 SPARK_KEYS = frozenset({"path", "paths", "owner", "location", "provider", "is_managed_location", "comment"})
-KNOWN = frozenset({*_TEXT, *_FLAGS, *_OWN, "dims", "bounds", "level"})
+KNOWN = frozenset({*_TEXT, *_FLAGS, *_INTEGERS, *_JSON, *_OWN, "dims"})
 #: Storage option names that may hold a secret: never written into a table's schema.
 _SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "session", "signature", "connection")
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
@@ -119,9 +134,9 @@ def spark_read(options: Mapping[str, str]) -> SparkRead:
             args[name] = _flag(value)
         elif name == "dims":
             args[name] = _names(value)
-        elif name == "bounds":
+        elif name in _JSON:
             args[name] = _json(value)
-        elif name == "level":
+        elif name in _INTEGERS:
             args[name] = _integer(value)
         elif name == "columns":
             columns = tuple(_checked_columns(_names(value)))

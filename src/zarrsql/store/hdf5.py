@@ -9,9 +9,10 @@ inlined, every chunk is a ranged read of the file.
 What the in-memory scan keeps that a saved kerchunk set loses: attributes holding HDF5 object
 references (H5Col's `CATEGORIES`, `SEARCH_INDEX_LIST`, `INDEX_COLUMNS`) become the store paths
 of the objects they point at, instead of kerchunk's placeholder text, and a group's `CLASS =
-COLUMN_TABLE` (which kerchunk drops as a netCDF attribute) is kept; conventions/h5col.py falls
-back to names when reading a saved set. A dataset kerchunk leaves out is described from
-h5py's chunk index when it only adds HDF5's fletcher32 checksum (store/hdf5_chunks.py), and
+COLUMN_TABLE` (which kerchunk drops as a netCDF attribute) is kept, and so is an H5Col
+column's HDF5 fill value (kerchunk drops it for a column whose `units` look like a CF time);
+conventions/h5col.py falls back to names when reading a saved set. A dataset kerchunk
+leaves out is described from h5py's chunk index when it only adds HDF5's fletcher32 checksum (store/hdf5_chunks.py), and
 otherwise (an lzf, szip, lz4, bitshuffle or scaleoffset filter) is listed as unsupported,
 naming the filter, instead of failing the file. The scanned set is cached by the file's path, mtime and size.
 
@@ -118,6 +119,8 @@ def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
     def visit(name: str, obj: Any) -> None:
         if isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
             refs.update(checksummed_refs(name, obj, url) or {f"{name}/.zarray": _placeholder(obj)})
+        elif isinstance(obj, h5py.Dataset) and _text(obj.parent.attrs.get("CLASS")) == "COLUMN_TABLE":
+            _keep_column_fill(refs, name, obj)
         if isinstance(obj, h5py.Group) and _text(obj.attrs.get("CLASS")) == "COLUMN_TABLE":
             _merge(refs, name, {"CLASS": "COLUMN_TABLE"})
         fixes = _reference_paths(h5, obj)
@@ -126,6 +129,27 @@ def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
 
     visit("", h5)
     h5.visititems(visit)
+
+
+def _keep_column_fill(refs: dict[str, Any], name: str, ds: Any) -> None:
+    """The H5Col column `ds` keeps its HDF5 fill value (the dataset creation property) as the
+    `.zarray` fill value, which conventions/h5col.py reads as the column's missing value.
+
+    kerchunk writes no fill value for a dataset whose `units` look like a CF time or that
+    carries netCDF's hidden attributes (xarray decodes those by `_FillValue` alone), so a
+    time column of an H5Col table would lose its missing rows. Only columns of a
+    `COLUMN_TABLE` group change: NetCDF variables elsewhere in the file keep kerchunk's
+    reading. A `_FillValue` attribute, which kerchunk would prefer, does not count: H5Col's
+    fill value is the creation property. Numeric columns only: kerchunk keeps a string
+    column's fill itself.
+    """
+    fill = ds.fillvalue
+    if ds.dtype.kind not in "iuf" or ds.dtype.names is not None or fill is None:
+        return
+    value = fill.item() if hasattr(fill, "item") else fill
+    zarray = json.loads(refs[f"{name}/.zarray"])
+    zarray["fill_value"] = "NaN" if isinstance(value, float) and value != value else value
+    refs[f"{name}/.zarray"] = json.dumps(zarray)
 
 
 def _text(value: Any) -> str | None:

@@ -210,8 +210,10 @@ def _storage(location: str, theirs: dict[str, Any]) -> Any:
     if scheme == "file":
         if theirs:
             raise ParameterError(f"storage options {sorted(theirs)} do not apply to a local Icechunk repository")
+        path = os.path.abspath(os.path.expanduser(rest))
+        _check_local_folder(location, path)
         _quiet_local_warning(icechunk)
-        return icechunk.local_filesystem_storage(os.path.abspath(os.path.expanduser(rest)))
+        return icechunk.local_filesystem_storage(path)
     bucket, _, prefix = rest.partition("/")
     prefix = prefix.strip("/")
     if scheme in ("s3", "s3a"):
@@ -225,6 +227,23 @@ def _storage(location: str, theirs: dict[str, Any]) -> Any:
         return _passed_on(icechunk.azure_storage, theirs, account=account, container=bucket, prefix=prefix)
     raise ParameterError(
         f"'{location}' cannot hold an Icechunk repository: give a local path or an s3://, gs:// or az:// URL"
+    )
+
+
+def _check_local_folder(location: str, path: str) -> None:
+    """A local repository is a folder that exists. Asked to open a file, Icechunk panics (a
+    Rust backtrace on stderr); asked to open a missing folder, it creates it."""
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path):
+        raise StoreNotFoundError(
+            f"no Icechunk repository at '{location}': it is a file, and a repository is a folder; leave "
+            "format := out to read the file as what it is (an HDF5 or NetCDF4 file, a kerchunk reference set), "
+            "or point at the repository's folder"
+        )
+    raise StoreNotFoundError(
+        f"no Icechunk repository at '{location}': the folder does not exist; check the path (relative paths are "
+        "resolved from the current directory)"
     )
 
 
@@ -263,6 +282,11 @@ def _credentials(icechunk: Any, prefix: str, value: str | None) -> Any:
             return icechunk.s3_anonymous_credentials()
         if prefix.startswith(("gs://", "gcs://")):
             return icechunk.gcs_anonymous_credentials()
+        raise ParameterError(
+            f"virtual_chunks := value 'anonymous' for '{prefix}' names anonymous access to a public s3:// or "
+            f"gs:// bucket, which '{prefix}' is not; give NULL for it (no credentials for local files, the "
+            "environment's otherwise)"
+        )
     raise ParameterError(
         f"virtual_chunks := value {value!r} for '{prefix}' is not understood; give NULL (the environment's "
         "credentials, or none for local files) or 'anonymous' (a public s3:// or gs:// bucket)"
@@ -375,18 +399,51 @@ def _as_of(repo: Any, location: str, branch: str, when: datetime.datetime) -> st
         raise ParameterError(
             f"the Icechunk repository at '{location}' has no branch '{branch}' ({_message(err)}); its {_refs(repo)}"
         ) from err
+    if history and getattr(history[-1], "parent_id", "") is None:
+        history = history[:-1]  # the empty snapshot Repository.create writes: no data to read
     for snapshot in history:  # newest first
         if snapshot.written_at <= when:
             return str(snapshot.id)
-    first = history[-1].written_at.isoformat() if history else "never"
+    if not history:
+        raise ParameterError(
+            f"branch '{branch}' of the Icechunk repository at '{location}' has no commits yet (only the empty "
+            "snapshot the repository was created with), so no version is at or before "
+            f"{when.isoformat()}; commit data first"
+        )
     raise ParameterError(
         f"branch '{branch}' of the Icechunk repository at '{location}' has no snapshot at or before "
-        f"{when.isoformat()}: its first was written at {first}; give a later as_of :="
+        f"{when.isoformat()}: its first was written at {history[-1].written_at.isoformat()}; give a later as_of :="
+    )
+
+
+def _is_panic(err: BaseException) -> bool:
+    """Whether `err` is a Rust panic inside Icechunk: pyo3's `PanicException`, which derives
+    from `BaseException` only (so `except Exception` lets it through), told by its class name
+    since pyo3 exports no module to import it from."""
+    return type(err).__name__ == "PanicException"
+
+
+def _panic_error(location: str, err: BaseException) -> StoreReadError:
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+    return StoreReadError(
+        f"Icechunk failed while opening '{location}' as a repository (a panic: {first}); check that "
+        f"'{location}' is an Icechunk repository's folder or URL, or leave format := out to read it as the "
+        "layout it has"
     )
 
 
 def open_repository_store(location: str, storage_options: Mapping[str, Any], choice: StoreChoice) -> SnapshotStore:
-    """The store of the snapshot `choice` picks in the repository at `location`."""
+    """The store of the snapshot `choice` picks in the repository at `location`; a panic
+    inside Icechunk becomes a `StoreReadError` naming the location."""
+    try:
+        return _open_snapshot_store(location, storage_options, choice)
+    except BaseException as err:
+        if not _is_panic(err):
+            raise
+        raise _panic_error(location, err) from err
+
+
+def _open_snapshot_store(location: str, storage_options: Mapping[str, Any], choice: StoreChoice) -> SnapshotStore:
     if location.startswith(SESSION_PREFIX):
         return _registered_store(location, storage_options, choice)
     ours, theirs = split_settings(storage_options)
@@ -617,7 +674,13 @@ class SnapshotStore:
 
             return list(await asyncio.gather(*(self._get_one(*requests[i]) for i in left)))
 
-        for i, data in zip(left, _run(every()), strict=True):
+        try:
+            got = _run(every())
+        except BaseException as err:
+            if not _is_panic(err):
+                raise
+            raise StoreReadError(f"cannot read {self._where(requests[left[0]][0])}: Icechunk panicked ({err})") from err
+        for i, data in zip(left, got, strict=True):
             answers[i] = data
         return answers
 

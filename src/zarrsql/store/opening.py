@@ -52,13 +52,7 @@ def open_store(
         raise ParameterError("the store must be a non-empty path or URL string")
     choice = choice or StoreChoice()
     name = choice.format or detected_format(location)
-    if name in ("zarr", "hdf5") and (choice.version_parameters() or choice.virtual_chunks):
-        given = [*choice.version_parameters(), *(["virtual_chunks"] if choice.virtual_chunks else [])]
-        raise ParameterError(
-            f"{' and '.join(p + ' :=' for p in given)} apply to Icechunk repositories (and virtual_chunks := to "
-            f"Kerchunk references), but '{location}' is read as a plain Zarr store; leave them out, or pass "
-            "format := 'icechunk' if it is an Icechunk repository"
-        )
+    _check_choice_applies(location, name, choice)
     if name not in FORMATS:
         raise UnsupportedError(
             f"format := '{name}' is not readable by this zarrsql (it reads {', '.join(sorted(FORMATS))}); "
@@ -67,19 +61,61 @@ def open_store(
     return FORMATS[name][0](location, dict(storage_options or {}), choice)
 
 
+#: What each format other than Icechunk reads a location as, for the errors below.
+_READ_AS = {"zarr": "a plain Zarr store", "hdf5": "an HDF5 file", "kerchunk": "a kerchunk reference set"}
+
+
+def _check_choice_applies(location: str, name: str, choice: StoreChoice) -> None:
+    """Refuse the parameters the format `name` has no use for, rather than ignore them: the
+    version parameters pick an Icechunk snapshot, and `virtual_chunks :=` names the
+    containers an Icechunk repository or a kerchunk reference set may read from."""
+    if name not in _READ_AS:
+        return
+    versions = choice.version_parameters()
+    virtual = ["virtual_chunks"] if choice.virtual_chunks and name != "kerchunk" else []
+    given = [*versions, *virtual]
+    if not given:
+        return
+    where = "Icechunk repositories" if versions else "Icechunk repositories and kerchunk reference sets"
+    if versions and virtual:
+        where += " (virtual_chunks := also to kerchunk reference sets)"
+    reason = ", which has no versions" if versions else ""
+    raise ParameterError(
+        f"{' and '.join(p + ' :=' for p in given)} apply to {where}, but "
+        f"'{location}' is read as {_READ_AS[name]}{reason}; leave {'them' if len(given) > 1 else 'it'} out, or "
+        "pass format := 'icechunk' if it is an Icechunk repository"
+    )
+
+
 def detected_format(location: str) -> str:
     """The format a location opens as when no `format :=` names one (`FORMATS`' detectors)."""
     return next((n for n, (_, detect) in FORMATS.items() if detect(location)), "zarr")
 
 
 def _open_zarr(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
+    if choice.format == "zarr":
+        _check_not_other_format(location)
     return open_folder(location, storage_options)
+
+
+def _check_not_other_format(location: str) -> None:
+    """`format := 'zarr'` on a local file zarrsql reads as another format: say which, rather
+    than the generic "a file, not a folder" of `open_folder`."""
+    path = _local_path(location)
+    if path is None or not os.path.isfile(path):
+        return
+    other = next((n for n in ("hdf5", "kerchunk") if FORMATS[n][1](location)), None)
+    if other is not None:
+        raise StoreNotFoundError(
+            f"no Zarr store at '{location}': format := 'zarr' reads a Zarr folder, and this is a file zarrsql "
+            f"reads as {_READ_AS[other]}; pass format := '{other}' or leave format := out"
+        )
 
 
 def _open_kerchunk(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
     from zarrsql.store.references import open_references
 
-    return open_references(location, storage_options, open_folder)
+    return open_references(location, storage_options, open_folder, virtual_chunks=choice.virtual_chunks)
 
 
 def _open_hdf5(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:

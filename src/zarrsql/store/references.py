@@ -12,6 +12,12 @@ key's bytes back out: an HDF5 file written in one pass stores a variable's chunk
 back, so a scan of a day of ERA5 costs one request instead of dozens. A referenced file that
 does not exist is an error naming the key and the file; it is never read as fill.
 
+`virtual_chunks` (the `read_zarr` parameter, URL prefix → NULL or 'anonymous') narrows what a
+set may read: given, every referenced file must lie under one of its prefixes, and a chunk
+elsewhere is an error naming its file and the prefix to add; 'anonymous' reads a public
+`s3://` or `gs://` prefix without credentials. Not given, a set reads every file it points at,
+as a kerchunk set read by fsspec does.
+
 Listing comes from the set's keys. A set of Zarr v2 documents without a consolidated
 `.zmetadata` gets one made from its inline documents, so the metadata walk reads no key twice.
 """
@@ -25,7 +31,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zarrsql.errors import StoreNotFoundError, StoreReadError
+from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
 from zarrsql.store.local import LocalStore
 from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
@@ -80,14 +86,23 @@ class ReferenceStore:
     metadata_ttl = 0.0
 
     def __init__(
-        self, refset: RefSet, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener, *, token: str = ""
+        self,
+        refset: RefSet,
+        storage_options: Mapping[str, Any] | None,
+        open_folder: FolderOpener,
+        *,
+        token: str = "",
+        virtual_chunks: tuple[tuple[str, str | None], ...] = (),
     ) -> None:
         self.refset = refset
         self._open_folder = open_folder
         self.url = refset.location
         self.storage_options = dict(storage_options or {})
         self._token = token
-        self.cache_key = "kerchunk:" + refset.location + ":" + hashlib.sha1(token.encode()).hexdigest()[:12]
+        self._containers = tuple((_container_prefix(p), _access(p, v)) for p, v in virtual_chunks)
+        self._authorized = [p for p, _ in virtual_chunks]  # as given, for the errors
+        given = token + (repr(self._containers) if self._containers else "")
+        self.cache_key = "kerchunk:" + refset.location + ":" + hashlib.sha1(given.encode()).hexdigest()[:12]
         self.remote = is_url(refset.location) or any(is_url(u) for u in refset.target_urls())
         self.concurrency = 32 if self.remote else max(1, min(os.cpu_count() or 1, 8))
         self._stores: dict[str, Store] = {}
@@ -100,11 +115,30 @@ class ReferenceStore:
         self._names = refset.keys | frozenset(self._extra)
 
     # ------------------------------------------------------------------ reading
+    def _container(self, key: str, url: str) -> str | None:
+        """The access of the authorized container holding `url` (None: default credentials);
+        an error when `virtual_chunks :=` was given and authorizes none."""
+        if not self._containers:
+            return None
+        for prefix, access in self._containers:
+            if url.startswith(prefix):
+                return access
+        shown = url if is_url(url) else "file://" + url
+        folder = shown.rsplit("/", 1)[0] + "/"
+        raise StoreReadError(
+            f"cannot read '{key}' of the reference set '{self.url}': it points at '{shown}', which no "
+            f"virtual_chunks := prefix authorizes ({self._authorized}); add that file's "
+            f"container (virtual_chunks := MAP {{'{folder}': NULL}}) if you trust those files"
+        )
+
     def _store_for(self, folder: str) -> Store:
         with self._lock:
             store = self._stores.get(folder)
         if store is None:
-            store = self._open_folder(folder, self.storage_options) if is_url(folder) else LocalStore(folder)
+            options = self.storage_options
+            if any((folder + "/").startswith(p) and a == "anonymous" for p, a in self._containers):
+                options = {**options, **_ANONYMOUS[folder.split("://", 1)[0].lower()]}
+            store = self._open_folder(folder, options) if is_url(folder) else LocalStore(folder)
             with self._lock:
                 store = self._stores.setdefault(folder, store)
         return store
@@ -124,6 +158,7 @@ class ReferenceStore:
             if isinstance(ref, Inline):
                 out[i] = ref.data
             elif isinstance(ref, Target):
+                self._container(key, ref.url)
                 ranged.setdefault(ref.url, []).append((i, ref))
         for url, wanted in ranged.items():
             for i, data in self._fetch(url, wanted):
@@ -178,6 +213,38 @@ class ReferenceStore:
         return [self.token(k) for k in keys]
 
 
+#: The fsspec options that read a public bucket without credentials, by URL scheme.
+_ANONYMOUS: dict[str, dict[str, Any]] = {"s3": {"anon": True}, "gs": {"token": "anon"}, "gcs": {"token": "anon"}}
+
+
+def _container_prefix(prefix: str) -> str:
+    """A `virtual_chunks :=` prefix as the references' URLs are held: local ones as paths
+    (`refsets.resolve_url` drops `file://`), remote ones as given."""
+    if prefix.lower().startswith("file://"):
+        return prefix[7:]
+    return prefix
+
+
+def _access(prefix: str, value: str | None) -> str | None:
+    """A container's credentials: None (the environment's, or none for local files) or
+    'anonymous' (a public s3:// or gs:// bucket)."""
+    if value is None or value.lower() in ("", "from_env", "default"):
+        return None
+    scheme = prefix.split("://", 1)[0].lower() if "://" in prefix else ""
+    if value.lower() == "anonymous":
+        if scheme in _ANONYMOUS:
+            return "anonymous"
+        raise ParameterError(
+            f"virtual_chunks := value 'anonymous' for '{prefix}' names anonymous access to a public s3:// or gs:// "
+            f"bucket, which '{prefix}' is not; give NULL for it"
+        )
+    raise ParameterError(
+        f"virtual_chunks := value {value!r} for '{prefix}' is not one a kerchunk reference set takes: give NULL "
+        "(no credentials for local files, the environment's or storage_options' otherwise) or 'anonymous' "
+        "for a public s3:// or gs:// bucket"
+    )
+
+
 def _refset_token(location: str) -> str:
     """A validator of the reference set's own file (mtime and size), empty when remote."""
     if is_url(location):
@@ -191,10 +258,15 @@ def _refset_token(location: str) -> str:
 
 
 def open_references(
-    location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener
+    location: str,
+    storage_options: Mapping[str, Any] | None,
+    open_folder: FolderOpener,
+    *,
+    virtual_chunks: tuple[tuple[str, str | None], ...] = (),
 ) -> ReferenceStore:
     """The store over the kerchunk reference set at `location` (JSON file or Parquet folder);
-    `open_folder` opens the plain stores its files are read from."""
+    `open_folder` opens the plain stores its files are read from, and `virtual_chunks`, when
+    given, the only containers its references may point into (see the module docstring)."""
     from zarrsql.store.refsets import load_refset
 
     if location.lower().startswith("file://"):
@@ -202,4 +274,5 @@ def open_references(
     if not is_url(location):
         location = os.path.abspath(os.path.expanduser(location))
     refset = load_refset(location, storage_options, open_folder)
-    return ReferenceStore(refset, storage_options, open_folder, token=_refset_token(location))
+    token = _refset_token(location)
+    return ReferenceStore(refset, storage_options, open_folder, token=token, virtual_chunks=virtual_chunks)
