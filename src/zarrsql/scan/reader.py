@@ -17,6 +17,11 @@ and the engine takes it, and when the engine asks for a second batch the window 
 (`concurrency` units) and fetches run two windows ahead of the unit the engine takes, so the
 transfer never waits for a batch to be taken: a LIMIT met by the first unit fetches at most
 9 units.
+
+Ctrl-C stops a scan within `STOP_CHECK_SECONDS` even when a read never returns (a chunk on a
+hung network mount): the thread taking units wakes that often to look for the stop, and the
+decoding threads are daemon threads (`_Workers`), so a read stuck in the kernel is abandoned
+and the interpreter still exits.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ import functools
 import itertools
 import math
 import os
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future
 from typing import Any, TypeVar
 
 import numpy as np
@@ -52,6 +58,78 @@ THREADS = max(1, min(os.cpu_count() or 1, 8))
 #: Units in flight: one per thread and one more, so every thread has a unit to decode while
 #: the engine consumes a batch; each more would only hold a decoded unit longer (memory).
 PREFETCH = THREADS + 1
+
+
+#: How often a scan waiting for a unit wakes to see whether it was stopped (Ctrl-C), in
+#: seconds: it bounds how long an interrupted scan waits for a read that never returns. A
+#: unit that is ready wakes the wait at once, so the normal scan never waits this long.
+STOP_CHECK_SECONDS = 0.1
+
+
+class _Workers:
+    """The reader's decoding threads, with the two calls it makes of an executor (`submit`,
+    `shutdown`). Daemon threads, unlike `ThreadPoolExecutor`'s, which the interpreter joins
+    at exit: a read stuck in the kernel (a hung NFS or FUSE mount) cannot be cancelled, and
+    after Ctrl-C its thread is abandoned instead of keeping the process from exiting.
+
+    Threads start as tasks arrive, while none is idle, up to `max_workers`; `shutdown`
+    cancels the tasks not started and lets idle threads end (it never waits)."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None]
+        self._tasks = queue.SimpleQueue()
+        self._most = max_workers
+        self._prefix = thread_name_prefix
+        self._lock = threading.Lock()
+        self._idle = threading.Semaphore(0)  # one per thread waiting for a task
+        self._threads = 0
+        self._shut = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
+        """`fn(*args)` on a thread; RuntimeError once shut down (the scan was stopped)."""
+        future: Future[T] = Future()
+        with self._lock:
+            if self._shut:
+                raise RuntimeError("the scan's threads were shut down")
+            self._tasks.put((future, fn, args))
+            if not self._idle.acquire(blocking=False) and self._threads < self._most:
+                self._threads += 1
+                name = f"{self._prefix}_{self._threads}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+        return future
+
+    def shutdown(self) -> None:
+        """Start nothing more: tasks not started are cancelled, idle threads end; a task
+        running finishes (or, stuck in a read, is left behind). Never waits."""
+        with self._lock:
+            self._shut = True
+            while True:
+                try:
+                    task = self._tasks.get_nowait()
+                except queue.Empty:
+                    break
+                if task is not None:
+                    task[0].cancel()
+            for _ in range(self._threads):
+                self._tasks.put(None)
+
+    def _work(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            _run(*task)
+            del task  # a finished task's batches must not wait here for the next task
+            self._idle.release()
+
+
+def _run(future: Future[T], fn: Callable[..., T], args: tuple[Any, ...]) -> None:
+    """One task of `_Workers`, its outcome set on `future` (nothing if it was cancelled)."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args)
+    except BaseException as err:  # handed to whoever takes the unit, as an executor does
+        future.set_exception(err)
+    else:
+        future.set_result(result)
 
 
 def _pool_size(scan: TableScan, fetch_ahead: bool) -> tuple[int, int]:
@@ -154,7 +232,7 @@ class _Queued:
 
     def __init__(
         self,
-        pool: ThreadPoolExecutor,
+        pool: _Workers,
         work: Callable[[], list[Any]],
         keys: list[str],
         arrivals: list[Future[Any]],
@@ -272,7 +350,7 @@ class _Columns:
     27 ms on one of two cores)."""
 
     def __init__(
-        self, pool: ThreadPoolExecutor, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
+        self, pool: _Workers, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
         grid: tuple[int, ...] | None,
     ) -> None:  # fmt: skip
         self.result: Future[list[pa.RecordBatch]] = Future()
@@ -515,22 +593,30 @@ def _when_all_done(futures: list[Future[Any]], then: Callable[[], None]) -> None
 class _Stop:
     """Cancels one running scan from another thread: its queued units never start."""
 
-    def __init__(self, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, pool: _Workers) -> None:
         self.pool = pool
         self.event = threading.Event()
 
     def __call__(self) -> None:
         self.event.set()
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
     def take(self, queued: _Queued | _Columns) -> list[Any]:
-        """The unit's results; QueryInterrupted if the scan was cancelled before it decoded."""
-        try:
-            return queued.result.result()
-        except CancelledError:
-            if self.event.is_set():
-                raise QueryInterrupted(INTERRUPTED) from None
-            raise
+        """The unit's results; QueryInterrupted if the scan was stopped before they came.
+
+        The wait wakes every `STOP_CHECK_SECONDS` to look at the stop: a stopped unit that
+        is decoding cannot be cancelled, and one whose read never returns would hold the
+        engine's thread, and the query, forever."""
+        while True:
+            try:
+                return queued.result.result(timeout=STOP_CHECK_SECONDS)
+            except TimeoutError:
+                if self.event.is_set():
+                    raise QueryInterrupted(INTERRUPTED) from None
+            except CancelledError:
+                if self.event.is_set():
+                    raise QueryInterrupted(INTERRUPTED) from None
+                raise
 
 
 _running_lock = threading.Lock()
@@ -541,7 +627,9 @@ def cancel_all() -> None:
     """Stop the queued units of every scan reading now (Ctrl-C, from the engine's watcher).
 
     A unit decoding finishes; nothing queued starts, so the pool's threads end within a unit's
-    time even while the engine, interrupted, no longer pulls batches or closes the stream.
+    time even while the engine, interrupted, no longer pulls batches or closes the stream. A
+    scan waiting for a unit raises `QueryInterrupted` within `STOP_CHECK_SECONDS`, even when
+    the unit's read never returns (its thread is abandoned, `_Workers`).
     """
     with _running_lock:
         stops = list(_running)
@@ -555,7 +643,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     schema = schema_of(columns)
     grid = plan.grid if isinstance(plan, ScanPlan) else None
 
-    def apart(pool: ThreadPoolExecutor, threads: int, unit: Any) -> _Columns | None:
+    def apart(pool: _Workers, threads: int, unit: Any) -> _Columns | None:
         if len(columns) > 1 and threads > 1 and getattr(scan, "columns_apart", False):
             return _Columns(pool, scan, unit, columns, schema, grid)
         return None
@@ -570,7 +658,7 @@ def _unit_results(
     plan: Plan,
     columns: Sequence[Column],
     make_work: Callable[[Any], Callable[[], list[T]]],
-    apart: Callable[[ThreadPoolExecutor, int, Any], _Columns | None] | None = None,
+    apart: Callable[[_Workers, int, Any], _Columns | None] | None = None,
 ) -> Iterator[T]:
     """What `make_work(unit)()` returns for every unit, in plan order, decoded on a pool.
 
@@ -608,7 +696,7 @@ def _unit_results(
     if prefetch is not None:
         ahead = _Ahead(units, lambda u: scan.unit_keys(u, columns) or [], prefetch)
     growth = in_flight if getattr(scan.store, "remote", False) else 2
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="zarrsql")
+    pool = _Workers(max_workers=threads, thread_name_prefix="zarrsql")
     pending: deque[_Queued | _Columns] = deque()
     # grows to `in_flight`: a LIMIT met by the first unit reads little else
     window = 1 if apart is not None else in_flight
@@ -641,4 +729,4 @@ def _unit_results(
         if ahead is not None and isinstance(scan.store, Prefetching):
             scan.store.forget(ahead.close())
         # Do not wait for a unit still decoding: the engine has what it asked for.
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown()
