@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from zarrsql.engine.functions import READ_PARAMS
 from zarrsql.engine.sqltext import literal, quote_ident, quote_text
 from zarrsql.errors import ParameterError
 from zarrsql.expand.arrow import to_arrow
-from zarrsql.plan.sampling import METHODS, match
+from zarrsql.plan.sampling import METHODS, match, repeated_value
 from zarrsql.scan import Column, TableScan, open_table
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 #: (a superset of the cells: still pruned per axis, and the join keeps only the matches).
 MAX_CELL_TERMS = 512
 _QUERY = re.compile(r"^\s*(\(|select\b|with\b|from\b|values\b|table\b|pivot\b|unpivot\b)", re.IGNORECASE)
+_DURATION = "duration_us"
 _TIME_UNITS = {"timestamp_s": 1, "timestamp_ms": 10**3, "timestamp_us": 10**6, "timestamp_ns": 10**9}
 
 
@@ -65,18 +67,68 @@ def _method(args: dict[str, Any]) -> str:
     return method.lower()
 
 
-def _interval_micros(conn: Connection, text: str, dim: str) -> int:
+def _kind(logical: str) -> str:
+    """How a matched dimension takes a tolerance: 'labels' none, 'time' and 'duration' an
+    interval, 'number' a number."""
+    if logical == "string":
+        return "labels"
+    if logical in _TIME_UNITS:
+        return "time"
+    return "duration" if logical == _DURATION else "number"
+
+
+def _is_number(value: Any) -> bool:
+    """A tolerance given as a number (SQL `20`, `0.5`, or text such as '0.5'), not an interval."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float, Decimal)):
+        return True
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _interval_micros(conn: Connection, value: Any, dim: str) -> int:
+    text = str(value)
     try:
         rows = conn.duckdb.execute("SELECT epoch_us(CAST(? AS INTERVAL))", [text]).fetchall()
     except Exception as err:  # noqa: BLE001 - DuckDB's conversion error, restated
         raise ParameterError(
-            f"tolerance for the time dimension '{dim}' must be an interval such as '1 hour', got {text!r}"
+            f"tolerance for the dimension '{dim}' must be an interval such as '1 hour', got {text!r}"
         ) from err
-    return int(rows[0][0])
+    micros = int(rows[0][0])
+    if micros < 0:
+        raise ParameterError(f"tolerance for the dimension '{dim}' must be zero or more, got {text!r}")
+    return micros
+
+
+def _scalar_targets(scan: TableScan, given: list[int], raw: Any) -> list[int]:
+    """The matched axes a single tolerance applies to: a number to the numeric dimensions, an
+    interval to the time and duration ones; refused when the points give none of them."""
+    wanted = ("number",) if _is_number(raw) else ("time", "duration")
+    kinds = {k: _kind(scan.dim_logical[k]) for k in given}
+    chosen = [k for k in given if kinds[k] in wanted]
+    if chosen:
+        return chosen
+    why = {
+        "labels": "holds labels, which match exactly",
+        "time": "is a time dimension, which takes an interval such as '1 hour'",
+        "duration": "is a duration dimension, which takes an interval such as '1 hour'",
+        "number": "is numeric, which takes a number",
+    }
+    reasons = "; ".join(f"'{scan.dims[k].name}' {why[kinds[k]]}" for k in given)
+    what = "a number, for numeric dimensions" if wanted == ("number",) else "an interval, for time dimensions"
+    raise ParameterError(
+        f"tolerance := {raw!r} is {what}, and the points give none ({reasons}); "
+        "give a MAP per dimension, e.g. MAP {'lat': '0.5', 'time': '1 hour'}"
+    )
 
 
 def _tolerances(conn: Connection, scan: TableScan, given: list[int], raw: Any) -> dict[int, float | int | None]:
-    """The tolerance of each matched axis, in the axis' own units (time: its ticks)."""
+    """The tolerance of each matched axis, in the axis' own units (time: its ticks; a duration:
+    microseconds). A single value applies to the axes of its kind (`_scalar_targets`)."""
     out: dict[int, float | int | None] = dict.fromkeys(given)
     if raw is None:
         return out
@@ -89,16 +141,20 @@ def _tolerances(conn: Connection, scan: TableScan, given: list[int], raw: Any) -
             )
         items = {by_name[d]: v for d, v in raw.items()}
     else:
-        items = dict.fromkeys(given, raw)
+        items = dict.fromkeys(_scalar_targets(scan, given, raw), raw)
     for k, value in items.items():
         name, logical = scan.dims[k].name, scan.dim_logical[k]
-        if logical == "string":
+        kind = _kind(logical)
+        if kind == "labels":
             raise ParameterError(
-                f"tolerance := applies to numeric and time dimensions; '{name}' holds labels, which match exactly"
+                f"tolerance := applies to numeric, time and duration dimensions; '{name}' holds labels, "
+                "which match exactly"
             )
-        if logical in _TIME_UNITS:
-            micros = _interval_micros(conn, str(value), name)
-            out[k] = micros * _TIME_UNITS[logical] // 10**6
+        if kind == "time":
+            out[k] = _interval_micros(conn, value, name) * _TIME_UNITS[logical] // 10**6
+            continue
+        if kind == "duration":
+            out[k] = _interval_micros(conn, value, name)
             continue
         try:
             number = float(value)
@@ -113,6 +169,8 @@ def _tolerances(conn: Connection, scan: TableScan, given: list[int], raw: Any) -
 
 
 def _targets(table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray:
+    """The points' values along one matched axis, in the axis' units (time: its ticks; a
+    duration: microseconds; a number: float64, which `match` rounds to the axis' float type)."""
     col = table.column(column)
     if col.null_count:
         first = col.to_pylist().index(None)
@@ -128,6 +186,8 @@ def _targets(table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray
         tz = col.type.tz if pa.types.is_timestamp(col.type) else None
         cast = col.cast(pa.timestamp(unit, tz=tz), safe=False)  # finer than the axis: truncated
         return np.asarray(cast.cast(pa.int64()).to_numpy(zero_copy_only=False))
+    if logical == _DURATION:
+        return _duration_micros(col, column, dim)
     if logical == "string":
         return np.array(col.to_pylist(), dtype=object)
     if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)):
@@ -135,6 +195,28 @@ def _targets(table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray
             f"the points' column '{column}' must be numeric to match the dimension '{dim}', got {col.type}"
         )
     return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False))
+
+
+def _duration_micros(col: pa.ChunkedArray, column: str, dim: str) -> np.ndarray:
+    """INTERVAL points (or Arrow durations: a timedelta, timedelta64 or pandas Timedelta) in
+    microseconds; a month has no fixed length, so an interval with months is refused."""
+    if pa.types.is_duration(col.type):
+        cast = col.cast(pa.duration("us"), safe=False)  # finer than microseconds: truncated
+        return np.asarray(cast.cast(pa.int64()).to_numpy(zero_copy_only=False))
+    if pa.types.is_interval(col.type):
+        out = np.empty(len(col), dtype=np.int64)
+        for i, value in enumerate(col.to_pylist()):
+            if value.months:
+                raise ParameterError(
+                    f"point {i} has a '{column}' of {value.months} month(s), which has no fixed length; "
+                    f"give the duration dimension '{dim}' days, hours or smaller units"
+                )
+            out[i] = value.days * 86_400_000_000 + value.nanoseconds // 1000
+        return out
+    raise ParameterError(
+        f"the points' column '{column}' must be an INTERVAL (e.g. INTERVAL 3 HOURS; from Python a timedelta) "
+        f"to match the duration dimension '{dim}', got {col.type}"
+    )
 
 
 def _sql_value(value: Any, logical: Any) -> str | None:
@@ -147,6 +229,8 @@ def _sql_value(value: Any, logical: Any) -> str | None:
         return f"CAST({text} AS {'FLOAT' if logical == 'float32' else 'DOUBLE'})"
     if isinstance(logical, str) and logical[:3] in ("int", "uin"):
         return str(int(value))
+    if logical == _DURATION:
+        return f"to_microseconds({int(value)})"
     if logical == "timestamp_ns":
         return f"make_timestamp_ns({int(value)})"
     if logical in _TIME_UNITS:
@@ -198,6 +282,35 @@ def _read_call(args: dict[str, Any]) -> str:
     return f"read_zarr({', '.join([literal(params.store_of(args)), *named])})"
 
 
+def _refuse_repeats(scan: TableScan, k: int) -> None:
+    """A matched axis must not repeat a value: one point would match two cells (xarray refuses
+    `method="nearest"` on such an index too)."""
+    dv = scan.dims[k]
+    value = repeated_value(dv.values, dv.nulls)
+    if value is not None:
+        raise ParameterError(
+            f"dimension '{dv.name}' of table '{scan.table.label}' repeats the coordinate value {value!r}, so a "
+            f"point has no single cell to match; leave '{dv.name}' out of the points and filter it with WHERE"
+        )
+
+
+def _point_names(names: list[str], matched: list[str], columns: list[Column]) -> dict[str, str]:
+    """The points' columns renamed so that the table's columns keep their names: those naming a
+    matched dimension, and any other named like a table column (ignoring case, as SQL does),
+    become `point_<name>`."""
+    table = {c.name.lower() for c in columns}
+    renamed = {c: f"point_{c}" for c in names if c in matched or c.lower() in table}
+    seen: set[str] = set(table)
+    for c in names:
+        new = renamed.get(c, c)
+        if new.lower() in seen:
+            raise ParameterError(
+                f"the points' column '{c}' would be named '{new}', which the result already has; rename it"
+            )
+        seen.add(new.lower())
+    return renamed
+
+
 def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
     """Create the temporary view `name` answering `zarr_sample(args)`; returns its SELECT."""
     method = _method(args)
@@ -216,18 +329,19 @@ def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
     clash = [c for c in points.column_names if c.lower().startswith("__zarrsql")]
     if clash:
         raise ParameterError(f"the points' column '{clash[0]}' uses zarrsql's internal prefix; rename it")
+    if method == "exact" and args.get("tolerance") is not None:
+        raise ParameterError(
+            "tolerance := applies to method := 'nearest' only (exact matches equal values); drop one of the two"
+        )
     tolerances = _tolerances(conn, scan, given, args.get("tolerance"))
     positions = np.empty((points.num_rows, len(given)), dtype=np.int64)
     for j, k in enumerate(given):
         dv, logical = scan.dims[k], scan.dim_logical[k]
+        _refuse_repeats(scan, k)
         targets = _targets(points, dv.name, logical, dv.name)
         positions[:, j] = match(dv.values, dv.nulls, targets, method=method, tolerance=tolerances[k])
     found = (positions >= 0).all(axis=1)
-    renamed = {d: f"point_{d}" for d in (scan.dims[k].name for k in given)}
-    taken = set(points.column_names) | {c.name for c in scan.columns}
-    for new in renamed.values():
-        if new in taken:
-            raise ParameterError(f"the point column would be renamed '{new}', which the result already has")
+    renamed = _point_names(points.column_names, [scan.dims[k].name for k in given], scan.columns)
     extra = {"__zarrsql_point": pa.array(np.arange(points.num_rows, dtype=np.int64))}
     for j, k in enumerate(given):
         col = columns[k]

@@ -205,6 +205,11 @@ def load_bounds(
         values, nulls = codec.decode(raw.reshape(-1))
         values = np.asarray(values).reshape(n, 2)
         nulls = None if nulls is None else np.asarray(nulls).reshape(n, 2)
+        # CF stores a cell's two bounds in the axis' own order: (90, 80) on a descending axis
+        swap = values[:, 0] > values[:, 1]
+        if swap.any():
+            values = np.where(swap[:, None], values[:, ::-1], values)
+            nulls = None if nulls is None else np.where(swap[:, None], nulls[:, ::-1], nulls)
         lower = DimValues("lower", np.ascontiguousarray(values[:, 0]), None if nulls is None else nulls[:, 0].copy())
         upper = DimValues("upper", np.ascontiguousarray(values[:, 1]), None if nulls is None else nulls[:, 1].copy())
         hit = (lower, upper, codec.logical)
