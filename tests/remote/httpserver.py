@@ -53,6 +53,8 @@ class FaultyServer(ThreadingHTTPServer):
         self.headers_seen: list[dict[str, str]] = []
         self.ranges: list[tuple[str, int, int]] = []  # (path, first byte, bytes sent) per 206
         self.serve_ranges = True
+        #: With `answer_head` False every HEAD is answered 405 (a server that serves GET only).
+        self.answer_head = True
         self.open_sockets: set[Any] = set()
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -107,6 +109,7 @@ class FaultyServer(ThreadingHTTPServer):
             self.headers_seen.clear()
             self.ranges.clear()
             self.serve_ranges = True
+            self.answer_head = True
 
     def count(self, method: str | None = None, where: Callable[[str], bool] | None = None) -> int:
         with self.lock:
@@ -142,6 +145,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(body=True)
 
     def do_HEAD(self) -> None:
+        if not self.server.answer_head:
+            self.server.take_fault("HEAD", self.path)
+            self.send_error(405)
+            return
         self._answer(body=False)
 
     def _answer(self, *, body: bool) -> None:

@@ -3,7 +3,8 @@
 The rules are small and applied in one visible order by `ColumnCodec.decode`:
 0. `_Unsigned` reinterprets the stored integers as the other signedness (`storage_view`);
 1. the sentinel mask, on the stored values (so a packed sentinel is compared before scaling);
-2. CF packing (`scale_factor`/`add_offset` on integers → floating point, as xarray chooses);
+2. CF packing (`scale_factor`/`add_offset` on integers, or floats → floating point, as
+   xarray chooses);
 3. CF time (numbers, unpacked first when packed, with `<unit> since <date>` units →
    microseconds since 1970), CF
    durations (numbers with a bare unit such as `hours`, as xarray writes timedeltas → exact
@@ -47,9 +48,11 @@ class DecodeOptions:
 
 
 def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:
-    """(scale, offset, float dtype) for a packed integer variable, following xarray's choice."""
+    """(scale, offset, float dtype) for a packed variable, following xarray's choice: an
+    integer one, or a float one (xarray scales those too; the result is float64 then, as the
+    JSON attributes are)."""
     attrs = array.attrs
-    if array.dtype.kind not in ("int", "uint") or not ("scale_factor" in attrs or "add_offset" in attrs):
+    if array.dtype.kind not in ("int", "uint", "float") or not ("scale_factor" in attrs or "add_offset" in attrs):
         return None
     scale, offset = attrs.get("scale_factor"), attrs.get("add_offset")
     for v in (scale, offset):
@@ -57,8 +60,10 @@ def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:
             return None
     types = {np.dtype(type(v)) for v in (scale, offset) if v is not None}
     native = array.dtype.numpy
-    assert native is not None, "an int or uint DType always has its numpy dtype"
+    assert native is not None, "an int, uint or float DType always has its numpy dtype"
     out: np.dtype = np.dtype(np.float64)
+    if array.dtype.kind == "float":
+        return scale, offset, out
     if scale is not None and offset is not None and len(types) == 1 and types <= {np.dtype(np.float32)}:
         out = np.dtype(np.float32) if native.itemsize <= 2 else out
     elif offset is None and np.dtype(type(scale)) == np.float32:

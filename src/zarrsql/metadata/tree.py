@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, ZarrSQLError
 from zarrsql.metadata.arrays import ArrayMeta, GroupMeta, parse_v2_array, parse_v2_group, parse_v3_array, parse_v3_group
 from zarrsql.metadata.documents import field_choice, field_object, load_document, wrong_type
-from zarrsql.store import ChangeWatching, ReadTokens, Refusing, Store, check_key
+from zarrsql.store import ChangeWatching, ReadTokens, Refusing, Store, check_key, take_changed
 
 #: The documents of a v2 node: names in a listing that are not child nodes.
 _V2_DOCUMENTS = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -594,6 +594,7 @@ def cached_tree(store: Store) -> NodeTree:
         tree = _cache.get(key)
     if tree is not None:
         fresh = time.monotonic() - tree.checked_at < getattr(store, "metadata_ttl", 0.0)
+        fresh = fresh and not take_changed(key)  # a query saw it change: "run it again" must work
         if fresh or _still_valid(tree, store):
             if not fresh:
                 tree.checked_at = time.monotonic()

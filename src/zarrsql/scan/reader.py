@@ -499,6 +499,9 @@ def _scanning(scan: TableScan, plan: Plan, results: Iterator[T]) -> Iterator[T]:
     POOL.scan_started()
     try:
         yield from results
+        confirm = getattr(scan.store, "confirm_missing", None)  # a remote store's missing chunks
+        if confirm is not None:
+            confirm()
     finally:
         POOL.scan_ended()
         forget_rests(scan.store)

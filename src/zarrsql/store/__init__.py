@@ -18,6 +18,7 @@ from zarrsql.store.base import (
     ZarrPythonAccess,
     check_key,
     is_url,
+    take_changed,
 )
 from zarrsql.store.opening import open_store, using_opener
 
@@ -33,5 +34,6 @@ __all__ = [
     "check_key",
     "is_url",
     "open_store",
+    "take_changed",
     "using_opener",
 ]

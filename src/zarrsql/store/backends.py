@@ -200,19 +200,36 @@ async def _s3_head(fs: Any, path: str) -> dict[str, Any]:
     return {"ETag": out.get("ETag", ""), "LastModified": out.get("LastModified", ""), "size": out.get("ContentLength")}
 
 
+#: Statuses of a server that answers GET but not HEAD: its validators come from a GET instead.
+_NO_HEAD = frozenset({405, 501})
+
+
 async def _http_head(fs: Any, path: str) -> dict[str, Any]:
-    """One HEAD request; fsspec's own `_info` turns every failure into 'not found'."""
+    """One HEAD request; fsspec's own `_info` turns every failure into 'not found'. A server
+    that refuses HEAD (as xarray through fsspec would not notice) is asked with a GET of the
+    first byte, whose headers carry the same validators; its body is not read."""
     from aiohttp import ClientResponseError
 
     session = await fs.set_session()
-    async with session.head(fs.encode_url(path), allow_redirects=True, **dict(fs.kwargs)) as r:
+    url = fs.encode_url(path)
+    async with session.head(url, allow_redirects=True, **dict(fs.kwargs)) as r:
+        if r.status in _NO_HEAD:
+            pass
+        elif r.status >= 400:
+            raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
+        else:
+            return _validators(r.headers, r.headers.get("Content-Length"))
+    kwargs = dict(fs.kwargs)
+    headers = {**(kwargs.pop("headers", None) or {}), "Range": "bytes=0-0"}
+    async with session.get(url, allow_redirects=True, headers=headers, **kwargs) as r:
         if r.status >= 400:
             raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
-        return {
-            "ETag": r.headers.get("ETag"),
-            "Last-Modified": r.headers.get("Last-Modified"),
-            "size": r.headers.get("Content-Length"),
-        }
+        total = r.headers.get("Content-Range", "").rpartition("/")[2]
+        return _validators(r.headers, total if r.status == 206 and total.isdigit() else r.headers.get("Content-Length"))
+
+
+def _validators(headers: Any, size: str | None) -> dict[str, Any]:
+    return {"ETag": headers.get("ETag"), "Last-Modified": headers.get("Last-Modified"), "size": size}
 
 
 async def _info(fs: Any, path: str) -> dict[str, Any]:

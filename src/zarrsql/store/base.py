@@ -15,6 +15,7 @@ Which store a location opens is decided in store/opening.py.
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -131,6 +132,26 @@ class ZarrPythonAccess(Protocol):
     store over the same keys."""
 
     def zarr_python_store(self) -> Any: ...
+
+
+#: `cache_key`s of stores a query found changed under it (`note_changed`): their cached
+#: metadata is checked again by the next query even within its `metadata_ttl`.
+_CHANGED: set[str] = set()
+_CHANGED_LOCK = threading.Lock()
+
+
+def note_changed(cache_key: str) -> None:
+    with _CHANGED_LOCK:
+        _CHANGED.add(cache_key)
+
+
+def take_changed(cache_key: str) -> bool:
+    """Whether a query found this store changed since the last call (and forget it)."""
+    with _CHANGED_LOCK:
+        if cache_key in _CHANGED:
+            _CHANGED.discard(cache_key)
+            return True
+        return False
 
 
 def check_key(key: str) -> str:

@@ -71,7 +71,10 @@ def _gcsfs_status(err: BaseException) -> int | None:
 
 def status_of(err: BaseException) -> int | None:
     """The HTTP status an exception carries (aiohttp `.status`, azure-core's `.status_code`,
-    gcsfs's `.code`, botocore `.response`), if any."""
+    gcsfs's `.code`, botocore `.response`), if any; none for a response aiohttp could not
+    parse, whose "400" is aiohttp's own, never the server's."""
+    if _malformed(err):
+        return None
     for e in _chain(err):
         status = _status(getattr(e, "status", None)) or _status(getattr(e, "status_code", None)) or _gcsfs_status(e)
         if status is not None:
@@ -82,6 +85,13 @@ def status_of(err: BaseException) -> int | None:
             if isinstance(code, int):
                 return code
     return None
+
+
+def _malformed(err: BaseException) -> bool:
+    """Whether aiohttp failed to parse the server's answer (a bad status line, a body longer
+    than its Content-Length spilling into the next answer): a broken answer, worth a retry."""
+    parsing = sys.modules.get("aiohttp.http_exceptions")
+    return parsing is not None and any(isinstance(e, parsing.HttpProcessingError) for e in _chain(err))
 
 
 def _aiohttp_transient(err: BaseException) -> bool:
@@ -163,6 +173,8 @@ def classify(err: BaseException) -> Failure:
         if status in (408, 429) or status >= 500:
             return Failure.TRANSIENT
         return Failure.FATAL
+    if _malformed(err):
+        return Failure.TRANSIENT
     if isinstance(err, FileNotFoundError):
         return Failure.MISSING
     if isinstance(err, PermissionError):
@@ -201,6 +213,8 @@ def describe(err: BaseException, timeout: float) -> str:
         return f"HTTP {status}"
     if _payload_cut(err):
         return "the response was cut short (fewer bytes than its Content-Length: truncated in transit)"
+    if _malformed(err):
+        return "the server's answer was not valid HTTP (a body longer than its Content-Length, or a broken proxy)"
     if any(isinstance(e, (TimeoutError, asyncio.TimeoutError)) for e in _chain(err)):
         return f"no complete answer within the {timeout:g} s timeout"
     if any(isinstance(e, ConnectionRefusedError) for e in _chain(err)):

@@ -34,7 +34,7 @@ from typing import Any
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.backends import backend_for, split_options
-from zarrsql.store.base import ByteRange, check_key
+from zarrsql.store.base import ByteRange, check_key, note_changed
 from zarrsql.store.failures import Failure, classify, describe, tls_error
 
 #: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
@@ -85,6 +85,9 @@ class FsspecStore:
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._last_change_check = 0.0
+        #: When the latest missing chunk arrived that no check started since has confirmed
+        #: (0.0: none): `confirm_missing` checks once more at the end of a scan.
+        self._unconfirmed = 0.0
         self._pool: ThreadPoolExecutor | None = None
         self._fetched: dict[str, tuple[str, float]] = {}  # key -> (validator from its GET, when)
         #: Started fetches: key -> [future of its bytes, prefetches still wanting it, taken yet].
@@ -374,21 +377,47 @@ class FsspecStore:
         return list(self._pool.map(lambda p: fn(*p), pairs))
 
     def _check_unchanged(self, missing_key: str) -> None:
-        """A missing chunk is fill only if the store's metadata is still what the tree read."""
+        """A missing chunk is fill only if the store's metadata is still what the tree read.
+
+        A check covers the missing chunks that arrived before it started. Within
+        `CHANGE_CHECK_INTERVAL` of the last one none is made; the chunk stays unconfirmed until
+        the next check, at the latest the one `confirm_missing` makes when the scan ends."""
         watch = self._watched
         if watch is None:
             return
         now = time.monotonic()
         with self._lock:
             if now - self._last_change_check < CHANGE_CHECK_INTERVAL:
+                self._unconfirmed = max(self._unconfirmed, now)
                 return
             self._last_change_check = now
-        key, token = watch
+        self._compare(f"'{missing_key}' is missing", now)
+
+    def confirm_missing(self) -> None:
+        """At the end of a scan: if a missing chunk arrived after the last check started,
+        check now, so that no chunk deleted by a rewrite during the scan is read as fill."""
+        with self._lock:
+            pending = self._unconfirmed
+            if not pending or self._watched is None:
+                return
+            now = time.monotonic()
+            self._last_change_check = now
+        self._compare("chunks it read were missing", now)
+
+    def _compare(self, missing: str, started: float) -> None:
+        """Raise if the watched document is no longer the version the tree read; else every
+        missing chunk that arrived before `started` is confirmed."""
+        assert self._watched is not None
+        key, token = self._watched
         current = self.token(key)
+        with self._lock:
+            if self._unconfirmed <= started:
+                self._unconfirmed = 0.0
         if current != token:
+            note_changed(self.cache_key)
             raise StoreReadError(
                 f"store '{self.url}' changed during the query: '{key}' is no longer the version "
-                f"the query planned with, and '{missing_key}' is missing; run the query again"
+                f"the query planned with, and {missing}; run the query again"
             )
 
 
