@@ -11,14 +11,20 @@ from zarrsql.errors import ParameterError
 #: size object stores and zstd handle well, and small enough that one row of chunks fits in
 #: memory for any realistic grid.
 TARGET_CELLS = 1 << 20
+#: Cells of the grid padded to whole chunks at which the chunk writer can no longer number
+#: them in 64 bits (`grid._ChunkOrder`): lengths asked for beyond that are clipped to the shape.
+PADDED_CELLS_LIMIT = 1 << 62
 
 
 def chunk_shape(chunks: Any, dims: Sequence[str], shape: Sequence[int]) -> tuple[int, ...]:
-    """The chunk length along every dimension (never 0, at most the dimension's length).
+    """The chunk length along every dimension (never 0).
 
     `chunks` is None (automatic: halve the longest chunk side until a chunk holds at most
     `TARGET_CELLS`), an int (every dimension), a sequence in the order of `dims`, or a
-    mapping of dimension name to length (the others whole)."""
+    mapping of dimension name to length (the others whole). A length asked for is kept even
+    when longer than the dimension, as xarray keeps it (Zarr allows it), so that appends
+    fill chunks of that length; only a grid whose padding to such chunks could not be
+    numbered in 64 bits has them clipped to the shape."""
     if chunks is None:
         out = [max(1, n) for n in shape]
         while _cells(out) > TARGET_CELLS:
@@ -44,7 +50,10 @@ def chunk_shape(chunks: Any, dims: Sequence[str], shape: Sequence[int]) -> tuple
         raise _bad(chunks, dims)
     if not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in given):
         raise _bad(chunks, dims)
-    return tuple(max(1, min(c, n)) for c, n in zip(given, shape, strict=True))
+    kept = tuple(given)
+    if _cells([max(c, -(-n // c) * c) for c, n in zip(kept, shape, strict=True)]) >= PADDED_CELLS_LIMIT:
+        return tuple(max(1, min(c, n)) for c, n in zip(kept, shape, strict=True))
+    return kept
 
 
 def _cells(sides: Sequence[int]) -> int:

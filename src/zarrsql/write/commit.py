@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError, ZarrSQLError
-from zarrsql.store.icechunk import is_session_location
+from zarrsql.store.icechunk import is_session_location, looks_like_repository
 from zarrsql.write import lock as writer_lock
 
 BACKUP_NAME = ".zarrsql-append-backup.json"
@@ -137,7 +137,15 @@ def check_target(store: str, storage_options: Mapping[str, str] | None) -> None:
     reached (no credentials, a host that does not resolve). Each refusal names the fix."""
     if not store.strip():
         raise ParameterError("the target store is empty (''); pass a path or URL, e.g. 'out.zarr'")
-    if is_session_location(store) or local_path(store) is not None:
+    if is_session_location(store):
+        return
+    if local_path(store) is not None:
+        if looks_like_repository(store):
+            raise ParameterError(
+                f"'{store}' is an Icechunk repository, which zarrsql writes through a session, not by its path; "
+                "pass a writable session instead: session = repo.writable_session('main'), to_zarr(..., session), "
+                "then session.commit('...') (see 'Into an Icechunk session' in docs/writing.md)"
+            )
         return
     protocol = store.split("://", 1)[0].lower()
     if protocol in _READ_ONLY_PROTOCOLS:

@@ -7,6 +7,11 @@ calendar `proleptic_gregorian`, NaT stored as the int64 minimum (which xarray re
 also the array's fill value so a chunk never written reads as NaT; text is Zarr's
 variable-length UTF-8 and must have no missing cell (an empty string would read back in its
 place). Every array is compressed with zstd.
+
+An append writes into arrays as another writer stored them (`grid_append`): CF-packed ones
+(`scale_factor` / `add_offset`) get their values packed as xarray packs them, code =
+(value - add_offset) / scale_factor, rounded for an integer dtype, NULL as `_FillValue`; a
+time axis stored as float counts of `<unit> since <origin>` gets float counts.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from zarrsql.errors import UnwritableColumnError, WriteError
+from zarrsql.errors import AppendSchemaError, UnwritableColumnError, WriteError
 
 __all__ = ["ArraySpec", "missing_text_error", "spec_for", "time_unit"]
 
@@ -44,15 +49,22 @@ class ArraySpec:
     attributes: dict[str, Any]
     time_code: str | None = None  # numpy unit of a time array
     time_origin: np.datetime64 | None = None  # the `since` of its units (None: 1970-01-01)
+    packing: tuple[float, float] | None = None  # CF (scale_factor, add_offset) of a packed array
+
+    @property
+    def packed(self) -> bool:
+        return self.packing is not None
 
     @property
     def promoted(self) -> bool:
-        return self.kind in ("int", "bool") and np.dtype(self.dtype).kind == "f"
+        return self.kind in ("int", "bool") and np.dtype(self.dtype).kind == "f" and not self.packed
 
     def encode(self, data: np.ndarray, nulls: np.ndarray | None) -> np.ndarray:
         """Values of the relation's kind as the stored dtype (NULLs as the fill value)."""
         if self.kind == "time":
             return self._encode_time(data)
+        if self.packing is not None:
+            return self._pack(data, nulls, *self.packing)
         if self.promoted:
             out = data.astype(np.float64)
             if nulls is not None:
@@ -62,14 +74,49 @@ class ArraySpec:
             return np.asarray(data, dtype=object)
         return data
 
+    def _pack(self, data: np.ndarray, nulls: np.ndarray | None, scale: float, offset: float) -> np.ndarray:
+        """Values as CF codes, as xarray packs them: (value - offset) / scale, rounded half to
+        even into an integer dtype; NULL (and NaN, into integers) as the fill value. A code the
+        integer dtype cannot hold is refused: numpy would wrap it."""
+        stored = np.dtype(self.dtype)
+        codes = (data.astype(np.float64) - offset) / scale
+        missing = np.zeros(codes.shape, dtype=bool) if nulls is None else nulls.copy()
+        if stored.kind == "f":
+            codes[missing] = np.nan
+            return codes.astype(stored)
+        codes = np.around(codes)
+        missing |= np.isnan(codes)
+        if missing.any() and self.fill_value is None:
+            raise AppendSchemaError(
+                f"column '{self.name}' has a NULL, which the packed {stored} array '{self.name}' cannot mark (it "
+                "has no _FillValue); COALESCE it to a value, or write a new store"
+            )
+        info = np.iinfo(stored)
+        outside = ~missing & ((codes < info.min) | (codes > info.max))
+        if outside.any():
+            bad = data[np.argmax(outside)]
+            raise AppendSchemaError(
+                f"column '{self.name}' has the value {bad}, whose packed code (value - {offset}) / {scale} the "
+                f"store's {stored} array '{self.name}' cannot hold (its range is {info.min} to {info.max}); filter "
+                "or clip the values, or write a new store"
+            )
+        codes[missing] = 0
+        out = codes.astype(stored)
+        out[missing] = self.fill_value
+        return out
+
     def _encode_time(self, data: np.ndarray) -> np.ndarray:
         """Counts of the unit since the origin; a value the unit cannot hold exactly is refused
-        (it would be truncated)."""
+        (it would be truncated), unless the counts are floats (NaT as NaN)."""
         origin = np.datetime64(0, "ns") if self.time_origin is None else self.time_origin.astype("datetime64[ns]")
         delta = data.astype("datetime64[ns]") - origin
         step = _NS[self.time_code or "us"]
         raw = delta.view(np.int64)
         finite = ~np.isnat(delta)
+        if np.dtype(self.dtype).kind == "f":
+            counts = raw.astype(np.float64) / step
+            counts[~finite] = np.nan
+            return counts.astype(self.dtype)
         if (raw[finite] % step).any():
             bad = data[finite][np.argmax(raw[finite] % step != 0)]
             units = self.attributes.get("units")
@@ -126,7 +173,9 @@ def spec_for(
         return ArraySpec(name, kind, np.dtype(np.int64), NAT, attrs, code)
     if not complete:
         raise missing_text_error(name)
-    return ArraySpec(name, kind, "str", "", {})
+    # v2: no fill value, as xarray writes text: xarray reads a v2 fill value "" as `_FillValue`,
+    # so an empty string would come back as NaN
+    return ArraySpec(name, kind, "str", None if zarr_format == 2 else "", {})
 
 
 def missing_text_error(name: str) -> UnwritableColumnError:

@@ -68,11 +68,11 @@ def append_grid(
     new = discover_grid(source, dims, kinds)
     if not len(new.indexes[dims.index(append_dim)]):
         return 0  # no rows: nothing to append
+    coord_spec = _stored_spec(store, group[append_dim], append_dim, kinds[append_dim], True)
     full, start = _full_grid(store, old, new, append_dim)
     block = Grid(dims, tuple(full.indexes[k] if d != append_dim else new.indexes[k] for k, d in enumerate(dims)))
     complete = completeness(source, block, variables)
     specs = {name: _stored_spec(store, group[name], name, kind, complete[name]) for name, kind in variables.items()}
-    coord_spec = _stored_spec(store, group[append_dim], append_dim, kinds[append_dim], True)
     axis = dims.index(append_dim)
     fresh = np.asarray(full.indexes[axis][start:])
     _check_integer_ranges(source, store, specs, schema, {append_dim: (coord_spec, fresh)})
@@ -203,28 +203,58 @@ def _check_follows(store: str, dim: str, stored: pd.Index, fresh: pd.Index, *, f
 
 
 def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -> ArraySpec:
-    """How the relation's column goes into the array as stored, or why it cannot."""
+    """How the relation's column goes into the array as stored, or why it cannot. A CF-packed
+    array (`scale_factor` / `add_offset`) takes any number, packed as xarray packs it; a time
+    axis stored as counts `<unit> since <origin>` (integer or float) takes times."""
     dtype = np.dtype(array.dtype) if not str(array.dtype).startswith(("<U", "|U", "str", "String")) else None
     attrs = dict(array.attrs)
     stored_kind = _stored_kind(dtype, attrs)
     if stored_kind == "string" and kind == "string" and not complete:
         raise missing_text_error(name)  # as a new store refuses it: a text array has no missing marker
+    fill = _declared_fill(array, attrs) if stored_kind == "packed" else array.fill_value
     fits = {
         "time": kind == "time" and stored_kind == "time",
         "float": kind in ("float", "int", "bool") and stored_kind == "float",
         "int": kind in ("int", "bool") and stored_kind in ("int", "bool") and complete,
         "bool": kind == "bool" and stored_kind == "bool" and complete,
         "string": kind == "string" and stored_kind == "string",
+        "packed": kind in ("float", "int", "bool") and (complete or fill is not None or _is_float(dtype)),
     }
     if not fits.get(stored_kind, False):
-        holes = " and would have missing cells" if stored_kind in ("int", "bool") and not complete else ""
-        raise AppendSchemaError(
-            f"column '{name}' ({kind}{holes}) does not fit the store's array '{name}' ({array.dtype}) in '{store}'; "
-            "CAST the column to the stored type (and fill missing cells), or write a new store"
-        )
+        raise _misfit(store, array, name, kind, stored_kind, complete)
     code, origin = _time_units(store, name, attrs) if stored_kind == "time" else (None, None)
-    fill = array.fill_value
-    return ArraySpec(name, kind, dtype if dtype is not None else "str", fill, attrs, code, origin)
+    packing = (float(attrs.get("scale_factor", 1.0)), float(attrs.get("add_offset", 0.0)))
+    return ArraySpec(name, kind, dtype if dtype is not None else "str", fill, attrs, code, origin,
+                     packing if stored_kind == "packed" else None)  # fmt: skip
+
+
+def _misfit(store: str, array: Any, name: str, kind: str, stored_kind: str, complete: bool) -> AppendSchemaError:
+    """The refusal of a column the stored array cannot take, with the fix for that array."""
+    holes = " and would have missing cells" if stored_kind in ("int", "bool", "packed") and not complete else ""
+    if stored_kind == "time":
+        fix = "the array holds times: give TIMESTAMP values (CAST the column AS TIMESTAMP), or write a new store"
+    elif stored_kind == "packed":
+        fix = "the packed array has no _FillValue for missing cells: fill them (COALESCE), or write a new store"
+    else:
+        fix = "CAST the column to the stored type (and fill missing cells), or write a new store"
+    return AppendSchemaError(
+        f"column '{name}' ({kind}{holes}) does not fit the store's array '{name}' ({array.dtype}) in '{store}'; {fix}"
+    )
+
+
+def _declared_fill(array: Any, attrs: Mapping[str, Any]) -> Any:
+    """The fill value xarray masks in a packed array: `_FillValue` (Zarr v3 keeps it in the
+    attributes, a float one as base64 of a little-endian double; v2 as the array's fill value),
+    None when there is none (then a missing cell has no code)."""
+    declared = attrs.get("_FillValue")
+    if declared is None:
+        return array.fill_value if int(array.metadata.zarr_format) == 2 else None
+    if isinstance(declared, str):
+        import base64
+        import struct
+
+        (declared,) = struct.unpack("<d", base64.standard_b64decode(declared))
+    return np.dtype(array.dtype).type(declared)
 
 
 def _check_integer_ranges(
@@ -236,7 +266,7 @@ def _check_integer_ranges(
     (a BIGINT into int8) is checked by its actual minimum and maximum, one aggregate for all."""
     limits = {}
     for name, spec in specs.items():
-        stored = np.dtype(spec.dtype) if spec.kind == "int" and not spec.promoted else None
+        stored = np.dtype(spec.dtype) if spec.kind == "int" and not spec.promoted and not spec.packed else None
         arrow = schema.field(name).type
         if stored is not None and pa.types.is_integer(arrow) and not np.can_cast(arrow.to_pandas_dtype(), stored):
             limits[name] = stored
@@ -269,9 +299,10 @@ def _check_layout_arguments(
     """An append keeps the store's format and chunks; other ones asked for are refused.
 
     `zarr_format` defaults to 3 in `to_zarr`, so only 2 for a Zarr v3 store is known to be
-    asked for. Chunks are compared as `to_zarr` would have made them for the store's shape;
-    along `append_dim` the stored chunk may be shorter than the one given (a chunk is never
-    longer than its dimension was when the store was created)."""
+    asked for. Chunks are compared as `to_zarr` would have made them for the store's shape; a
+    stored chunk clipped to its dimension's length (as zarrsql once wrote them) matches a
+    longer one given, and along `append_dim` the stored chunk may be shorter than the one
+    given (a store created with clipped chunks)."""
     stored_format = int(group.metadata.zarr_format)
     if zarr_format == 2 and stored_format != 2:
         raise ParameterError(
@@ -283,8 +314,9 @@ def _check_layout_arguments(
     array = group[next(iter(variables))]
     stored = tuple(int(c) for c in array.chunks)
     given = chunk_shape(chunks, dims, array.shape)
-    for d, want, have in zip(dims, given, stored, strict=True):
-        if want != have and not (d == append_dim and have < want):
+    for d, want, have, n in zip(dims, given, stored, array.shape, strict=True):
+        clipped = have == min(want, n)  # a store from a writer that clipped chunks to the shape
+        if want != have and not clipped and not (d == append_dim and have < want):
             raise ParameterError(
                 f"chunks={chunks!r} asks for chunks of {want} along '{d}', but the store '{store}' has chunks "
                 f"{dict(zip(dims, stored, strict=True))}, which an append keeps; drop chunks, or write a new store "
@@ -293,10 +325,14 @@ def _check_layout_arguments(
 
 
 def _stored_kind(dtype: np.dtype[Any] | None, attrs: dict[str, Any]) -> str:
+    """What the stored array holds, as xarray decodes it: text, times (counts since an
+    origin, integer or float), CF-packed numbers, or plain numbers of the dtype's kind."""
     if dtype is None or dtype.kind in "OUT":
         return "string"
-    if " since " in str(attrs.get("units", "")) and dtype.kind in "iu":
+    if " since " in str(attrs.get("units", "")) and dtype.kind in "iuf":
         return "time"
+    if ("scale_factor" in attrs or "add_offset" in attrs) and dtype.kind in "iuf":
+        return "packed"
     return {"f": "float", "i": "int", "u": "int", "b": "bool"}.get(dtype.kind, "other")
 
 
@@ -328,3 +364,7 @@ def _future(array: Any, axis: int, length: int) -> Any:
     grown = AsyncArray(metadata=inner.metadata.update_shape(tuple(shape)), store_path=inner.store_path,
                        config=inner.config)  # fmt: skip
     return Array(grown)
+
+
+def _is_float(dtype: np.dtype[Any] | None) -> bool:
+    return dtype is not None and dtype.kind == "f"

@@ -137,7 +137,12 @@ def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
     if pa.types.is_dictionary(t) and pa.types.is_string(t.value_type):
         return "string"
     hint = "drop it from the SELECT, or CAST it to a number or text"
-    table = ", or write it with layout='table'" if target == "grid" else ""
+    if pa.types.is_interval(t) or pa.types.is_duration(t):  # no layout stores a duration as it is
+        hint = f'drop it from the SELECT, or CAST it to a number of a unit, e.g. epoch_us("{name}") (microseconds)'
+    # the table layout stores lists (cast to a fixed size), structs (points), dictionaries and
+    # geometries, never durations or maps: point there only when it can help
+    unstorable = pa.types.is_interval(t) or pa.types.is_duration(t) or pa.types.is_map(t)
+    table = ", or write it with layout='table'" if target == "grid" and not unstorable else ""
     where = "a grid store's dense arrays" if target == "grid" else "an xarray Dataset's dense arrays"
     raise UnwritableColumnError(f"column '{name}' has type {t}, which {where} cannot hold; {hint}{table}")
 

@@ -89,7 +89,10 @@ def create_array(
     fill: Any = None,
 ) -> Any:
     """An empty (0, ...) array growing along axis 0, zstd-compressed (zarr's default)."""
-    fill_value = fill if fill is not None else ("" if np.dtype(dtype).kind in "OU" else None)
+    # text: "" in Zarr v3, none in v2 as xarray writes it (xarray reads a v2 fill value "" as
+    # `_FillValue`, so an empty string would come back as NaN)
+    text = np.dtype(dtype).kind in "OU"
+    fill_value = fill if fill is not None else ("" if text and layout.zarr_format == 3 else None)
     return parent.create_array(
         name,
         shape=(0, *trailing),

@@ -12,7 +12,7 @@ one batch of rows (or the rows of a small result).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.write.allocator import returning_memory
@@ -62,13 +62,7 @@ def _apply_template(ds: xr.Dataset, template: Any) -> xr.Dataset:
         raise ParameterError(
             f"template must be an xarray Dataset or the path of a store xarray opens, got {type(template).__name__}"
         )
-    extra = {}
-    for name, coord in template.coords.items():
-        if name in ds.variables or not set(coord.dims) <= set(ds.dims) or not coord.dims:
-            continue
-        if all(d in template.indexes for d in coord.dims):
-            extra[name] = coord.reset_coords(drop=True).reindex({d: ds.indexes[d] for d in coord.dims}).variable
-    ds = ds.assign_coords(extra)
+    ds = ds.assign_coords(_template_coords(ds, template))
     ds.attrs = dict(template.attrs)
     for name in ds.variables:
         if name in template.variables:
@@ -76,3 +70,26 @@ def _apply_template(ds: xr.Dataset, template: Any) -> xr.Dataset:
             encoding = template.variables[name].encoding
             ds.variables[name].encoding = {k: v for k, v in encoding.items() if k not in _DROPPED_ENCODING}
     return ds
+
+
+def _template_coords(ds: xr.Dataset, template: xr.Dataset) -> dict[Hashable, Any]:
+    """The template's non-dimension coordinates as coordinates of `ds`: a column the SQL
+    carried (`SELECT *` repeats a coordinate over every dimension) becomes the coordinate,
+    reduced to the template's dimensions when its values do not vary along the others; one
+    not carried comes from the template, aligned to `ds`'s coordinates (a scalar as it is)."""
+    extra: dict[Hashable, Any] = {}
+    for name, coord in template.coords.items():
+        if name in ds.dims or not set(coord.dims) <= set(ds.dims):
+            continue
+        if name in ds.data_vars:
+            carried = ds[name]
+            others = [d for d in carried.dims if d not in coord.dims]
+            first = carried.isel(dict.fromkeys(others, 0), drop=True)
+            same = (carried == first) | (carried.isnull() & first.isnull())
+            if not others or bool(same.all()):
+                extra[name] = first.transpose(*coord.dims).variable
+        elif not coord.dims:
+            extra[name] = coord.variable.copy()
+        elif all(d in template.indexes for d in coord.dims):
+            extra[name] = coord.reset_coords(drop=True).reindex({d: ds.indexes[d] for d in coord.dims}).variable
+    return extra
