@@ -28,6 +28,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import threading
 import uuid
 import weakref
@@ -417,6 +418,22 @@ def _named_functions(text: Any) -> frozenset[str]:
     return frozenset(n for n in FUNCTIONS if n in lowered) | {"read_zarr"}
 
 
+_NO_TABLE = re.compile(r"Table with name (.+?) does not exist", re.IGNORECASE)
+
+
+def _gone_store(err: duckdb.Error) -> ZarrSQLError | None:
+    """A stored view over `FROM 'x.zarr'` whose store is gone: DuckDB says only that no table
+    has that name (a statement naming the string itself is told in `_register_missing`)."""
+    found = _NO_TABLE.search(str(err)) if isinstance(err, duckdb.CatalogException) else None
+    name = found.group(1) if found else ""
+    if not name.rstrip("/").lower().endswith(".zarr") or is_url(name) or os.path.exists(os.path.expanduser(name)):
+        return None
+    return StoreNotFoundError(
+        f"no Zarr store at '{name}' (named by a view): the path does not exist; check the path "
+        "(relative paths are resolved from the current directory) or recreate the view"
+    )
+
+
 def _bounds_hint(err: duckdb.Error, text: str | None) -> ZarrSQLError | None:
     """The explanation of DuckDB refusing a `bounds :=` list, or None for any other error."""
     if not isinstance(err, duckdb.ConversionException):
@@ -692,6 +709,9 @@ class Connection:
                     text
                 ):
                     continue
+                gone = _gone_store(err)  # not the statement's own string: a stored view's
+                if gone is not None:
+                    raise gone from err
                 from zarrsql.engine import hints  # only for an error on its way to the caller
 
                 hint = hints.explain(err, text)

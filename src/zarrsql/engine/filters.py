@@ -3,6 +3,11 @@
 Only what the scan applies exactly as DuckDB would is translated: comparisons, IN, IS [NOT]
 NULL, NOT, AND and OR over dimension columns, with constants of exactly the column's type.
 Anything else raises `Untranslatable`, the source declines it, and DuckDB applies it.
+
+DuckDB hands a chain `a OR b OR c ...` over nested one level per term (a join's keys are a
+thousand of them), so a chain of one operator is flattened without recursion into one `Or`
+(or `And`) of all its terms; what still nests deeper than `MAX_DEPTH` is declined, so every
+walk over the translated tree stays far from Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ SQL_TYPES = {
     "timestamp_us": "TIMESTAMP",
 }
 _EPOCH = _dt.datetime(1970, 1, 1)
+
+#: The deepest nesting of NOT and of alternating AND / OR a translated predicate may have.
+#: Chains of one operator are flattened and do not count; the core walks the tree recursively
+#: (about three frames a level), so 100 levels stay well inside Python's limit of 1,000.
+MAX_DEPTH = 100
 
 
 class Untranslatable(ValueError):
@@ -62,19 +72,25 @@ def _column(node: Any, dims: Mapping[str, str]) -> tuple[str, str]:
 
 def translate(node: Any, dims: Mapping[str, str]) -> Predicate:
     """Translate one pushed node; `dims` maps dimension column names to logical types."""
+    return _translate(node, dims, 0)
+
+
+def _translate(node: Any, dims: Mapping[str, str], depth: int) -> Predicate:
     from duckdb._sources import nodes
 
+    if depth > MAX_DEPTH:
+        raise Untranslatable("nested too deeply")
     if isinstance(node, nodes.Binary):
         op = node.op.upper()
         if op in ("AND", "OR"):
-            parts = (translate(node.left, dims), translate(node.right, dims))
+            parts = tuple(_translate(term, dims, depth + 1) for term in _chain(node, op))
             return And(parts) if op == "AND" else Or(parts)
         if op not in ("=", "!=", "<", "<=", ">", ">="):
             raise Untranslatable(op)
         name, logical = _column(node.left, dims)
         return Cmp(name, op, _literal(node.right, logical))
     if isinstance(node, nodes.Unary) and node.op.upper() == "NOT":
-        return Not(translate(node.operand, dims))
+        return Not(_translate(node.operand, dims, depth + 1))
     if isinstance(node, nodes.Postfix) and node.op.upper() in ("IS NULL", "IS NOT NULL"):
         name, _ = _column(node.operand, dims)
         return IsNull(name, negated=node.op.upper() == "IS NOT NULL")
@@ -82,3 +98,18 @@ def translate(node: Any, dims: Mapping[str, str]) -> Predicate:
         name, logical = _column(node.operand, dims)
         return InSet(name, tuple(_literal(v, logical) for v in node.values))
     raise Untranslatable(type(node).__name__)
+
+
+def _chain(node: Any, op: str) -> list[Any]:
+    """The terms of the chain of `op` (AND or OR) rooted at `node`, left to right, however
+    deeply DuckDB nested it: found with a stack, not by recursion."""
+    from duckdb._sources import nodes
+
+    terms, pending = [], [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, nodes.Binary) and current.op.upper() == op:
+            pending.extend((current.right, current.left))
+        else:
+            terms.append(current)
+    return terms

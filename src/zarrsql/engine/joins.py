@@ -12,11 +12,11 @@ for two shapes:
 
 The other side (or the subquery) is run first, on its own, for its distinct keys; when there
 are at most `MAX_KEYS`, the zarr table is replaced by `(SELECT * FROM <it> WHERE (dim = k1
-AND ...) OR ...)`, with every key written as a literal of the other side's own type, so the
-comparison is the join's own. Rows that cannot match are the only ones removed, so the result
-is the same as without the rewrite; the pushed filter prunes the scan. Anything else (a
-correlated subquery, a CTE name, keys on data columns only, too many keys, an error on the
-way) leaves the statement as it was.
+AND ...) OR ...)` (on one dimension `dim IN (k1, ...)`), with every key written as a literal
+of the other side's own type, so the comparison is the join's own. Rows that cannot match
+are the only ones removed, so the result is the same as without the rewrite; the pushed
+filter prunes the scan. Anything else (a correlated subquery, a CTE name, keys on data
+columns only, too many keys, an error on the way) leaves the statement as it was.
 """
 
 from __future__ import annotations
@@ -185,14 +185,20 @@ def _filter(conn: Connection, zarr: dict[str, Any], columns: list[str], keys_sql
     rows = conn.sql(f"SELECT {texts} FROM ({listed}) AS k").fetchall()
     if len(rows) > MAX_KEYS:
         raise _Decline("the other side is not small")
-    terms = set()
-    for row in rows:
-        if any(row[i] is None for i in use):
-            continue  # a NULL key matches nothing
-        terms.add(" AND ".join(f"{quote_ident(columns[i])} = CAST({quote_text(row[i])} AS {types[i]})" for i in use))
-    if not terms:
+    keys = {tuple(row[i] for i in use) for row in rows if all(row[i] is not None for i in use)}
+    if not keys:  # a NULL key matches nothing
         return "false"
-    return " OR ".join(f"({t})" for t in sorted(terms))
+    if len(use) == 1:  # one IN list, not a chain of ORs DuckDB would nest a level per key
+        (i,) = use
+        listed_keys = ", ".join(f"CAST({quote_text(k)} AS {types[i]})" for (k,) in sorted(keys))
+        return f"{quote_ident(columns[i])} IN ({listed_keys})"
+    terms = (
+        " AND ".join(
+            f"{quote_ident(columns[i])} = CAST({quote_text(k)} AS {types[i]})" for i, k in zip(use, key, strict=True)
+        )
+        for key in sorted(keys)
+    )
+    return " OR ".join(f"({t})" for t in terms)
 
 
 def _column_names(conn: Connection, sql: str) -> list[str]:

@@ -164,6 +164,7 @@ def mount_table(
         _check_clashes(con, rows, database)
         _apply(con, rows, database, fresh=False)
     else:
+        _check_writable(con, database)
         if database.lower() in attached:
             if not (replace and _is_zarr_mount(con, database, attached)):
                 raise ParameterError(
@@ -174,6 +175,18 @@ def mount_table(
         con.execute(f"ATTACH ':memory:' AS {quote_ident(database)}")
         _apply(con, rows, database, fresh=True)
     return _mounted_table(con, store, rows, storage_options, choice)
+
+
+def _check_writable(con: Any, database: str) -> None:
+    """Refuse a mount that would attach a database on a read-only connection: DuckDB starts
+    no in-memory database there, and says only that, not which call or what to do."""
+    if con.execute("SELECT current_setting('access_mode')").fetchall()[0][0] != "read_only":
+        return
+    raise ParameterError(
+        f"cannot mount the store as '{database}': the connection was opened with read_only=True, and DuckDB "
+        "attaches no new database to a read-only connection; connect without read_only=True, or mount on "
+        "another connection (zarrsql.connect()) and ATTACH the DuckDB file there with (READ_ONLY)"
+    )
 
 
 def _is_zarr_mount(con: Any, database: str, attached: dict[str, str]) -> bool:

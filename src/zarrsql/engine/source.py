@@ -72,7 +72,7 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
     def accepts(self, predicate: Any) -> bool:
         try:
             translate(predicate, self._dims)
-        except Untranslatable:
+        except (Untranslatable, RecursionError):  # too deep to walk: DuckDB applies it
             return False
         return True
 

@@ -75,7 +75,7 @@ def string_constants(sql: str, *, table_position: bool = False) -> list[str]:
     import duckdb
 
     out = []
-    tokens = duckdb.tokenize(sql)
+    tokens = _character_positions(sql, duckdb.tokenize(sql))
     for k, (pos, kind) in enumerate(tokens):
         first = sql[pos : pos + 1]
         if table_position:
@@ -86,6 +86,20 @@ def string_constants(sql: str, *, table_position: bool = False) -> list[str]:
             continue
         out.append(_quoted(sql, pos))
     return out
+
+
+def _character_positions(sql: str, raw: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """DuckDB's tokens with their positions as indices into the str `sql`.
+
+    `duckdb.tokenize` reports where each token starts in the statement's UTF-8 bytes; after
+    a non-ASCII character (`'é'`, a table named `Ünï`) that is past the token's character
+    index, so the offsets are converted once per statement.
+    """
+    if sql.isascii():
+        return raw
+    char_at = [k for k, char in enumerate(sql) for _ in range(len(char.encode("utf-8", "surrogatepass")))]
+    char_at.append(len(sql))
+    return [(char_at[pos] if pos < len(char_at) else len(sql), kind) for pos, kind in raw]
 
 
 def claimable(text: str) -> bool:
@@ -154,7 +168,7 @@ def _tokens(sql: str) -> tuple[Token, ...]:
     import duckdb
 
     try:
-        raw = duckdb.tokenize(sql)
+        raw = _character_positions(sql, duckdb.tokenize(sql))
     except Exception:  # an unterminated string or the like: DuckDB reports it when it runs
         return ()
     out = []

@@ -10,7 +10,7 @@ DuckDB: NaN equals NaN and sorts above every other number.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,12 +74,21 @@ Predicate = Cmp | InSet | IsNull | Atom | And | Or | Not
 Truth = tuple[np.ndarray, np.ndarray]
 
 
+def _subtrees(p: Predicate) -> Iterator[Predicate]:
+    """`p` and every predicate under it, walked with a stack: a tree nested a thousand levels
+    deep (an OR chain as DuckDB builds it) is walked without Python's recursion limit."""
+    pending = [p]
+    while pending:
+        current = pending.pop()
+        yield current
+        if isinstance(current, Not):
+            pending.append(current.child)
+        elif isinstance(current, (And, Or)):
+            pending.extend(reversed(current.children))
+
+
 def columns_of(p: Predicate) -> set[str]:
-    if isinstance(p, (Cmp, InSet, IsNull, Atom)):
-        return {p.column}
-    if isinstance(p, Not):
-        return columns_of(p.child)
-    return set().union(*(columns_of(c) for c in p.children))
+    return {q.column for q in _subtrees(p) if isinstance(q, (Cmp, InSet, IsNull, Atom))}
 
 
 def conjoin(parts: Iterable[Predicate | None]) -> Predicate | None:
@@ -92,9 +101,15 @@ def conjoin(parts: Iterable[Predicate | None]) -> Predicate | None:
 
 def conjuncts(p: Predicate) -> list[Predicate]:
     """The operands of a top-level AND, flattened (a single predicate is its own list)."""
-    if isinstance(p, And):
-        return [q for c in p.children for q in conjuncts(c)]
-    return [p]
+    out: list[Predicate] = []
+    pending = [p]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, And):
+            pending.extend(reversed(current.children))
+        else:
+            out.append(current)
+    return out
 
 
 def _is_nan(v: Any) -> bool:
@@ -151,10 +166,8 @@ def evaluate(p: Predicate, leaf: Callable[[Leaf], Truth]) -> Truth:
 
 def leaves_of(p: Predicate) -> list[Leaf]:
     """The distinct leaves of `p`, in first-seen order."""
-    if isinstance(p, (Cmp, InSet, IsNull, Atom)):
-        return [p]
-    children = (p.child,) if isinstance(p, Not) else p.children
-    return list(dict.fromkeys(q for c in children for q in leaves_of(c)))
+    leaves = (q for q in _subtrees(p) if isinstance(q, (Cmp, InSet, IsNull, Atom)))
+    return list(dict.fromkeys(leaves))
 
 
 def leaf_truth(p: Leaf, values: np.ndarray, nulls: np.ndarray | None) -> Truth:
