@@ -87,3 +87,13 @@ def test_a_server_that_refuses_head_reads_again(con, http, served_root) -> None:
     for _ in range(3):
         assert con.execute(f"SELECT sum(v) FROM read_zarr('{http.url(name)}')").fetchall() == [(want,)]
     assert http.count("HEAD") > 0  # it was asked, refused, and a GET of one byte answered instead
+
+
+def test_an_upper_case_scheme_reads_and_a_query_string_is_named(con, http, served_root) -> None:
+    ds = xr.Dataset({"v": (("x",), np.arange(4.0))}, coords={"x": np.arange(4)})
+    name = _write(served_root, ds)
+    want = float(xr.open_zarr(served_root / name).v.sum())
+    upper = http.url(name).replace("http://", "HTTP://")
+    assert con.execute(f"SELECT sum(v) FROM read_zarr('{upper}')").fetchall() == [(want,)]
+    with pytest.raises(zarrsql.ParameterError, match="query string"):
+        con.execute(f"SELECT sum(v) FROM read_zarr('{http.url(name)}?token=abc')").fetchall()

@@ -60,7 +60,15 @@ class FsspecStore:
     remote = True
 
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        self.url = url.rstrip("/")
+        scheme, _, rest = url.rstrip("/").partition("://")
+        # an HTTP store's keys would be appended after its query (object stores' keys may hold them)
+        if scheme.lower() in ("http", "https") and ("?" in rest or "#" in rest):
+            raise ParameterError(
+                f"the store URL '{url}' has a query string or fragment ('?...' or '#...'), which a store's keys "
+                "cannot follow; give the store's root URL, and credentials or tokens in storage_options "
+                "(e.g. MAP {'headers': '{\"Authorization\": \"Bearer ...\"}'})"
+            )
+        self.url = f"{scheme.lower()}://{rest}"  # URL schemes are case-insensitive (HTTP:// = http://)
         self.protocol = _protocol(self.url)
         self.backend = backend_for(self.protocol)
         self.network, self.fs_options = split_options(self.protocol, storage_options)
