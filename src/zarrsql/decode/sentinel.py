@@ -141,6 +141,14 @@ def _attr_values(value: Any, dt: np.dtype, stored: np.dtype) -> list[Any]:
     return [v for v in found if v is not None]
 
 
+def declared_fill(value: Any, dt: np.dtype) -> Any:
+    """The value a `_FillValue` attribute stands for in an array of type `dt`, read by the
+    rules above (a base64 double included), or None when it is not readable in that type:
+    what a writer must store for a cell the reader is to mask."""
+    found = _attr_values(value, dt, dt)
+    return found[0] if found else None
+
+
 def _is_nan(value: Any) -> bool:
     return isinstance(value, (float, np.floating)) and math.isnan(float(value))
 

@@ -614,12 +614,12 @@ class _Stop:
             try:
                 return queued.result.result(timeout=STOP_CHECK_SECONDS)
             except TimeoutError:
-                if self.event.is_set():
-                    raise QueryInterrupted(INTERRUPTED) from None
+                pass
             except CancelledError:
-                if self.event.is_set():
-                    raise QueryInterrupted(INTERRUPTED) from None
-                raise
+                if not self.event.is_set():
+                    raise
+            if self.event.is_set():
+                raise QueryInterrupted(INTERRUPTED) from None
 
 
 _running_lock = threading.Lock()

@@ -210,11 +210,9 @@ def _holds_cwd(path: Path) -> bool:
 def _not_a_store(path: Path) -> str | None:
     """What is at `path`, in words, when it is neither nothing, an empty directory nor a Zarr
     store (the only things zarrsql may replace); None otherwise."""
-    if not (path.exists() or path.is_symlink()):
+    if not _occupied(path) or _is_zarr_root(path):
         return None
     if path.is_dir():
-        if _is_zarr_root(path) or not any(path.iterdir()):
-            return None
         return "a directory that is not a Zarr store (no zarr.json, .zgroup or .zarray at its root)"
     return "a file, not a Zarr store"
 

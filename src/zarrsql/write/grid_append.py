@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from zarrsql.decode.sentinel import declared_fill
 from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
 from zarrsql.store.icechunk import is_session_location, writable_session
 from zarrsql.write.cells import Grid, discover_grid, quote
@@ -249,12 +250,7 @@ def _declared_fill(array: Any, attrs: Mapping[str, Any]) -> Any:
     declared = attrs.get("_FillValue")
     if declared is None:
         return array.fill_value if int(array.metadata.zarr_format) == 2 else None
-    if isinstance(declared, str):
-        import base64
-        import struct
-
-        (declared,) = struct.unpack("<d", base64.standard_b64decode(declared))
-    return np.dtype(array.dtype).type(declared)
+    return declared_fill(declared, np.dtype(array.dtype))  # as the reader will mask it
 
 
 def _check_integer_ranges(
