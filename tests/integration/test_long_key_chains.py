@@ -81,21 +81,10 @@ QUERIES_2D = [
 
 
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("sql", QUERIES_1D)
-def test_one_dimension_key_lists_match_duckdb(one_dim, n, sql):
-    path, frame = one_dim
-    keys = _one_dim_keys(n)
-    con = zarrsql.connect()
-    con.register("keys", keys)
-    got = con.sql(sql.format(z=f"read_zarr('{path}')")).fetchall()
-    assert got == _expected(frame, keys, sql)
-
-
-@pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("sql", QUERIES_2D)
-def test_two_dimension_key_lists_match_duckdb(two_dims, n, sql):
-    path, frame = two_dims
-    keys = _two_dim_keys(n)
+@pytest.mark.parametrize(("dims", "sql"), [("one_dim", q) for q in QUERIES_1D] + [("two_dims", q) for q in QUERIES_2D])
+def test_key_lists_match_duckdb(request, dims, n, sql):
+    path, frame = request.getfixturevalue(dims)
+    keys = (_one_dim_keys if dims == "one_dim" else _two_dim_keys)(n)
     con = zarrsql.connect()
     con.register("keys", keys)
     got = con.sql(sql.format(z=f"read_zarr('{path}')")).fetchall()

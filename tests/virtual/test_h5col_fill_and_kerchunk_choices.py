@@ -104,6 +104,22 @@ def test_a_file_outside_the_authorized_containers_is_refused(reference_set: tupl
         _sum_with(refs, "s3://elsewhere/")
 
 
+def test_a_container_prefix_authorizes_its_own_folder_only(reference_set: tuple[Path, Path]) -> None:
+    """'file:///data' must not authorize '/data2/...': the prefix ends on a path boundary."""
+    nc, refs = reference_set
+    truncated = str(nc.parent)[:-1]  # '/tmp/.../refs0' -> '/tmp/.../refs', a prefix of it as text only
+    with pytest.raises(StoreReadError, match="which no virtual_chunks := prefix authorizes"):
+        _sum_with(refs, f"file://{truncated}")
+    expected = xr.open_dataset(nc, engine="h5netcdf").v.values
+    assert _sum_with(refs, f"file://{nc.parent}") == [(expected.size, float(expected.sum()))]
+
+
+def test_an_unknown_container_access_word_is_refused_by_name(reference_set: tuple[Path, Path]) -> None:
+    nc, refs = reference_set
+    with pytest.raises(ParameterError, match="value 'secret' for .* is not understood; give NULL"):
+        _sum_with(refs, f"file://{nc.parent}/", "'secret'")
+
+
 def test_anonymous_for_a_local_container_says_to_give_null(reference_set: tuple[Path, Path]) -> None:
     nc, refs = reference_set
     with pytest.raises(ParameterError, match="public s3:// or gs:// bucket, which .* is not; give NULL"):

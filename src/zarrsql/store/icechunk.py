@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from zarrsql import counters
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 from zarrsql.store.base import METADATA_DOCUMENTS, ByteRange, check_key, is_url
-from zarrsql.store.choice import StoreChoice
+from zarrsql.store.choice import StoreChoice, container_access
 from zarrsql.store.icechunk_native import NativeChunks
 from zarrsql.store.options import split_settings
 
@@ -275,22 +275,11 @@ def _passed_on(make: Any, theirs: dict[str, Any], **where: Any) -> Any:
 def _credentials(icechunk: Any, prefix: str, value: str | None) -> Any:
     """The credentials of one authorized container: None (the environment's, or none for
     local files), or 'anonymous' for a public bucket."""
-    if value is None or value.lower() in ("", "from_env", "default"):
+    if container_access(prefix, value) is None:
         return _default_access(icechunk, prefix)
-    if value.lower() == "anonymous":
-        if prefix.startswith("s3://"):
-            return icechunk.s3_anonymous_credentials()
-        if prefix.startswith(("gs://", "gcs://")):
-            return icechunk.gcs_anonymous_credentials()
-        raise ParameterError(
-            f"virtual_chunks := value 'anonymous' for '{prefix}' names anonymous access to a public s3:// or "
-            f"gs:// bucket, which '{prefix}' is not; give NULL for it (no credentials for local files, the "
-            "environment's otherwise)"
-        )
-    raise ParameterError(
-        f"virtual_chunks := value {value!r} for '{prefix}' is not understood; give NULL (the environment's "
-        "credentials, or none for local files) or 'anonymous' (a public s3:// or gs:// bucket)"
-    )
+    if prefix.lower().startswith("s3://"):
+        return icechunk.s3_anonymous_credentials()
+    return icechunk.gcs_anonymous_credentials()
 
 
 def _default_access(icechunk: Any, prefix: str) -> Any:

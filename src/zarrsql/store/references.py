@@ -31,8 +31,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
+from zarrsql.errors import StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
+from zarrsql.store.choice import container_access, within_prefix
 from zarrsql.store.local import LocalStore
 from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
 
@@ -99,7 +100,7 @@ class ReferenceStore:
         self.url = refset.location
         self.storage_options = dict(storage_options or {})
         self._token = token
-        self._containers = tuple((_container_prefix(p), _access(p, v)) for p, v in virtual_chunks)
+        self._containers = tuple((_container_prefix(p), container_access(p, v)) for p, v in virtual_chunks)
         self._authorized = [p for p, _ in virtual_chunks]  # as given, for the errors
         given = token + (repr(self._containers) if self._containers else "")
         self.cache_key = "kerchunk:" + refset.location + ":" + hashlib.sha1(given.encode()).hexdigest()[:12]
@@ -121,7 +122,7 @@ class ReferenceStore:
         if not self._containers:
             return None
         for prefix, access in self._containers:
-            if url.startswith(prefix):
+            if within_prefix(url, prefix):
                 return access
         shown = url if is_url(url) else "file://" + url
         folder = shown.rsplit("/", 1)[0] + "/"
@@ -136,7 +137,7 @@ class ReferenceStore:
             store = self._stores.get(folder)
         if store is None:
             options = self.storage_options
-            if any((folder + "/").startswith(p) and a == "anonymous" for p, a in self._containers):
+            if any(within_prefix(folder + "/", p) and a == "anonymous" for p, a in self._containers):
                 options = {**options, **_ANONYMOUS[folder.split("://", 1)[0].lower()]}
             store = self._open_folder(folder, options) if is_url(folder) else LocalStore(folder)
             with self._lock:
@@ -223,26 +224,6 @@ def _container_prefix(prefix: str) -> str:
     if prefix.lower().startswith("file://"):
         return prefix[7:]
     return prefix
-
-
-def _access(prefix: str, value: str | None) -> str | None:
-    """A container's credentials: None (the environment's, or none for local files) or
-    'anonymous' (a public s3:// or gs:// bucket)."""
-    if value is None or value.lower() in ("", "from_env", "default"):
-        return None
-    scheme = prefix.split("://", 1)[0].lower() if "://" in prefix else ""
-    if value.lower() == "anonymous":
-        if scheme in _ANONYMOUS:
-            return "anonymous"
-        raise ParameterError(
-            f"virtual_chunks := value 'anonymous' for '{prefix}' names anonymous access to a public s3:// or gs:// "
-            f"bucket, which '{prefix}' is not; give NULL for it"
-        )
-    raise ParameterError(
-        f"virtual_chunks := value {value!r} for '{prefix}' is not one a kerchunk reference set takes: give NULL "
-        "(no credentials for local files, the environment's or storage_options' otherwise) or 'anonymous' "
-        "for a public s3:// or gs:// bucket"
-    )
 
 
 def _refset_token(location: str) -> str:
