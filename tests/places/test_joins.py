@@ -142,6 +142,51 @@ def test_a_large_other_side_is_not_pushed(store, con, cells) -> None:
     assert t.work_units_read == t.work_units_planned
 
 
+def test_many_keys_of_two_dimensions_prune_by_each_dimensions_values(store, con, cells) -> None:
+    """Past MAX_TUPLE_KEYS keys the pushed filter lists each dimension's values: the rows are
+    still the join's, and the units read are those holding any combination of the values."""
+    from zarrsql.engine.joins import MAX_TUPLE_KEYS
+
+    lats, lons = LAT[:10].astype(float), LON[:15].astype(float)  # 150 pairs, 2 x 3 blocks of units
+    pairs = [(la, lo) for la in lats for lo in lons if (la, lo) != (lats[0], lons[0])]
+    assert len(pairs) > MAX_TUPLE_KEYS
+    con.execute("CREATE TABLE many_pairs (lat DOUBLE, lon DOUBLE)")
+    con.executemany("INSERT INTO many_pairs VALUES (?, ?)", pairs)
+    sql = "SELECT count(*), sum(z.t) FROM {src} z JOIN many_pairs p USING (lat, lon)"
+    rows, t = _run(con, sql, store)
+    expected = cells.merge(pd.DataFrame(pairs, columns=["lat", "lon"]).astype("float32"), on=["lat", "lon"])
+    assert rows[0][0] == len(expected)
+    assert rows[0][1] == pytest.approx(float(expected.t.astype("float64").sum()), rel=1e-6)
+    if HAS_SOURCES:
+        mask = np.zeros((24, 20, 20), bool)
+        mask[:, np.isin(LAT, lats), :] = True
+        mask[:, :, ~np.isin(LON, lons)] = False
+        assert t.work_units_read == _units_holding(mask) < t.work_units_planned
+
+
+def test_double_keys_on_float32_dimensions_prune_and_match_duckdb(store, con, cells) -> None:
+    """A station table of DOUBLE coordinates (what Python floats become) on float32 dimensions:
+    DuckDB compares in DOUBLE, 58.5 is a float32 value and matches, 45.1 (as a double) is not
+    and matches nothing; the pushed keys are FLOAT literals, so the scan still prunes."""
+    con.execute("CREATE TABLE dbl (name VARCHAR, lat DOUBLE, lon DOUBLE)")
+    con.executemany("INSERT INTO dbl VALUES (?, ?, ?)", [("a", 58.5, 2.0), ("b", 45.1, 20.0), ("c", 33.0, 38.0)])
+    sql = "SELECT d.name, count(*), sum(z.t) FROM {src} z JOIN dbl d USING (lat, lon) GROUP BY ALL ORDER BY 1"
+    rows, t = _run(con, sql, store)
+    import duckdb
+
+    plain = duckdb.connect()
+    plain.register("cells", cells)
+    plain.register("dbl", con.sql("SELECT * FROM dbl").df())
+    expected = plain.sql(sql.replace("{src}", "cells")).fetchall()
+    assert [r[:2] for r in rows] == [r[:2] for r in expected] == [("a", 24), ("c", 24)]
+    assert [r[2] for r in rows] == pytest.approx([r[2] for r in expected])
+    if HAS_SOURCES:
+        mask = np.zeros((24, 20, 20), bool)
+        mask[:, LAT == 58.5, LON == 2.0] = True
+        mask[:, LAT == 33.0, LON == 38.0] = True
+        assert t.work_units_read == _units_holding(mask) < t.work_units_planned
+
+
 def test_a_mounted_table_joins_and_prunes(store, con, cells) -> None:
     zarrsql.mount(con, store, "m")
     sql = "SELECT s.name, count(*) FROM m.time_lat_lon z JOIN stations s USING (lat, lon) GROUP BY ALL ORDER BY 1"
