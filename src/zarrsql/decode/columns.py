@@ -8,16 +8,22 @@ The rules are small and applied in one visible order by `ColumnCodec.decode`:
 3. CF time (numbers, unpacked first when packed, with `<unit> since <date>` units →
    microseconds since 1970), CF
    durations (numbers with a bare unit such as `hours`, as xarray writes timedeltas → exact
-   microseconds, an INTERVAL), or numpy datetime64/timedelta64 → microseconds;
+   microseconds, an INTERVAL), or numpy datetime64/timedelta64 → microseconds (a value
+   outside DuckDB's TIMESTAMP range, or a duration whose microseconds overflow int64, is
+   NULL, never wrapped), and timedelta64 in months or years → whole months;
 4. strings (variable-length, fixed bytes, fixed unicode) → Python str;
 5. NaN → NULL when `nan_as_null` (the default).
 The result is `(values, nulls)` with `nulls` None when no cell is missing. `logical` names the
-column type for the engine adapter ("float64", "timestamp_us", "string", ...).
+column type for the engine adapter ("float64", "timestamp_us", "string", ...); "interval_months"
+is a calendar interval whose values are `INTERVAL_MONTHS` records (Arrow's month_day_nano
+layout), for durations counted in months or years, which have no length in microseconds.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -105,8 +111,7 @@ class ColumnCodec:
             values, invalid = cftime.to_micros(raw, self.time)
             nulls = invalid if nulls is None else (nulls | invalid)
         elif kind in ("datetime", "timedelta"):
-            values, nat = _to_micros64(raw)
-            nulls = nat if nat.any() else None
+            values, nulls = _months(raw) if self.logical == "interval_months" else _to_micros64(raw)
         elif kind in ("fixed_bytes", "fixed_unicode", "string"):
             return _strings(raw, kind), _none_mask(raw) if kind == "string" else None
         elif raw.dtype == np.float16:
@@ -132,11 +137,85 @@ def _unpacked(raw: np.ndarray, packing: tuple[Any, Any, np.dtype]) -> np.ndarray
     return values
 
 
-def _to_micros64(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    nat = np.isnat(raw)
+_INT64 = np.iinfo(np.int64)
+#: Microseconds in one of each fixed-length numpy time unit (months and years have none).
+_MICROS_PER_UNIT = {
+    "W": Fraction(7 * 86_400_000_000),
+    "D": Fraction(86_400_000_000),
+    "h": Fraction(3_600_000_000),
+    "m": Fraction(60_000_000),
+    "s": Fraction(1_000_000),
+    "ms": Fraction(1_000),
+    "us": Fraction(1),
+    "ns": Fraction(1, 10**3),
+    "ps": Fraction(1, 10**6),
+    "fs": Fraction(1, 10**9),
+    "as": Fraction(1, 10**12),
+}
+#: Months in one of numpy's calendar time units.
+_MONTHS_PER_UNIT = {"M": 1, "Y": 12}
+#: The calendar interval of Arrow (month_day_nano) and DuckDB: whole months here, days and
+#: nanoseconds 0.
+INTERVAL_MONTHS = np.dtype([("months", "<i4"), ("days", "<i4"), ("nanoseconds", "<i8")])
+
+
+@functools.lru_cache(maxsize=64)
+def _stored_range(dtype: np.dtype) -> tuple[int, int]:
+    """The stored int64 values of a datetime64/timedelta64 `dtype` that convert exactly to
+    microseconds a DuckDB TIMESTAMP (datetime) or INTERVAL (timedelta) can hold.
+
+    numpy's cast to microseconds wraps silently past int64, so values outside these bounds
+    must be NULL, never converted. NaT (the int64 minimum) is always outside. A time point's
+    microseconds must fall in [MIN_MICROS, MAX_MICROS], a duration's anywhere in int64 but
+    its minimum. A calendar unit (months, years) of a time point converts by numpy's calendar
+    rules, so its bounds are the periods holding the TIMESTAMP limits; MIN_MICROS (22
+    December) starts no month, so the first whole period in range is the one after.
+    """
+    unit, count = np.datetime_data(dtype)
+    low, high = (cftime.MIN_MICROS, cftime.MAX_MICROS) if dtype.kind == "M" else (_INT64.min + 1, _INT64.max)
+    if unit in _MONTHS_PER_UNIT:
+        periods = np.array([low, high], dtype="M8[us]").astype(np.dtype(f"M8[{count}{unit}]")).view(np.int64)
+        return int(periods[0]) + 1, int(periods[1])
+    per_unit = _MICROS_PER_UNIT[unit] * count
+    # numpy floors a finer unit to microseconds: stored v gives floor(v * per_unit)
+    first = -((-low) // per_unit)  # the least v with v * per_unit >= low
+    last = -(-(high + 1) // per_unit) - 1  # the greatest v with v * per_unit < high + 1
+    return max(int(first), int(_INT64.min) + 1), min(int(last), int(_INT64.max))
+
+
+def _time_ints(raw: np.ndarray) -> np.ndarray:
+    """The stored int64 counts of a datetime64/timedelta64 array, in native byte order."""
+    stored = raw.view(np.dtype(np.int64).newbyteorder(raw.dtype.byteorder))
+    return stored if stored.dtype.isnative else stored.astype(np.int64)
+
+
+def _to_micros64(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(int64 microseconds, nulls) of a datetime64/timedelta64 array; NaT and values that
+    cannot be held (see `_stored_range`) are NULL. In-range data costs a min and a max."""
     letter = "M" if raw.dtype.kind == "M" else "m"
-    micros = raw.astype(f"{letter}8[us]").view(np.int64)
-    return micros, nat
+    micros_type = np.dtype(f"{letter}8[us]")
+    stored = _time_ints(raw)
+    first, last = _stored_range(raw.dtype)
+    # the common nanosecond or microsecond duration has no upper bound to check but int64's
+    if stored.size == 0 or (stored.min() >= first and (last == _INT64.max or stored.max() <= last)):
+        return raw.astype(micros_type).view(np.int64), None
+    invalid = (stored < first) | (stored > last)
+    held = np.where(invalid, 0, stored).astype(np.int64, copy=False).view(raw.dtype.newbyteorder("="))
+    return held.astype(micros_type).view(np.int64), invalid
+
+
+def _months(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(`INTERVAL_MONTHS` records, nulls) of a timedelta64 in months or years: exact whole
+    months (numpy's own cast would use an average month of 30.436875 days). NaT and counts
+    beyond an int32 of months (DuckDB's INTERVAL field) are NULL."""
+    unit, count = np.datetime_data(raw.dtype)
+    stored = _time_ints(raw)
+    per_unit = _MONTHS_PER_UNIT[unit] * count
+    limit = np.iinfo(np.int32).max // per_unit
+    invalid = (stored < -limit) | (stored > limit)
+    records = np.zeros(stored.shape, dtype=INTERVAL_MONTHS)
+    records["months"] = np.where(invalid, 0, stored * per_unit)
+    return records, invalid if invalid.any() else None
 
 
 def _strings(raw: np.ndarray, kind: str) -> np.ndarray:
@@ -195,6 +274,8 @@ def column_codec(
             duration = duration_units_of(array)
     if time is not None or array.dtype.kind == "datetime":
         logical = "timestamp_us"
+    elif array.dtype.kind == "timedelta" and array.dtype.unit in _MONTHS_PER_UNIT:
+        logical = "interval_months"
     elif duration is not None or array.dtype.kind == "timedelta":
         logical = "duration_us"
     elif packing is not None:

@@ -1,10 +1,12 @@
 """Each array's role in its group, by the xarray/CF rules.
 
 Roles: `coord` (1-D, its only dimension named after itself), `data`, `aux_coord` (named by a
-`coordinates` attribute and not a dimension coordinate), `bounds` (named by a `bounds`
-attribute), `scalar` (0-D), `unsupported` (unreadable metadata or data type). Arrays without
-dimension names are `data` with no declared dimensions: they never join a table (decision 7
-of the field guide: guessing names could silently join unrelated arrays).
+`coordinates` attribute and not a dimension coordinate; a 0-D one too, as xarray's scalar
+coordinates are: a column holding its one value), `bounds` (named by a `bounds` attribute),
+`scalar` (0-D and named by no `coordinates` attribute), `unsupported` (unreadable metadata or
+data type). Arrays without dimension names are `data` with no declared dimensions: they never
+join a table (decision 7 of the field guide: guessing names could silently join unrelated
+arrays).
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ def assign_roles(arrays: list[ArrayMeta | ArrayProblem], group_attrs: dict) -> l
             continue
         dims = effective_dims(a)
         if a.ndim == 0:
-            role = "scalar"
+            # named by a `coordinates` attribute (xarray's scalar coordinate): a column of the
+            # tables of the variables naming it, so an auxiliary coordinate like any other
+            role = "aux_coord" if a.name in aux else "scalar"
         elif a.name in bounds:
             role = "bounds"
         elif dims is not None and a.ndim == 1 and dims[0] == a.name:

@@ -32,6 +32,7 @@ _TYPES = {
     "string": pa.string(),
     "timestamp_us": pa.timestamp("us"),
     "duration_us": pa.duration("us"),
+    "interval_months": pa.month_day_nano_interval(),  # values: decode.columns.INTERVAL_MONTHS records
     lg.WKB: pa.binary(),
 }
 

@@ -155,7 +155,8 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str =
 
     A fill value that is not a JSON scalar, or that a numeric type cannot hold, raises
     `MetadataError`: reading missing chunks as some other value would give wrong rows. A
-    string type's non-string fill value reads as none (writers put 0 or "" there).
+    string type's non-string fill value reads as none (writers put 0 or "" there). A
+    fixed-bytes fill value is base64 text in either `zarr_format` (as zarr-python writes it).
     """
     if value is None or not dtype.supported:
         return None  # an unsupported type's fill value (a complex pair, say) is never used
@@ -165,9 +166,9 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str =
     assert dt is not None  # a supported type has one
     try:
         if dtype.kind == "fixed_bytes":
-            if zarr_format == 2 and isinstance(value, str):
-                return base64.b64decode(value, validate=True)
-            return value.encode() if isinstance(value, str) else None
+            # base64 in both formats: v2's `.zarray` and v3's `null_terminated_bytes` alike
+            # (zarr-python writes and reads it so in both; the text itself is never the value)
+            return base64.b64decode(value, validate=True) if isinstance(value, str) else None
         if dtype.kind in ("string", "fixed_unicode"):
             return value if isinstance(value, str) else None
         return _numeric_fill(value, dtype, dt)

@@ -132,8 +132,9 @@ def bounds_predicate(
                 f"bounds := names dimension '{dim}', which the table does not have; its dimensions: {names}"
             )
         k = names.index(dim)
-        if positional[k] or logical[k] in ("string", "duration_us"):
-            kind = {"string": "a string dimension", "duration_us": "a duration (INTERVAL) dimension"}.get(
+        if positional[k] or logical[k] in ("string", "duration_us", "interval_months"):
+            duration = "a duration (INTERVAL) dimension"
+            kind = {"string": "a string dimension", "duration_us": duration, "interval_months": duration}.get(
                 logical[k], "positional (no coordinate array)"
             )
             kind = "positional (no coordinate array)" if positional[k] else kind

@@ -15,6 +15,7 @@ import json
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from types import EllipsisType
 from typing import Any
 
 import numpy as np
@@ -359,10 +360,14 @@ class DenseScan(OpenedTable):
         return keys
 
     def _aux_block(self, j: int, region: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, Any]:
-        """Auxiliary coordinate `j` over `region`, broadcast to the region's shape."""
+        """Auxiliary coordinate `j` over `region`, broadcast to the region's shape.
+
+        The index ends in `...` so that it always gives an array: a 0-d coordinate (xarray's
+        scalar coordinate) indexed by `()` would give its one element, a Python str for a
+        string coordinate, which has no `reshape`."""
         _, axes, values, nulls = self.aux[j]
         shape = tuple(b - a for a, b in region)
-        index = tuple(slice(*region[k]) for k in axes)
+        index: tuple[slice | EllipsisType, ...] = (*(slice(*region[k]) for k in axes), Ellipsis)
         expand = tuple(shape[k] if k in axes else 1 for k in range(len(shape)))
         block = np.broadcast_to(values[index].reshape(expand), shape)
         mask = None if nulls is None else np.broadcast_to(nulls[index].reshape(expand), shape)
