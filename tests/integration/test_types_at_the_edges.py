@@ -220,3 +220,13 @@ def test_a_0d_array_named_by_coordinates_has_the_aux_coord_role(con, tmp_path):
     assert roles["g"] == "scalar"
     got = con.sql(f"SELECT x, height, v FROM read_zarr('{path}') ORDER BY x").fetchall()
     assert [list(r) for r in got] == opened[["v"]].to_dataframe().reset_index()[["x", "height", "v"]].values.tolist()
+
+
+def test_array_path_on_a_0d_array_says_where_a_scalar_is_read(con, tmp_path):
+    path = tmp_path / "z.zarr"
+    xr.Dataset({"v": ("x", np.arange(3.0)), "g": ((), 9.81)}, coords={"x": [1, 2, 3]}).to_zarr(
+        path, zarr_format=3, consolidated=False
+    )
+    assert float(xr.open_zarr(path, consolidated=False).g) == 9.81  # xarray reads it: it is a real value
+    with pytest.raises(zarrsql.UnsupportedError, match="0-dimensional scalar.*coordinates attribute.*xarray"):
+        con.sql(f"SELECT * FROM read_zarr('{path}', array_path := 'g')").fetchall()

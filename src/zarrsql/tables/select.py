@@ -281,7 +281,11 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
             dims = dims_override
         coords = (None,) * node.ndim
     if node.ndim == 0:
-        raise UnsupportedError(f"{where} is a 0-dimensional scalar; it has no rows to read (see read_zarr_metadata)")
+        raise UnsupportedError(
+            f"{where} is a 0-dimensional scalar; array_path := reads arrays with at least one dimension. A scalar "
+            "named in a variable's coordinates attribute is a column of that variable's table; read any other "
+            "with zarr-python or xarray"
+        )
     grid = tuple(max(1, min(c, n)) if n else max(c, 1) for c, n in zip(node.chunks, node.shape, strict=True))
     if node.ndim == 1 and coords[0] is not None and coords[0].path == path:
         # A coordinate read alone is its dimension column: one column, not `lat` and `lat_1`.
