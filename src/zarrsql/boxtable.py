@@ -3,7 +3,9 @@
 Pure text: callers hand over the column names, DuckDB type names and cell texts (None for
 NULL) of the rows to show, plus the true row count. When some rows are left out, the rows
 before `gap` are the first of the result and the rest its last, with a row of dots between
-and a footer such as `2008800 rows (40 shown)`. This module imports nothing heavy.
+and a footer such as `2008800 rows (40 shown)`. A control character in a name or value
+(an ANSI escape, a carriage return, a newline) is shown as an escape such as `\\x1b` or
+`\\r`, never sent to the terminal. This module imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ _SHORT_TYPES = {
     "UHUGEINT": "uint128",
 }
 _NUMERIC = re.compile(r"^(u?int\d+|float|double|decimal\(.*\))$")
+#: Characters a terminal acts on instead of showing: C0 and C1 controls (ESC starts the
+#: ANSI sequences that recolour or move the cursor, CR rewrites the line), DEL, the Unicode
+#: line and paragraph separators and the bidirectional overrides that reorder what follows.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: How the commonest controls show; any other shows as its code, `\x1b` or `\u202e`.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +56,16 @@ def type_label(duckdb_type: str) -> str:
     return text.strip('"').lower()  # the NULL type prints as "NULL"
 
 
+def _visible(match: re.Match[str]) -> str:
+    char = match.group(0)
+    code = ord(char)
+    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
 def _clip(text: str) -> str:
-    text = text.replace("\n", "\\n")
+    """`text` on one line, each control character written as an escape (a value must not
+    recolour, move or clear the terminal), and at most MAX_CELL characters long."""
+    text = _CONTROL.sub(_visible, text)
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 

@@ -121,27 +121,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if threading.current_thread() is not threading.main_thread():
         return _run(args)  # no signals here: run in this thread
-    status: list[int] = []
-    worker = threading.Thread(target=lambda: status.append(_run(args)), name="zarrsql-command", daemon=True)
-    worker.start()
     try:
-        while worker.is_alive():
-            worker.join(0.1)
+        _read_sql_from_stdin(args)
     except KeyboardInterrupt:
-        return _stop(worker)
+        return _fail("interrupted", 130)
+    status: list[int] = []
+    finished = threading.Event()
+
+    def command() -> None:
+        try:
+            status.append(_run(args))
+        finally:
+            finished.set()
+
+    threading.Thread(target=command, name="zarrsql-command", daemon=True).start()
+    try:
+        # an Event, not Thread.join: Python 3.11's join, interrupted by Ctrl-C, marks the
+        # thread as ended while it still runs, and the grace below would not wait for it
+        while not finished.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        # a server serves until the process ends: there is nothing of it to wait for
+        return _stop(finished, 0.0 if args.command == "serve" else GRACE_SECONDS)
     return status[0] if status else 1
+
+
+def _read_sql_from_stdin(args: argparse.Namespace) -> None:
+    """`query STORE -`: read the SQL in the main thread, before the command starts, so that
+    Ctrl-C while it waits for input is only "interrupted" (a worker thread would go on
+    waiting, or take the closed input for an empty statement)."""
+    if getattr(args, "sql", None) == "-":
+        args.stdin_sql = sys.stdin.read()
 
 
 #: Seconds an interrupted command gets to stop before the process exits regardless.
 GRACE_SECONDS = 5.0
 
 
-def _stop(worker: threading.Thread) -> NoReturn:
+def _stop(finished: threading.Event, grace: float) -> NoReturn:
+    """Ctrl-C: stop the command's queries, give it `grace` seconds to wind down (`finished`
+    is set when it has), then end the process with status 130."""
     _INTERRUPTED.set()
     for con in _RUNNING:
         with contextlib.suppress(Exception):  # closed already: nothing to stop
             con.duckdb.interrupt()
-    worker.join(GRACE_SECONDS)
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: end at once
+        finished.wait(grace)
+    demo = sys.modules.get("zarrsql.demo")
+    if demo is not None:  # os._exit runs no `finally`: remove a half-written demo store here
+        demo.discard_staging()
     _fail("interrupted", 130)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
@@ -154,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return 130 if _INTERRUPTED.is_set() else _fail("interrupted", 130)
     except BrokenPipeError:  # `zarrsql query ... | head`: the reader left, nothing to report
         _silence_stdout()
         return 141
@@ -170,14 +198,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from zarrsql import demo
 
-        demo.run(args.path)
+        demo.run(args.path, stop=_INTERRUPTED)
         return 0
     if args.command == "serve":
         from zarrsql.server.command import run as serve
 
         return serve(args, _RUNNING)
     output = output_of(args.format, args.output, args.max_rows)
-    sql = _sql_text(args.sql) if args.command == "query" else None
+    _check_store(args.store)
+    sql = _sql_text(args) if args.command == "query" else None
     import zarrsql
 
     with zarrsql.connect() as con:
@@ -248,15 +277,33 @@ def _query(con: Any, store: str, sql: str, output: Output) -> None:
 
 
 def _mount(con: Any, store: str) -> bool:
-    """Mount the store's named tables as a database named after it and make that the default."""
-    import zarrsql
+    """Mount the store's named tables as a database named after it and make that the default.
+
+    The statements of `read_zarr_views` run one by one, so that a table that cannot be read
+    (an array of an unsupported type among its variables) is left out with a note on
+    standard error, as `tables` notes it, and the SQL still runs: it may not need that table,
+    or read the other arrays with `array_path :=` as the note says. (`zarrsql.mount` mounts
+    all tables or none, as a program needs.) False when the store has no named tables.
+    """
+    import duckdb
+
     from zarrsql.engine.sqltext import quote_ident
 
-    named = con.sql(f"SELECT count(*) FROM read_zarr_tables({_quote(store)}) WHERE table_name IS NOT NULL")
-    if not named.fetchall()[0][0]:
-        return False
     database = database_name(store)
-    zarrsql.mount(con, store, database)
+    statements = con.sql(
+        f"SELECT schema_name, view_name, sql FROM read_zarr_views({_quote(store)}, {_quote(database)})"
+    ).fetchall()
+    if not any(view for _, view, _ in statements):
+        return False
+    for schema, view, sql in statements:
+        if view is None:
+            con.execute(sql)  # ATTACH, CREATE SCHEMA
+            continue
+        try:
+            con.execute(sql)
+        except (ZarrSQLError, duckdb.Error) as err:
+            name = view if schema == "main" else f"{quote_ident(schema)}.{view}"
+            print(f"zarrsql: note: table {name} is not mounted: {_message(err)}", file=sys.stderr)
     con.execute(f"USE {quote_ident(database)}")
     return True
 
@@ -271,8 +318,28 @@ def database_name(store: str) -> str:
     return f"{name}_store" if name.lower() in _RESERVED else name
 
 
-def _sql_text(sql: str) -> str:
-    text = sys.stdin.read() if sql == "-" else sql
+def _check_store(store: str) -> None:
+    """Refuse a STORE that cannot name a store, in the command line's words: an empty one,
+    or a URL of a scheme zarrsql does not read (which would be looked for as a local path)."""
+    from zarrsql.store.base import URL_SCHEMES
+
+    if not store.strip():
+        raise ParameterError('STORE is empty: give the path or URL of a Zarr store, e.g. "data/era5.zarr"')
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+)://", store)
+    if scheme and not store.lower().startswith((*URL_SCHEMES, "file://")):
+        supported = ", ".join(URL_SCHEMES)
+        raise ParameterError(
+            f"STORE '{store}': the URL scheme '{scheme.group(1)}://' is not supported; give a local path "
+            f"(or file://) or a URL starting with one of {supported}"
+        )
+
+
+def _sql_text(args: argparse.Namespace) -> str:
+    """The SQL of `query`: the argument, or standard input for `-` (read by `main` already
+    when it runs the command in a thread)."""
+    sql: str = args.sql
+    read: str | None = getattr(args, "stdin_sql", None)
+    text = sql if sql != "-" else read if read is not None else sys.stdin.read()
     if not text.strip():
         where = "standard input" if sql == "-" else "the command line"
         raise ParameterError(f'no SQL given on {where}: pass a statement, e.g. "SELECT * FROM t LIMIT 5"')

@@ -5,7 +5,9 @@ writes: dimension names, CF time units, a descending latitude axis and NaN gaps.
 
 The demo never deletes or overwrites anything. It writes the store into a temporary folder
 next to the target and renames it into place once complete, so an interrupted demo leaves
-nothing behind. Its root group carries the attribute `zarrsql_demo`, so a later run
+nothing behind: an error or `stop` removes the folder as the write unwinds, and the command
+line, which ends an interrupted process without unwinding (`os._exit`), calls
+`discard_staging` first. Its root group carries the attribute `zarrsql_demo`, so a later run
 recognises its own store and queries it again; any other non-empty folder is refused.
 """
 
@@ -15,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +31,10 @@ from zarrsql.errors import ParameterError
 MARKER = "zarrsql_demo"
 LAYOUT_VERSION = 1
 DEFAULT_PATH = "zarrsql-demo.zarr"
+
+#: The temporary folders of writes under way, for `discard_staging`.
+_STAGING: set[str] = set()
+_STAGING_LOCK = threading.Lock()
 
 QUERIES = [
     ("The tables of the store", "SELECT table_name, dims, shape, data_vars FROM read_zarr_tables({store})"),
@@ -59,8 +66,15 @@ def sql_of(template: str, store: str) -> str:
     return template.format(store=literal, source=source)
 
 
-def _write_arrays(path: str) -> None:
-    """Write the demo's arrays as a new store at `path` (a folder that does not exist yet)."""
+def _check_stop(stop: threading.Event | None) -> None:
+    """Give up between two steps once `stop` is set (Ctrl-C on the command line)."""
+    if stop is not None and stop.is_set():
+        raise KeyboardInterrupt
+
+
+def _write_arrays(path: str, stop: threading.Event | None = None) -> None:
+    """Write the demo's arrays as a new store at `path` (a folder that does not exist yet),
+    giving up between arrays once `stop` is set."""
     import zarr
 
     rng = np.random.default_rng(42)
@@ -92,9 +106,11 @@ def _write_arrays(path: str) -> None:
             ("lon", lon, {"units": "degrees_east"}),
         ]
         for name, values, attrs in axes:
+            _check_stop(stop)
             arr = root.create_array(name, shape=values.shape, dtype="float32", dimension_names=[name], attributes=attrs)
             arr[:] = values
         for name, values, units in [("t2m", t2m, "K"), ("precip", precip, "mm")]:
+            _check_stop(stop)
             arr = root.create_array(
                 name,
                 shape=shape,
@@ -105,6 +121,7 @@ def _write_arrays(path: str) -> None:
                 fill_value=np.nan,
             )
             arr[:] = values
+        _check_stop(stop)
         zarr.consolidate_metadata(path)
 
 
@@ -144,38 +161,55 @@ def demo_version(path: str) -> object:
     return attributes.get(MARKER) if isinstance(attributes, dict) else None
 
 
-def write_store(path: str) -> str:
+def write_store(path: str, *, stop: threading.Event | None = None) -> str:
     """Write the demo store at `path`, which must not exist or be an empty folder, and return it.
 
     The arrays are written into a temporary folder beside `path`, renamed into place when
-    complete; on any failure only that temporary folder (the demo's own) is removed.
+    complete; on any failure, or once `stop` is set, only that temporary folder (the demo's
+    own) is removed, and KeyboardInterrupt is raised for a stop.
     """
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".zarrsql-demo-", dir=parent)
+    with _STAGING_LOCK:
+        _STAGING.add(staging)
     try:
         store = os.path.join(staging, "store.zarr")
-        _write_arrays(store)
+        _write_arrays(store, stop)
         os.replace(store, path)  # over an empty folder too (POSIX rename)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        with _STAGING_LOCK:
+            _STAGING.discard(staging)
     return path
 
 
-def run(path: str | None = None, *, out: Callable[[str], None] = print) -> None:
+def discard_staging() -> None:
+    """Remove the temporary folders of writes still under way: for a process about to end
+    without unwinding them (the command line's exit on Ctrl-C)."""
+    with _STAGING_LOCK:
+        folders = sorted(_STAGING)
+        _STAGING.clear()
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(path: str | None = None, *, out: Callable[[str], None] = print, stop: threading.Event | None = None) -> None:
     """Write the store (default: ./zarrsql-demo.zarr) unless it is already there, and print
-    each query and its result."""
+    each query and its result. Once `stop` is set (Ctrl-C on the command line) it gives up
+    before the next step with KeyboardInterrupt, a store half written removed."""
     import zarrsql
 
     store = os.path.realpath(path or DEFAULT_PATH)  # a symbolic link: write where it points
     if prepare(store):
-        write_store(store)
+        write_store(store, stop=stop)
         out(f"Wrote an example store: {store}\n")
     else:
         out(f"Using the example store written earlier: {store}\n")
     with zarrsql.connect() as con:
         con.execute("SET enable_progress_bar = false")
         for title, template in QUERIES:
+            _check_stop(stop)
             sql = sql_of(template, store)
             out(f"-- {title}\n{sql}")
             with zarrsql.trace() as t:

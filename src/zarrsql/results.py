@@ -3,7 +3,12 @@
 What callers rely on:
 - a table streams the result as Arrow batches, keeps only the rows it shows (the first and
   last `max_rows / 2`) and counts the others, so a result of millions of rows costs the
-  memory of a few batches and the footer gives the true count;
+  memory of a few batches and the footer gives the true count. Each value shows as DuckDB's
+  `CAST(... AS VARCHAR)` of the result's own value: columns of a type that Arrow carries
+  exactly are cast for the shown rows only, the others (UHUGEINT, BIT, TIME WITH TIME ZONE,
+  nested types, ...) by DuckDB as the result streams, since Arrow would change them;
+- a `.txt` table given `.gz` or `.zst` after it is compressed (gzip, zstd) like csv and json;
+  parquet compresses inside the file, so `.parquet.gz` and `.parquet.zst` are refused;
 - csv, json (one object per line) and parquet are written by DuckDB's own `COPY` of the
   query, so lists, structs and times look as DuckDB writes them. Standard output gets them
   through a temporary file: `COPY ... TO '/dev/stdout'` would truncate a file the shell
@@ -15,6 +20,7 @@ DuckDB and pyarrow are imported inside the functions: the command line's `--help
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
@@ -24,7 +30,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from zarrsql import boxtable
 from zarrsql.errors import ParameterError
@@ -40,6 +46,34 @@ EXTENSIONS = {
     ".txt": "table",
 }
 _COMPRESSED = (".gz", ".zst")
+#: DuckDB types whose values come back from an Arrow round trip unchanged, so their text can
+#: be cast from the few rows a table keeps. Any other type is cast to text by DuckDB while the
+#: result streams: Arrow has no UHUGEINT (its values come back wrapped, the largest as -1),
+#: carries BIT as bytes and TIME WITH TIME ZONE without its offset, and nested types may hold
+#: such values. Only plain types tested against DuckDB's own text are listed.
+_ARROW_EXACT = frozenset(
+    {
+        "BOOLEAN",
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "FLOAT",
+        "DOUBLE",
+        "VARCHAR",
+        "BLOB",
+        "DATE",
+        "TIME",
+        "TIMESTAMP",
+        "TIMESTAMP_NS",
+        "TIMESTAMP WITH TIME ZONE",
+    }
+)
+_DECIMAL = re.compile(r"^DECIMAL\(\d+,\d+\)$")
 _COPY_OPTIONS = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json", "parquet": "FORMAT parquet"}
 #: Rows per Arrow batch while a table streams: bounds what is held for the last rows.
 BATCH_ROWS = 100_000
@@ -70,6 +104,8 @@ def output_of(fmt: str | None, path: str | None, max_rows: int) -> Output:
         fmt = "table" if path is None else format_of(path)
     if fmt == "parquet" and path is None:
         raise ParameterError("--format parquet writes a binary file: give --output FILE.parquet")
+    if fmt == "parquet" and path is not None and path.lower().endswith(_COMPRESSED):
+        _refuse_compressed_parquet(path)
     if path is not None:
         _check_target(path)
     return Output(fmt, path, max_rows)
@@ -87,6 +123,17 @@ def format_of(path: str) -> str:
             f"or give --format {'|'.join(FORMATS)}"
         )
     return EXTENSIONS[ext]
+
+
+def _refuse_compressed_parquet(path: str) -> NoReturn:
+    """A parquet file compresses its own pages; gzip or zstd around the whole file would give
+    a file that no parquet reader (DuckDB, pandas, Spark) opens, so the name is refused."""
+    plain = os.path.splitext(path)[0]
+    raise ParameterError(
+        f"cannot write --output '{path}': parquet compresses inside the file (snappy by default), and a parquet "
+        f"file compressed as a whole opens in no parquet reader; name it '{plain}', or for zstd inside the file "
+        f"give the SQL COPY (SELECT ...) TO '{plain}' (FORMAT parquet, COMPRESSION zstd)"
+    )
 
 
 def _check_target(path: str) -> None:
@@ -162,8 +209,22 @@ def write_table(con: Any, rel: Any, output: Output, *, plan: bool = False) -> No
     if output.path is None:
         sys.stdout.write(text)
         return
-    with open(output.path, "w", encoding="utf-8") as f:
-        f.write(text)
+    _write_text(output.path, text)
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write a table's text to `path`, compressed when the name ends in `.gz` (gzip) or
+    `.zst` (zstd), as COPY compresses csv and json. The text is a few rows: one piece."""
+    data = text.encode("utf-8")
+    suffix = os.path.splitext(path.lower())[1]
+    if suffix == ".gz":
+        data = gzip.compress(data)
+    elif suffix == ".zst":
+        import zstandard
+
+        data = zstandard.ZstdCompressor().compress(data)
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def collect(con: Any, rel: Any, max_rows: int) -> boxtable.Shown:
@@ -172,8 +233,10 @@ def collect(con: Any, rel: Any, max_rows: int) -> boxtable.Shown:
 
     head, tail = (max_rows + 1) // 2, max_rows // 2
     kept = _Kept(max_rows, tail)
+    types = [str(t) for t in rel.types]
+    streamed = _inexact_as_text(rel, types)
     # DuckDB 2 streams with `to_arrow_reader`, 1.5 with `fetch_record_batch`
-    stream = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+    stream = getattr(streamed, "to_arrow_reader", None) or streamed.fetch_record_batch
     with scan_errors(con):
         reader = stream(BATCH_ROWS)
         for batch in reader:
@@ -184,7 +247,18 @@ def collect(con: Any, rel: Any, max_rows: int) -> boxtable.Shown:
         first = pa.Table.from_batches(kept.first, reader.schema).slice(0, head)
         last = pa.Table.from_batches(list(kept.last), reader.schema)
         rows, gap = pa.concat_tables([first, last.slice(last.num_rows - tail)]), head
-    return boxtable.Shown(rel.columns, [str(t) for t in rel.types], _texts(con, rows), kept.total, gap)
+    return boxtable.Shown(rel.columns, types, _texts(con, rows), kept.total, gap)
+
+
+def _inexact_as_text(rel: Any, types: list[str]) -> Any:
+    """`rel` with the columns Arrow would change (see `_ARROW_EXACT`) cast to text by DuckDB,
+    on the same relation: the query runs once. Unchanged when every column is exact."""
+    exact = [t in _ARROW_EXACT or bool(_DECIMAL.match(t)) for t in types]
+    if all(exact):
+        return rel
+    return rel.project(
+        ", ".join(f"#{i}" if keep else f"CAST(#{i} AS VARCHAR)" for i, keep in enumerate(exact, start=1))
+    )
 
 
 class _Kept:
@@ -226,13 +300,12 @@ def scan_errors(con: Any) -> Iterator[None]:
 
 
 def _texts(con: Any, table: Any) -> list[tuple[str | None, ...]]:
-    """Each value as DuckDB writes it as text (`CAST(... AS VARCHAR)`), NULL as None."""
+    """Each value as DuckDB writes it as text (`CAST(... AS VARCHAR)`), NULL as None; the
+    columns are named by position, so two columns of one name stay apart."""
     if table.num_rows == 0 or table.num_columns == 0:
         return []
-    from zarrsql.engine.sqltext import quote_ident
-
     rel = con.duckdb.from_arrow(table)
-    return rel.project(", ".join(f"CAST({quote_ident(c)} AS VARCHAR)" for c in rel.columns)).fetchall()
+    return rel.project(", ".join(f"CAST(#{i} AS VARCHAR)" for i in range(1, table.num_columns + 1))).fetchall()
 
 
 def _arrow_table(rel: Any) -> Any:

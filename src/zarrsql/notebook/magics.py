@@ -9,6 +9,10 @@
 DuckDB one, which gets zarrsql installed); without it the module's default connection runs
 the SQL (the one `zarrsql.sql` uses). A result with rows is a pandas DataFrame (an Arrow
 table when pandas is missing); a statement without rows gives None.
+
+The SQL runs as written, in the line magic as in the cell magic: IPython's `$name` and
+`{expression}` are not expanded (by default IPython expands them in a magic's line, which
+would change a string literal such as `'cost $x'` and silently match other rows).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from zarrsql.engine.api import default_connection
 from zarrsql.engine.connection import register
@@ -76,6 +80,7 @@ class ZarrSQLMagics(Magics):
     """The `%zarrsql` line magic and `%%zarrsql` cell magic (see the module docstring)."""
 
     @line_cell_magic
+    @no_var_expand  # SQL as written: `$x` and `{n}` in a string literal are text, not Python
     def zarrsql(self, line: str, cell: str | None = None) -> Any:
         options, keep, sql = parse(line, cell)
         if not sql:

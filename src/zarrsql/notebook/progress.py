@@ -10,6 +10,14 @@ the scan itself does no more than add to counters.
 Where it shows: a `tqdm.auto` bar in Jupyter (a widget when ipywidgets is installed), a
 one-line bar on standard error in a terminal; nothing when standard error is piped, under CI
 (`CI` set), or with `zarrsql.set_option("progress", False)` / `ZARRSQL_PROGRESS=0`.
+
+How it ends: the scans only say that they stopped, not why, and a `LIMIT` stops them early
+as surely as an interrupt does. So a display closes as complete (all it read of all it read)
+unless the notebook cell that ran the scans raised (an error, or the interrupt button): then
+the cell's last display, and any still open, keep the units planned as their total and show
+as failed, the widget red, as tqdm shows a loop that raised. The cell's outcome comes from
+IPython's `post_run_cell` event, which may arrive before or after the display closes (a
+statement may fail after its scans ended); either order ends failed.
 """
 
 from __future__ import annotations
@@ -68,6 +76,7 @@ class Bar:
     """A tqdm bar over work units, with bytes read (and the estimate of bytes planned)."""
 
     def __init__(self, kind: str, started: float, done: int, planned: int) -> None:
+        self.kind = kind
         if kind == "notebook":
             from tqdm.auto import tqdm  # type: ignore[import-untyped]
         else:
@@ -86,16 +95,36 @@ class Bar:
         self.bar.start_t = started  # elapsed time and rate include the first, silent second
 
     def show(self, done: int, planned: int, nbytes: int) -> None:
-        self.bar.total = max(planned, done)
+        self._total(max(planned, done))
         self.bar.n = done
         estimate = f" of ~{_size(nbytes * planned / done)}" if 0 < done < planned else ""
         self.bar.set_postfix_str(f"{_size(nbytes)}{estimate}", refresh=False)
         self.bar.refresh()
 
-    def close(self, done: int) -> None:
-        self.bar.total = self.bar.n = done  # the scans ended: shown as complete (a LIMIT stops early)
+    def close(self, done: int, planned: int, *, complete: bool) -> None:
+        """End the display: `complete`, all that was read of all that was read (a LIMIT
+        stops the scans early, and `planned` may be an estimate); else as `fail` shows it."""
+        self._total(done if complete else max(planned, done))
+        self.bar.n = done
         self.bar.refresh()
         self.bar.close()
+        if not complete:
+            self.fail(planned)
+
+    def fail(self, planned: int) -> None:
+        """Show the closed display as failed: the units planned as its total, and the
+        widget red. A terminal's line is cleared when it closes, so there is nothing to show."""
+        if self.kind != "notebook" or not hasattr(self.bar, "container"):  # not a widget
+            return
+        self._total(max(planned, self.bar.n))
+        self.bar.disp(bar_style="danger", check_delay=False)
+
+    def _total(self, total: int) -> None:
+        """Set the total of the text and of the widget's bar, which tqdm sets only once."""
+        self.bar.total = total
+        container = getattr(self.bar, "container", None)
+        if container is not None:
+            container.children[1].max = total
 
 
 @dataclass
@@ -107,6 +136,10 @@ class _Session:
     idle_since: float | None = None
     trace: counters.Trace = field(default_factory=counters.Trace)
     bar: Any = None
+    #: The notebook cell that ran the scans raised (see the module docstring).
+    failed: bool = False
+    #: The display has closed (shown as complete unless `failed` was set before).
+    closed: bool = False
 
 
 class Monitor:
@@ -118,6 +151,8 @@ class Monitor:
         self._session: _Session | None = None
         #: Every display opened, for tests and benchmarks (bounded: the last few).
         self.shown: list[Any] = []
+        #: The sessions started during the notebook cell running now.
+        self._cell: list[_Session] = []
 
     def started(self, units: int) -> None:
         with self._lock:
@@ -133,7 +168,10 @@ class Monitor:
             if kind is None:
                 return
             session = self._session = _Session(time.monotonic(), planned=units)
+            self._cell.append(session)
             counters.attach(session.trace)
+        if kind == "notebook":
+            _watch_cells()
         threading.Thread(target=self._run, args=(session, kind), name="zarrsql-progress", daemon=True).start()
 
     def ended(self) -> None:
@@ -141,6 +179,37 @@ class Monitor:
             self._active = max(0, self._active - 1)
             if self._active == 0 and self._session is not None:
                 self._session.idle_since = time.monotonic()
+
+    def cell_started(self, info: object = None) -> None:
+        """IPython's `pre_run_cell`: the sessions that start now are this cell's."""
+        with self._lock:
+            self._cell = []
+
+    def cell_ended(self, result: object = None) -> None:
+        """IPython's `post_run_cell`: when the cell raised, the displays of the statement
+        that raised end failed: the cell's last, and any still open."""
+        if getattr(result, "success", True):
+            return
+        with self._lock:
+            sessions, self._cell = self._cell, []
+            failed = [s for s in sessions[:-1] if not s.closed] + sessions[-1:]
+            for session in failed:
+                session.failed = True
+            closed = [s for s in failed if s.closed]
+        for session in closed:  # closed as complete before the cell's outcome was known
+            session.bar.fail(session.planned)
+
+    def _close(self, session: _Session, done: int, planned: int) -> None:
+        """Close the display, complete unless its cell failed; a failure that arrives while
+        it closes is shown here, one that arrives after by `cell_ended`."""
+        with self._lock:
+            failed = session.failed
+        session.bar.close(done, planned, complete=not failed)
+        with self._lock:
+            session.closed = True
+            late = session.failed and not failed
+        if late:
+            session.bar.fail(planned)
 
     def _run(self, session: _Session, kind: str) -> None:
         """The display's thread: wait `DELAY`, then refresh until the scans have ended."""
@@ -157,7 +226,7 @@ class Monitor:
                 session.bar = self._open(kind, session.started, done, planned)
             if session.bar is not None:
                 if over:
-                    session.bar.close(done)
+                    self._close(session, done, planned)
                     return
                 session.bar.show(done, planned, nbytes)
             elif over:
@@ -174,6 +243,21 @@ class Monitor:
 
 MONITOR = Monitor()
 _installed = False
+#: The IPython shell whose cells `MONITOR` follows (`_watch_cells`).
+_cells_of: Any = None
+
+
+def _watch_cells() -> None:
+    """Follow the cells of the notebook's shell, once: a cell that raises ends its displays
+    failed (see the module docstring)."""
+    global _cells_of
+    shell = _ipython()
+    with MONITOR._lock:
+        if shell is None or shell is _cells_of:
+            return
+        _cells_of = shell
+    shell.events.register("pre_run_cell", MONITOR.cell_started)
+    shell.events.register("post_run_cell", MONITOR.cell_ended)
 
 
 def install() -> None:
