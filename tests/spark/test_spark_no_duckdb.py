@@ -27,7 +27,7 @@ sys.modules["duckdb"] = None
 from pyspark.sql import datasource as ds
 from zarrsql.spark.source import ZarrDataSource
 
-source = ZarrDataSource({"path": sys.argv[1], "partition_bytes": "300000"})
+source = ZarrDataSource({"path": sys.argv[1], "partition_bytes": "300000", "pushdown": "true"})
 reader = source.reader(source.schema())
 left = list(reader.pushFilters([ds.GreaterThan(("lat",), 60.0), ds.GreaterThan(("air",), 0.0)]))
 parts = reader.partitions()

@@ -71,7 +71,7 @@ def test_planning_reads_no_chunk_of_data_and_covers_every_unit_once(metadata_onl
 
 
 def test_a_time_filter_plans_only_its_chunks(metadata_only: str) -> None:
-    reader = _reader(metadata_only, partition_bytes="1GB")
+    reader = _reader(metadata_only, partition_bytes="1GB", pushdown="true")
     list(reader.pushFilters([ds.GreaterThanOrEqual(("time",), dt.datetime(2001, 1, 1))]))
     parts = reader.partitions()
     ordinals = np.concatenate([np.arange(a, b) for p in parts for a, b in p.runs])

@@ -1,7 +1,8 @@
 """Pushed filters prune partitions and never change the answer; only requested columns decode.
 
 "Hidden from pushdown" means the same condition written through an expression Spark cannot
-push (`lat + 0 > 60`), so Spark evaluates it itself over a full scan.
+push (`lat + 0 > 60`), so Spark evaluates it itself over a full scan. Pushdown is opt-in, so
+these reads pass `pushdown=true`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ SMALL = str(3 * 40 * 13 * 27 * 24)
 
 
 def _air(spark: Any, store: str) -> Any:
-    return spark.read.format("zarr").option("partition_bytes", SMALL).load(store)
+    return spark.read.format("zarr").option("partition_bytes", SMALL).option("pushdown", "true").load(store)
 
 
 def test_pushed_filters_prune_partitions_and_keep_every_row(spark: Any, fixture_path: Any) -> None:
@@ -57,7 +58,7 @@ def test_not_in_and_null_safe_filters_are_exact(spark: Any, fixture_path: Any) -
 
 def test_a_prefix_filter_prunes_but_spark_applies_it(spark: Any, fixture_path: Any) -> None:
     store = fixture_path("labels.zarr")
-    df = spark.read.format("zarr").option("table_name", "station_hour").load(store)
+    df = spark.read.format("zarr").option("table_name", "station_hour").option("pushdown", "true").load(store)
     names = sorted({r.station for r in df.select("station").collect()})
     prefix = names[-1][:-1] if len(names[-1]) > 1 else names[-1]
     got = df.filter(f"station LIKE '{prefix}%'")
@@ -73,7 +74,7 @@ def _reader(store: str, **options: str) -> Any:
 
 def test_only_exact_filters_are_accepted(fixture_path: Any) -> None:
     """pushFilters (called here without Spark) gives back what the scan cannot apply exactly."""
-    reader = _reader(fixture_path("air_temperature.zarr"))
+    reader = _reader(fixture_path("air_temperature.zarr"), pushdown="true")
     accepted = [
         ds.GreaterThan(("lat",), 60.0),
         ds.In(("lon",), (200.0,)),

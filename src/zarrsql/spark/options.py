@@ -5,15 +5,17 @@ converted to the shape `zarrsql.scan.request.read_request` expects (a list of na
 bool, JSON bounds, a map of storage options); a value that does not convert is passed on
 as the string it is, so the core refuses it with the same message SQL users see.
 `virtual_chunks` is a JSON object (`{"file:///data/": null}`), since Spark has no map
-options; `as_of` is ISO text, as the core takes it. Two options exist only here, since
-Spark's Python data sources have no column pruning and no split size of their own:
-`columns` (the columns to decode) and `partition_bytes`.
+options; `as_of` is ISO text, as the core takes it. Three options exist only here: since
+Spark's Python data sources have no column pruning and no split size of their own,
+`columns` (the columns to decode) and `partition_bytes`; and `pushdown`, which opts in to
+filter pushdown (off by default: see `spark/source.py` for the Spark behaviour that makes it
+unsafe when a DataFrame is reused).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +39,7 @@ _TEXT = (
 _FLAGS = ("decode_times", "nan_as_null", "cell_bounds")
 _INTEGERS = ("level", "longitude")
 _JSON = ("bounds", "virtual_chunks")
-_OWN = ("columns", "partition_bytes")
+_OWN = ("columns", "partition_bytes", "pushdown")
 #: Keys Spark itself adds for `CREATE TABLE ... USING zarr OPTIONS (...)`: not parameters.
 SPARK_KEYS = frozenset({"path", "paths", "owner", "location", "provider", "is_managed_location", "comment"})
 KNOWN = frozenset({*_TEXT, *_FLAGS, *_INTEGERS, *_JSON, *_OWN, "dims"})
@@ -48,16 +50,33 @@ _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 2
 
 @dataclass(frozen=True, slots=True)
 class SparkRead:
-    """A Spark read: the core's `read_zarr` arguments plus this source's own two options."""
+    """A Spark read: the core's `read_zarr` arguments plus this source's own three options."""
 
     args: dict[str, Any]
     columns: tuple[str, ...] | None = None
     partition_bytes: int = DEFAULT_PARTITION_BYTES
+    pushdown: bool = False
 
 
-def _store(options: Mapping[str, str]) -> Any:
-    """`path` as zarrsql opens it: Spark's catalog rewrites a local path to `file:/...`."""
+def _store(options: Mapping[str, str]) -> str:
+    """`path` as zarrsql opens it: Spark's catalog rewrites a local path to `file:/...`.
+
+    Spark gives no `path` for `.load()`, a `paths` JSON list for `.load([a, b])`, and no
+    options at all to the reader of a catalog table declared with a column list; each is
+    refused here, since the core's own message ("the first argument must be ...") speaks of
+    SQL's `read_zarr`, not of Spark."""
     path = options.get("path")
+    if "paths" in options and path is None:
+        raise ParameterError(
+            f"path: the zarr source reads one store, got the list {options['paths']}; give one path: .load(path)"
+        )
+    if not isinstance(path, str) or not path:
+        raise ParameterError(
+            "path: no store path reached the zarr source; give one path: .load(path). A catalog table "
+            "declared with a column list (CREATE TABLE t (x BIGINT, ...) USING zarr OPTIONS (path ...)) "
+            "reaches the source without its options: drop the column list (the store gives the columns), "
+            "or name the columns with the `columns` option"
+        )
     if isinstance(path, str) and path.startswith("file:") and not path.startswith("file://"):
         return path[len("file:") :]
     return path
@@ -93,6 +112,15 @@ def _integer(value: str) -> Any:
         return value
 
 
+def _pushdown(value: str) -> bool:
+    """Strict, unlike the core's flags: a misspelt value must not silently change which rows
+    a reused DataFrame returns."""
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ParameterError(f"pushdown: must be 'true' or 'false' (default 'false'), got {value!r}")
+    return lowered == "true"
+
+
 def _size(value: str) -> int:
     text = value.strip().lower().replace(" ", "")
     digits = text.rstrip("kmgb")
@@ -115,6 +143,7 @@ def spark_read(options: Mapping[str, str]) -> SparkRead:
     storage: dict[str, str] = {}
     columns = None
     size = DEFAULT_PARTITION_BYTES
+    pushdown = False
     for raw_key, value in options.items():
         key = raw_key.lower()
         if key.startswith(STORAGE_PREFIX):
@@ -140,17 +169,30 @@ def spark_read(options: Mapping[str, str]) -> SparkRead:
             args[name] = _integer(value)
         elif name == "columns":
             columns = tuple(_checked_columns(_names(value)))
+        elif name == "pushdown":
+            pushdown = _pushdown(value)
         else:
             size = _size(value)
     if storage:
         args["storage_options"] = storage
-    return SparkRead(args, columns, size)
+    return SparkRead(args, columns, size, pushdown)
 
 
 def _checked_columns(value: Any) -> list[str]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise ParameterError(f"columns: must be a list of column names, e.g. 'time,lat,air', got {json.dumps(value)}")
+    refuse_repeated(value, "columns", "name each column once")
     return value
+
+
+def refuse_repeated(names: Sequence[str], parameter: str, fix: str) -> None:
+    """Refuse a column named twice: Spark would otherwise fail deep in its Arrow reader with
+    a Java `IllegalArgumentException` that names neither the column nor the option."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ParameterError(f"{parameter}: column {name!r} is named twice; {fix}")
+        seen.add(name)
 
 
 def is_secret(name: str) -> bool:

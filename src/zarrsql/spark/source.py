@@ -9,6 +9,13 @@ them through the core's threaded Arrow reader. Nothing here imports DuckDB.
 For `CREATE TABLE ... USING zarr OPTIONS (...)` Spark gives the reader no options, only the
 schema; so `schema()` writes the options (every one but secret storage options) into each
 field's metadata under `zarrsql.options`, and the reader falls back on them.
+
+Filter pushdown is opt-in (`pushdown` option): `ZarrReader` has no `pushFilters`, so it plans
+every work unit and Spark filters the rows; `ZarrPushdownReader` adds `pushFilters`. Spark
+(observed with pyspark 4.3.0) keeps the reader it pickled when planning a filtered query and
+reuses it for a later query on the same DataFrame without calling `reader()`, `pushFilters`
+or `partitions()` again, so the later query silently gets the earlier filter's rows; nothing
+in Python can notice, hence the safe default.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.scan import Column, TableScan, begin_coordinates, open_table, read_request
 from zarrsql.scan.entry import select_columns
 from zarrsql.spark.filters import Untranslatable, exact, pruning
-from zarrsql.spark.options import SparkRead, shareable, spark_read
+from zarrsql.spark.options import SparkRead, refuse_repeated, shareable, spark_read
 from zarrsql.spark.partitions import PartitionPlan, Runs, group, kept_ordinals, unit_bytes
 from zarrsql.spark.types import arrow_target, spark_schema, spark_type, to_spark
 
@@ -84,14 +91,22 @@ class ZarrDataSource(DataSource):
 
     @_short
     def reader(self, schema: T.StructType) -> ZarrReader:
+        """A `ZarrPushdownReader` only under `pushdown=true` (see the module docstring)."""
         options = dict(self.options)
         if "path" not in options and schema.fields and OPTIONS_KEY in schema.fields[0].metadata:
             options = json.loads(schema.fields[0].metadata[OPTIONS_KEY])
+        read = spark_read(options)  # refuses a missing path or a bad option before Spark plans
+        refuse_repeated(schema.fieldNames(), "schema", "give each column once")
+        if read.pushdown:
+            return ZarrPushdownReader(options, schema)
         return ZarrReader(options, schema)
 
 
 class ZarrReader(DataSourceReader):
-    """Plans on the driver, reads on the executors; holds only picklable plain values."""
+    """Plans on the driver, reads on the executors; holds only picklable plain values.
+
+    Takes no filters (no `pushFilters`): it plans every work unit and Spark applies the whole
+    `WHERE`, so a reader Spark reuses for a later query still returns every row."""
 
     def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
         self.options = options
@@ -110,6 +125,7 @@ class ZarrReader(DataSourceReader):
         read = spark_read(self.options)
         if self._scan is None:
             self._scan = _open(read)
+        refuse_repeated(self.names, "schema", "give each column once")
         columns = list(select_columns(self._scan, self.names))
         for col, f in zip(columns, self.schema.fields, strict=True):
             if spark_type(col.logical) != f.dataType:
@@ -119,23 +135,6 @@ class ZarrReader(DataSourceReader):
                     "leave the schema out or give that type"
                 )
         return read, self._scan, columns
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Accept what the scan applies exactly; give back the rest, pruning with it if safe."""
-        try:
-            _, scan, _ = self._table()
-        except ZarrSQLError as err:
-            raise err.with_traceback(None) from None
-        dims = scan.filterable()
-        for f in filters:
-            try:
-                self.exact.append(exact(f, dims))
-                continue
-            except Untranslatable:
-                pass
-            with contextlib.suppress(Untranslatable):
-                self.pruning.append(pruning(f, dims))
-            yield f
 
     def predicate(self) -> Predicate | None:
         return conjoin([*self.exact, *self.pruning])
@@ -164,3 +163,27 @@ class ZarrReader(DataSourceReader):
                 yield to_spark(batch, target)
         except ZarrSQLError as err:
             raise err.with_traceback(None) from None
+
+
+class ZarrPushdownReader(ZarrReader):
+    """`ZarrReader` with filter pushdown (`pushdown=true`): prunes work units by the filters.
+
+    Unsafe when a DataFrame is reused after a filtered query (see the module docstring):
+    load a fresh DataFrame per query."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        """Accept what the scan applies exactly; give back the rest, pruning with it if safe."""
+        try:
+            _, scan, _ = self._table()
+        except ZarrSQLError as err:
+            raise err.with_traceback(None) from None
+        dims = scan.filterable()
+        for f in filters:
+            try:
+                self.exact.append(exact(f, dims))
+                continue
+            except Untranslatable:
+                pass
+            with contextlib.suppress(Untranslatable):
+                self.pruning.append(pruning(f, dims))
+            yield f
