@@ -6,6 +6,7 @@ Nothing heavy is imported here at module level: `zarrsql --help` builds this par
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -22,16 +23,29 @@ def _mount_spec(text: str) -> tuple[str, str]:
 
 
 def _positive(kind: type) -> Any:
+    """A parser of a finite number above zero (`nan` and `inf` are refused: no timer can wait
+    them, and a limit that is not a number limits nothing)."""
+
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
             value = 0
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a finite number above 0, not {text!r}")
         return value
 
     return parse
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535 (0 picks a free one), not {text!r}")
+    return value
 
 
 def add_parser(sub: Any) -> None:
@@ -47,7 +61,9 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("--database", metavar="FILE", help="serve this DuckDB file (its views and mounts) instead of memory")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    s.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    s.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks a free one)"
+    )
     auth = s.add_mutually_exclusive_group()
     auth.add_argument("--token-file", metavar="F", help="read the bearer token from F's first line")
     auth.add_argument("--no-auth", action="store_true", help="accept clients without a token (trusted networks only)")
@@ -68,6 +84,13 @@ def add_parser(sub: Any) -> None:
         metavar="SECONDS",
         help="interrupt a query running longer (default 300)",
     )
+    s.add_argument(
+        "--max-message-mib",
+        type=_positive(int),
+        default=16,
+        metavar="MIB",
+        help="largest message sent, in MiB: a result row larger is refused (default 16, ADBC's default limit)",
+    )
 
 
 def run(args: argparse.Namespace, running: list[Any]) -> int:
@@ -81,12 +104,15 @@ def run(args: argparse.Namespace, running: list[Any]) -> int:
     from zarrsql.server.streams import Limits
 
     token = read_token(args.token_file) if args.token_file else None
-    con = zarrsql.connect(args.database or ":memory:")
+    # a read-only server attaches the file read-only (`_attach_read_only`); with writes it is opened as is
+    con = zarrsql.connect(args.database if args.database and args.allow_writes else ":memory:")
     running.append(con)
+    if args.database and not args.allow_writes:
+        _attach_read_only(con, args.database)
     for name, store in args.mount:
         zarrsql.mount(con, store, name)
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
-    limits = Limits(batch_rows=args.batch_rows, timeout=args.query_timeout)
+    limits = Limits(batch_rows=args.batch_rows, timeout=args.query_timeout, message_bytes=args.max_message_mib << 20)
     handle = serve(
         con,
         args.host,
@@ -108,3 +134,22 @@ def run(args: argparse.Namespace, running: list[Any]) -> int:
     sys.stdout.flush()
     handle.wait()
     return 0
+
+
+def _attach_read_only(con: Any, database: str) -> None:
+    """Attach the DuckDB file `database` read-only and make it the connection's (and so every
+    client session's) current database, so nothing a client runs (a sequence's `nextval`, a
+    checkpoint) can change the file. Attached beside an in-memory database rather than opened
+    read-only, so that `--mount` can still attach stores (DuckDB attaches nothing to a
+    read-only connection)."""
+    from zarrsql.engine.sqltext import quote_ident
+
+    listed = "SELECT database_name FROM duckdb_databases()"
+    before = {name for (name,) in con.sql(listed).fetchall()}
+    con.sql(f"ATTACH {_quote_string(database)} (READ_ONLY)")
+    (name,) = {name for (name,) in con.sql(listed).fetchall()} - before
+    con.sql(f"USE {quote_ident(name)}")
+
+
+def _quote_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

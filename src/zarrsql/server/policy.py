@@ -5,11 +5,14 @@ judged by what it is, not by its first word: `SELECT 1; DROP TABLE t` is two sta
 is refused whole. Allowed when read-only:
 - SELECT-type statements: SELECT, WITH, VALUES, FROM-first, TABLE, DESCRIBE, SHOW, SUMMARIZE,
   and the zarrsql table functions (`read_zarr`, `read_zarr_tables`, ..., `zarr_mounts`);
-- EXPLAIN of such a statement (EXPLAIN ANALYZE runs it, so its body is judged too);
+- EXPLAIN of such a statement, in any of its forms (`EXPLAIN ANALYZE`, `EXPLAIN (FORMAT
+  json)`, ...; EXPLAIN ANALYZE runs it, so its body is judged too);
 - the PRAGMAs in `READ_PRAGMAS` and `SHOW_PRAGMAS`, which only report (run as the SELECT or
   SHOW that gives the same rows).
-Refused: everything else (CREATE, INSERT, COPY, ATTACH, SET, USE, LOAD, CALL, ...) and
-`zarr_mount` / `zarr_unmount`, which attach and detach databases every client shares.
+Refused: everything else (CREATE, INSERT, COPY, ATTACH, SET, USE, LOAD, CALL, ...);
+`zarr_mount` / `zarr_unmount`, which attach and detach databases every client shares; and a
+query that calls a function changing state (`nextval`, `checkpoint()`, `enable_logging(...)`,
+...: see `effects`). Comments before a statement (or before its body) change nothing.
 `--allow-writes` lifts the refusal; the classification still tells queries from writes.
 """
 
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
 from zarrsql.errors import ZarrSQLError
+from zarrsql.server.effects import bare_text, state_changes
 
 #: PRAGMAs that only report something, run as their table-function twins (`PRAGMA
 #: table_info('t')` as `SELECT * FROM pragma_table_info('t')`): a SELECT streams like any
@@ -49,16 +54,20 @@ SHOW_PRAGMAS = {
 #: refuse these actions when they run (`Connection._lock_catalog`), which `query('...')`
 #: strings cannot get around.
 _CATALOG_ACTIONS = re.compile(r'(?:\b|")zarr_(?:un)?mount"?\s*\(', re.IGNORECASE)
-_STRINGS = re.compile(r"'(?:[^']|'')*'")
-_COMMENTS = re.compile(r"--[^\n]*|/\*.*?\*/", re.DOTALL)
 CATALOG_REFUSAL = (
     "this server is read-only and refuses zarr_mount / zarr_unmount, which change the databases every "
     "client shares; mount stores when starting the server (zarrsql serve --mount NAME=STORE), or start "
     "it with --allow-writes"
 )
-_PRAGMA_NAME = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-_PRAGMA_CALL = re.compile(r"^\s*pragma\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL)
-_EXPLAIN = re.compile(r"^\s*explain\s+(?:analy[sz]e\s+)?", re.IGNORECASE)
+#: Blanks and comments, as they may come before a statement or between its words.
+_GAP = r"(?:\s|--[^\n]*|/\*.*?\*/)*"
+_PRAGMA_NAME = re.compile(rf"^{_GAP}pragma\s+([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE | re.DOTALL)
+_PRAGMA_CALL = re.compile(
+    rf"^{_GAP}pragma\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*;?\s*$", re.IGNORECASE | re.DOTALL
+)
+#: EXPLAIN with its options, as DuckDB takes them: `EXPLAIN`, `EXPLAIN ANALYZE`, `EXPLAIN
+#: (FORMAT json, ANALYZE)`; what follows is the body.
+_EXPLAIN = re.compile(rf"^{_GAP}explain\b{_GAP}(?:\([^()]*\){_GAP})?(?:analy[sz]e\b{_GAP})?", re.IGNORECASE | re.DOTALL)
 
 
 class StatementRefused(ZarrSQLError, PermissionError):
@@ -89,18 +98,31 @@ def classify(sql: str, *, allow_writes: bool) -> Statement:
             f"the request holds {len(statements)} statements; send one statement per request "
             "(the Flight SQL server runs exactly one)"
         )
-    reads = _reads(statements[0], sql)
-    if not allow_writes and _CATALOG_ACTIONS.search(_bare(sql)):
+    body = _read_body(statements[0], sql)
+    if not allow_writes and _CATALOG_ACTIONS.search(bare_text(sql)):
         raise StatementRefused(CATALOG_REFUSAL)
-    if not reads and not allow_writes:
+    if body is None and not allow_writes:
         kind = statements[0].type.name
         raise StatementRefused(
             f"this server is read-only and refuses {kind} statements ({sql.strip()[:60]!r}); run queries "
             "(SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, EXPLAIN, read PRAGMAs, read_zarr...), or start "
             "the server with --allow-writes"
         )
-    text = _as_select(sql) if reads and statements[0].type == duckdb.StatementType.PRAGMA else sql
-    return Statement(text, query=reads, parameters=len(statements[0].named_parameters))
+    if body is not None and not allow_writes:
+        _refuse_state_changes(body)
+    text = _as_select(sql) if body is not None and statements[0].type == duckdb.StatementType.PRAGMA else sql
+    return Statement(text, query=body is not None, parameters=len(statements[0].named_parameters))
+
+
+def _refuse_state_changes(body: str) -> None:
+    """Refuse a query that calls functions changing what every client shares (`effects`)."""
+    changes = state_changes(body)
+    if changes:
+        raise StatementRefused(
+            f"this server is read-only and refuses {', '.join(changes)}: a query may not advance sequences, "
+            "write the database file, change logging or profiling settings or write their files; run queries "
+            "that only read, or start the server with --allow-writes"
+        )
 
 
 def _as_select(sql: str) -> str:
@@ -114,21 +136,26 @@ def _as_select(sql: str) -> str:
     return f"SELECT * FROM pragma_{name}({match.group(2) or ''})"
 
 
-def _bare(sql: str) -> str:
-    """`sql` without its strings and comments (each string left as `''`)."""
-    return _COMMENTS.sub(" ", _STRINGS.sub("''", sql))
+def _read_body(statement: Any, sql: str) -> str | None:
+    """The query `sql` runs when it only reads (itself, an EXPLAIN's body, a reporting
+    PRAGMA's SELECT twin), else None.
 
-
-def _reads(statement: object, sql: str) -> bool:
-    kind = statement.type  # type: ignore[attr-defined]
-    bare = _bare(sql)
+    An EXPLAIN's body is found by taking EXPLAIN and its options off the front; each step
+    takes at least the word EXPLAIN, so nested EXPLAINs end.
+    """
+    kind = statement.type
     if kind == duckdb.StatementType.SELECT:
-        return not _CATALOG_ACTIONS.search(bare)
+        return None if _CATALOG_ACTIONS.search(bare_text(sql)) else sql
     if kind == duckdb.StatementType.EXPLAIN:
-        inner = _EXPLAIN.sub("", sql, count=1)
-        inner_statements = duckdb.extract_statements(inner) if inner.strip() else []
-        return len(inner_statements) == 1 and _reads(inner_statements[0], inner)
+        match = _EXPLAIN.match(sql)
+        inner = sql[match.end() :] if match is not None else ""
+        try:
+            inner_statements = duckdb.extract_statements(inner) if inner.strip() else []
+        except duckdb.ParserException:  # options this rule does not know: not judged, so not run
+            return None
+        return _read_body(inner_statements[0], inner) if len(inner_statements) == 1 else None
     if kind == duckdb.StatementType.PRAGMA:
         match = _PRAGMA_NAME.match(sql)
-        return match is not None and (match.group(1).lower() in READ_PRAGMAS or match.group(1).lower() in SHOW_PRAGMAS)
-    return False
+        name = match.group(1).lower() if match is not None else ""
+        return _as_select(sql) if name in READ_PRAGMAS or name in SHOW_PRAGMAS else None
+    return None

@@ -10,7 +10,12 @@ own tickets and are answered at DoGet from DuckDB's catalog (see `catalog`).
 
 Every handler turns zarrsql's and DuckDB's errors into Flight errors carrying the message
 (`_errors`): a refused statement is permission-denied, a bad statement or argument is
-invalid-argument.
+invalid-argument. The plain Flight calls no Flight SQL client makes (a path descriptor,
+ListFlights, DoExchange) are refused with an error saying what to send instead.
+
+Each session's cursor starts in the served connection's current database and schema (a
+DuckDB cursor would start in the default one): `zarrsql serve --database FILE` attaches the
+file beside an in-memory database and uses it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from zarrsql.engine.sqltext import quote_ident
 from zarrsql.errors import ZarrSQLError
 from zarrsql.server import catalog, commands, sqlinfo
 from zarrsql.server import protocol as pb
@@ -81,11 +87,15 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         self.streams = Streams()
         self._running: dict[bytes, tuple[threading.Event, Any]] = {}
         self._running_lock = threading.Lock()
+        self._home = _home_of(root)
+        self.closed = threading.Event()
 
     def _new_cursor(self) -> Any:
         # DuckDB installs zarrsql's functions in the shared catalog: one cursor made at a time.
         with self._cursor_lock:
             cursor = self._root.cursor()
+        if self._home is not None:
+            cursor.sql(self._home)
         if not self.allow_writes:
             cursor._lock_catalog(CATALOG_REFUSAL)
         return cursor
@@ -96,14 +106,14 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
     # -- GetFlightInfo / GetSchema ------------------------------------------------------
     @_errors
     def get_flight_info(self, context: Any, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
-        command = commands.parse(descriptor.command)
+        command = _command_of(descriptor)
         schema, ticket = self._plan(context, command, descriptor.command)
         endpoint = flight.FlightEndpoint(ticket, [])
         return flight.FlightInfo(schema, descriptor, [endpoint], -1, -1)
 
     @_errors
     def get_schema(self, context: Any, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
-        command = commands.parse(descriptor.command)
+        command = _command_of(descriptor)
         if isinstance(command, (commands.StatementQuery, commands.PreparedQuery)):
             statement, rows = self._statement_of(command)
             if not statement.query:
@@ -119,7 +129,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
             peer = context.peer()
             if statement.query:
                 known = (
-                    self.registry.prepared(command.handle).schema
+                    self.registry.prepared(command.handle).take_schema()
                     if isinstance(command, commands.PreparedQuery)
                     else None
                 )
@@ -137,7 +147,11 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         return prepared.statement, tuple(prepared.rows)
 
     def _describe(self, context: Any, statement: Statement, rows: tuple[tuple[Any, ...], ...]) -> pa.Schema | None:
-        """A query's result schema, by binding it with LIMIT 0 (None: parameters not bound yet)."""
+        """A query's result schema, by binding it with LIMIT 0 (None: parameters not bound yet).
+
+        The names are the relation's own: DuckDB 2's LIMIT 0 renames duplicate names (`a`,
+        `a` → `a`, `a_1`), which its result stream keeps (Arrow schemas allow duplicates), and
+        a client checks that a stream's schema is the one GetFlightInfo announced."""
         if statement.parameters and not rows:
             return None
         with self._session(context).lease(self.registry.spare_cursor) as cursor:
@@ -145,7 +159,12 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
                 rel = cursor.sql(statement.text, params=list(rows[0])) if rows else cursor.sql(statement.text)
                 if rel is None:
                     return pa.schema([])
-                return _arrow(rel.limit(0)).schema
+                schema = _arrow(rel.limit(0)).schema
+                names = list(rel.columns)
+                if len(names) != len(schema):
+                    return schema
+                fields = [field.with_name(name) for field, name in zip(schema, names, strict=True)]
+                return pa.schema(fields, metadata=schema.metadata)
             except (duckdb.Error, ZarrSQLError) as err:
                 raise user_error(err, cursor) from None
 
@@ -223,7 +242,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
     # -- DoPut: parameters and updates ----------------------------------------------------
     @_errors
     def do_put(self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any) -> None:
-        command = commands.parse(descriptor.command)
+        command = _command_of(descriptor)
         rows = _parameter_rows(reader)
         if isinstance(command, commands.PreparedQuery):
             prepared = self.registry.prepared(command.handle)
@@ -282,6 +301,18 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
     def list_actions(self, context: Any) -> list[tuple[str, str]]:
         return list(_ACTIONS)
 
+    def list_flights(self, context: Any, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        raise flight.FlightServerError(
+            "zarrsql server: ListFlights is not supported: this is a Flight SQL server; send a Flight SQL "
+            "command (CommandStatementQuery) with GetFlightInfo, and list tables with CommandGetTables"
+        )
+
+    def do_exchange(self, context: Any, descriptor: flight.FlightDescriptor, reader: Any, writer: Any) -> None:
+        raise flight.FlightServerError(
+            "zarrsql server: DoExchange is not supported: send a Flight SQL command (CommandStatementQuery) "
+            "with GetFlightInfo and read its ticket with DoGet"
+        )
+
     def _cancel(self, kind: str, body: bytes) -> bytes:
         """Cancel the query behind a FlightInfo's ticket; replies in the form `kind` asks for."""
         fields = (
@@ -319,6 +350,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
 
     def close(self) -> None:
         self.registry.close()
+        self.closed.set()
 
 
 class _Lease(contextlib.AbstractContextManager):  # type: ignore[type-arg]
@@ -339,6 +371,32 @@ class _Lease(contextlib.AbstractContextManager):  # type: ignore[type-arg]
         if self.cursor is not None:
             with contextlib.suppress(Exception):
                 self.cursor.duckdb.interrupt()
+
+
+def _command_of(descriptor: flight.FlightDescriptor) -> commands.Command:
+    """The Flight SQL command a descriptor carries; a path descriptor names no command."""
+    if descriptor.descriptor_type != flight.DescriptorType.CMD or descriptor.command is None:
+        raise pb.RequestError(
+            "path descriptors (FlightDescriptor.for_path) are not supported: send a Flight SQL command "
+            "(FlightDescriptor.for_command with CommandStatementQuery, CommandGetTables, ...)"
+        )
+    return commands.parse(descriptor.command)
+
+
+def _home_of(root: Any) -> str | None:
+    """The USE statement that gives a new cursor the root connection's current database and
+    schema (a cursor starts in DuckDB's default one; `zarrsql serve --database FILE` attaches
+    the file and uses it), or None when a new cursor starts there already."""
+    here = "SELECT current_database(), current_schema()"
+    home = tuple(root.sql(here).fetchall()[0])
+    probe = root.cursor()
+    try:
+        start = tuple(probe.sql(here).fetchall()[0])
+    finally:
+        probe.close()
+    if home == start:
+        return None
+    return f"USE {quote_ident(home[0])}.{quote_ident(home[1])}"
 
 
 def _arrow(rel: Any) -> pa.Table:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from zarrsql.errors import ParameterError
 from zarrsql.server.streams import Limits
+
+log = logging.getLogger(__name__)
+#: Seconds `shutdown()` waits for running calls to end. A call ends at once when its query is
+#: interrupted, but a stream whose client stopped reading is stuck in gRPC's send (flow
+#: control) until that client reads or leaves, and pyarrow's server can wait for it forever:
+#: after this long the shutdown goes on without it.
+SHUTDOWN_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,14 +30,24 @@ class ServerHandle:
     _service: Any = field(repr=False)
 
     def shutdown(self) -> None:
-        """Stop accepting calls, end running ones, and close the sessions' cursors."""
+        """Stop accepting calls, end running ones, and close the sessions' cursors; returns
+        within about `SHUTDOWN_SECONDS` even while a client holds a stream it does not read
+        (that call ends when the client reads again or disconnects)."""
         self._service.interrupt_all()
-        self._service.shutdown()
+        stopping = threading.Thread(target=self._service.shutdown, name="zarrsql-server-shutdown", daemon=True)
+        stopping.start()
+        stopping.join(SHUTDOWN_SECONDS)
+        if stopping.is_alive():
+            log.warning(
+                "zarrsql server: %d result stream(s) still wait for their clients to read; shutting down without them",
+                self._service.streams.open,
+            )
         self._service.close()
 
     def wait(self) -> None:
-        """Block until the server is shut down (from another thread or a signal)."""
-        self._service.wait()
+        """Block until the server is shut down (from another thread)."""
+        while not self._service.closed.wait(0.5):  # in steps: Ctrl-C reaches a waiting main thread
+            pass
 
     @property
     def open_streams(self) -> int:
@@ -71,6 +90,8 @@ def serve(
     from zarrsql.server.auth import BearerAuth, new_token
     from zarrsql.server.service import FlightSqlService
 
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ParameterError(f"port={port!r}: give a port number from 0 to 65535 (0 picks a free one)")
     root = register(connection)
     secret = (token or new_token()) if auth else None
     options: dict[str, Any] = {}

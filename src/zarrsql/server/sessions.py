@@ -40,12 +40,20 @@ class UnknownHandle(LookupError):
 @dataclass(slots=True)
 class Prepared:
     """A prepared statement: its statement, the parameter rows bound last (DoPut) and its
-    result schema when known without parameters (then GetFlightInfo need not bind it again)."""
+    result schema as found when it was prepared (then its first GetFlightInfo need not bind
+    it again)."""
 
     statement: Statement
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     schema: Any = None
     used: float = field(default_factory=time.monotonic)
+
+    def take_schema(self) -> Any:
+        """The schema found at prepare time, once: a later execution binds the statement again,
+        since the stores it reads may have changed on disk meanwhile (a column added, a type
+        changed), and the schema GetFlightInfo announces must be the one the stream has."""
+        schema, self.schema = self.schema, None
+        return schema
 
 
 @dataclass(frozen=True, slots=True)

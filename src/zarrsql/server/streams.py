@@ -1,13 +1,19 @@
 """Running a statement into a stream of Arrow record batches, with its limits and cleanup.
 
 A query's rows are never held whole: DuckDB's streaming reader yields batches of at most
-`Limits.batch_rows` rows, each cut further so no message exceeds `Limits.batch_bytes` (gRPC
-clients refuse large messages; ADBC's default limit is 16 MiB). The stream holds its cursor
-lease until it ends: when the last batch is sent, when the query fails, or when the client
-cancels or disconnects (the Flight server then drops the stream, and the generator's
-`finally` runs); the cursor then runs a trivial statement, so DuckDB frees what the
-abandoned result held. `Limits.timeout` bounds a query's run: a timer interrupts DuckDB, and the
-client gets Flight's timed-out error.
+`Limits.batch_rows` rows, each cut further (between rows) to about `Limits.batch_bytes`
+(gRPC clients refuse large messages; ADBC's default limit is 16 MiB). A single row larger
+than `Limits.message_bytes` cannot be cut: the stream ends with `RowTooLarge`, naming the
+limits to raise. The stream holds its cursor lease until it ends: when the last batch is
+sent, when the query fails, or when the client cancels or disconnects (the Flight server then
+drops the stream, and the generator's `finally` runs); the cursor then runs a trivial
+statement, so DuckDB frees what the abandoned result held. `Limits.timeout` bounds a query's
+run: a timer interrupts DuckDB, and the client gets Flight's timed-out error.
+
+An error after the first batch keeps its kind: the batches travel in one Arrow stream inside
+a `GeneratorStream`, whose generator raises the Flight error (timed out, cancelled, or the
+failure's message) once that stream has ended. An error raised inside the Arrow stream
+itself would reach the client as an unknown error carrying the server's traceback.
 
 Every open stream is counted (`Streams.open`), so a test can see that an abandoned stream
 was freed.
@@ -16,6 +22,8 @@ was freed.
 from __future__ import annotations
 
 import contextlib
+import logging
+import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -27,8 +35,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from zarrsql.errors import ZarrSQLError
+from zarrsql.errors import ParameterError, ZarrSQLError
 from zarrsql.server.policy import Statement
+
+log = logging.getLogger(__name__)
+#: Bytes a record batch's message carries beside its buffers (IPC metadata, padding): a
+#: generous bound, so a batch measured under `message_bytes` less this is sent whole.
+_MESSAGE_OVERHEAD = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +50,33 @@ class Limits:
 
     batch_rows: rows per record batch (65 536: large enough that per-batch costs vanish,
         small enough that a batch of a few wide columns stays a few MiB);
-    batch_bytes: bytes per batch at most (8 MiB: half ADBC's default 16 MiB message limit);
-    timeout: seconds a query may run before it is interrupted (300).
+    batch_bytes: bytes per batch, about (8 MiB: half ADBC's default 16 MiB message limit);
+    timeout: seconds a query may run before it is interrupted (300);
+    message_bytes: bytes one message may hold (16 MiB, ADBC's default limit): a row larger
+        is refused, as the client would refuse it without saying why.
     """
 
     batch_rows: int = 65_536
     batch_bytes: int = 8 << 20
     timeout: float = 300.0
+    message_bytes: int = 16 << 20
+
+    def __post_init__(self) -> None:
+        for name in ("batch_rows", "batch_bytes", "message_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ParameterError(f"Limits({name}={value!r}): give a whole number above 0")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)):
+            raise ParameterError(f"Limits(timeout={self.timeout!r}): give the seconds as a number")
+        if not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise ParameterError(
+                f"Limits(timeout={self.timeout!r}): give a finite number of seconds above 0 (a timer cannot "
+                "wait nan or inf; for a very long limit give e.g. 86400)"
+            )
+
+
+class RowTooLarge(ZarrSQLError, ValueError):
+    """A result row larger than one Flight message may be (`Limits.message_bytes`)."""
 
 
 class Streams:
@@ -63,14 +96,23 @@ class Streams:
             self._open += n
 
 
+#: The error a client gets for a query stopped by CancelFlightInfo or a server shutdown.
+CANCELLED = "zarrsql server: the query was cancelled (CancelFlightInfo, or the server is shutting down)"
+#: The error a client gets for a query that ran past `Limits.timeout`.
+TIMED_OUT = "zarrsql server: the query ran past the server's time limit (zarrsql serve --query-timeout) and was stopped"
+
+
 def user_error(err: BaseException, cursor: Any = None) -> Exception:
     """The Flight error a client gets for a failed statement, carrying zarrsql's message.
 
     A zarrsql error raised inside DuckDB's scan is reported as itself (its message, not
-    DuckDB's wrapping); an interrupt is a timeout or a cancellation.
+    DuckDB's wrapping); an interrupt is a timeout or a cancellation. DuckDB's errors arrive
+    as themselves, or (read through pyarrow's stream reader) as OSError / ArrowException
+    with DuckDB's message.
     """
-    zerr = cursor.take_scan_error() if cursor is not None and isinstance(err, duckdb.Error) else None
-    if isinstance(err, duckdb.InterruptException):
+    wrapped = isinstance(err, (duckdb.Error, pa.ArrowException, OSError)) and not isinstance(err, ZarrSQLError)
+    zerr = cursor.take_scan_error() if cursor is not None and wrapped else None
+    if isinstance(err, duckdb.InterruptException) or (wrapped and str(err).startswith("INTERRUPT Error")):
         return flight.FlightTimedOutError(
             "zarrsql server: the query was interrupted (it ran past the server's time limit, or was cancelled)"
         )
@@ -78,12 +120,28 @@ def user_error(err: BaseException, cursor: Any = None) -> Exception:
     return flight.FlightServerError(message)
 
 
-def run_query(
-    cursor: Any, statement: Statement, rows: tuple[tuple[Any, ...], ...], limits: Limits
-) -> tuple[pa.Schema, Iterator[pa.RecordBatch], Callable[[], None]]:
-    """Start the query on `cursor`: (schema, batches, stop). One run per parameter row (or
-    one without parameters); every run must give the same schema."""
-    timer = threading.Timer(limits.timeout, cursor.duckdb.interrupt)
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A started query: its schema, its batches (cut to the limits), `stop` (cancels the
+    timer) and whether the timer fired (`timed_out`)."""
+
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+    stop: Callable[[], None]
+    timed_out: threading.Event
+
+
+def run_query(cursor: Any, statement: Statement, rows: tuple[tuple[Any, ...], ...], limits: Limits) -> Run:
+    """Start the query on `cursor`. One run per parameter row (or one without parameters);
+    every run must give the same schema."""
+    timed_out = threading.Event()
+    duck = cursor.duckdb  # taken now: the wrapper's property may install functions, refused mid-query
+
+    def expire() -> None:
+        timed_out.set()
+        duck.interrupt()
+
+    timer = threading.Timer(limits.timeout, expire)
     timer.daemon = True
     timer.start()
     runs = list(rows) or [()]
@@ -99,9 +157,9 @@ def run_query(
             if i:
                 reader = _reader(cursor, statement.text, params, limits.batch_rows)
             for batch in reader:
-                yield from _pieces(batch, limits.batch_bytes)
+                yield from _pieces(batch, limits)
 
-    return first.schema, batches(), timer.cancel
+    return Run(first.schema, batches(), timer.cancel, timed_out)
 
 
 def _reader(cursor: Any, text: str, params: tuple[Any, ...], batch_rows: int) -> pa.RecordBatchReader:
@@ -113,15 +171,39 @@ def _reader(cursor: Any, text: str, params: tuple[Any, ...], batch_rows: int) ->
     return stream(batch_rows)
 
 
-def _pieces(batch: pa.RecordBatch, max_bytes: int) -> Iterator[pa.RecordBatch]:
-    """The batch cut into slices of at most `max_bytes` (by average row size)."""
-    size = batch.nbytes
-    if size <= max_bytes or batch.num_rows <= 1:
+def _pieces(batch: pa.RecordBatch, limits: Limits) -> Iterator[pa.RecordBatch]:
+    """The batch cut between rows into slices of about `batch_bytes` at most (by average row
+    size, then again where rows are uneven); a single row over `message_bytes` is refused."""
+    most = min(limits.batch_bytes, limits.message_bytes - _MESSAGE_OVERHEAD)
+    size = _message_size(batch)
+    if size <= most:
         yield batch
         return
-    step = max(1, batch.num_rows * max_bytes // size)
+    if batch.num_rows <= 1:
+        if size + _MESSAGE_OVERHEAD > limits.message_bytes:
+            raise RowTooLarge(_too_large(size, limits.message_bytes))
+        yield batch
+        return
+    step = max(1, min(batch.num_rows // 2, batch.num_rows * most // size))
     for start in range(0, batch.num_rows, step):
-        yield batch.slice(start, step)
+        yield from _pieces(batch.slice(start, step), limits)
+
+
+def _message_size(batch: pa.RecordBatch) -> int:
+    """Bytes of the batch's message: its rows' buffers (a slice counts its own rows only), a
+    dictionary column's indices only (its dictionary travels in a message of its own)."""
+    return sum(
+        column.indices.nbytes if isinstance(column, pa.DictionaryArray) else column.nbytes for column in batch.columns
+    )
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"a result row takes {size / (1 << 20):.1f} MiB, more than the {limit / (1 << 20):.0f} MiB one Flight "
+        "message may hold (a row cannot be split across messages); select less of it (a substring, a slice "
+        "of the list), or raise both limits: the client's (ADBC: adbc.flight.sql.client_option.with_max_msg_size) "
+        "and the server's (zarrsql serve --max-message-mib, or Limits(message_bytes=...))"
+    )
 
 
 def stream(
@@ -133,16 +215,17 @@ def stream(
     cancelled: threading.Event,
     *,
     on_end: Callable[[], None] = lambda: None,
-) -> flight.RecordBatchStream:
+) -> flight.FlightDataStream:
     """The Flight stream of a query's result, holding `lease` (a cursor) until it ends
     (then `on_end` runs).
 
     Errors before the first batch (a bad column, a missing store) reach the client as the
-    DoGet's error; errors while streaming end the stream with the same kind of error.
+    DoGet's error; errors while streaming end the stream with the same kind of error
+    (module docstring).
     """
     cursor = lease.__enter__()
     try:
-        schema, batches, stop = run_query(cursor, statement, rows, limits)
+        run = run_query(cursor, statement, rows, limits)
     except (duckdb.Error, ZarrSQLError) as err:
         lease.__exit__(None, None, None)
         raise user_error(err, cursor) from None
@@ -150,23 +233,52 @@ def stream(
         lease.__exit__(None, None, None)
         raise
     streams._add(1)
-    done = _Once(lambda: _finish(stop, cursor, lease, streams, on_end))
+    done = _Once(lambda: _finish(run.stop, cursor, lease, streams, on_end))
+    failure: list[Exception] = []
 
     def guarded() -> Iterator[pa.RecordBatch]:
         try:
-            for batch in batches:
+            for batch in run.batches:
                 if cancelled.is_set():
-                    raise flight.FlightCancelledError("zarrsql server: the query was cancelled")
+                    break
                 yield batch
-        except (duckdb.Error, ZarrSQLError) as err:
-            raise user_error(err, cursor) from None
+                if cancelled.is_set():  # checked again before DuckDB computes the next batch
+                    break
+        except Exception as err:  # the edge: whatever stopped the stream reaches the client as a Flight error
+            failure.append(_stream_error(err, cursor, cancelled=cancelled, timed_out=run.timed_out))
         finally:
             done()
+        if cancelled.is_set() and not failure:
+            failure.append(flight.FlightCancelledError(CANCELLED))
 
-    generator = guarded()
+    batches = guarded()
     # A stream dropped before its first batch never enters the generator's `finally`.
-    weakref.finalize(generator, done)
-    return flight.RecordBatchStream(pa.RecordBatchReader.from_batches(schema, generator))
+    weakref.finalize(batches, done)
+
+    def messages() -> Iterator[Any]:
+        yield flight.RecordBatchStream(pa.RecordBatchReader.from_batches(run.schema, batches))
+        if failure:
+            raise failure[0]
+
+    return flight.GeneratorStream(run.schema, messages())
+
+
+def _stream_error(err: Exception, cursor: Any, *, cancelled: threading.Event, timed_out: threading.Event) -> Exception:
+    """The Flight error for a failure while streaming: cancelled, timed out, a row too large
+    or a query's own error (zarrsql's message); anything else is a bug, logged here."""
+    if cancelled.is_set():
+        return flight.FlightCancelledError(CANCELLED)
+    if timed_out.is_set():
+        return flight.FlightTimedOutError(TIMED_OUT)
+    if isinstance(err, flight.FlightError):
+        return err
+    if isinstance(err, (duckdb.Error, ZarrSQLError, pa.ArrowException, OSError)):
+        return user_error(err, cursor)
+    log.error("zarrsql server: a result stream failed", exc_info=err)
+    return flight.FlightInternalError(
+        f"zarrsql server: internal error ({type(err).__name__}: {err}); this is a bug in zarrsql, please report it "
+        "with the server's log"
+    )
 
 
 def _drop_result(cursor: Any) -> None:
