@@ -182,13 +182,21 @@ def view_statements(
     database: str,
     view_names: Mapping[str, str] | None = None,
     choice: StoreChoice | None = None,
+    *,
+    options_name: str | None = None,
 ) -> list[dict[str, Any]]:
     """The statements that mount a store as `database`: ATTACH, CREATE SCHEMA, CREATE VIEW.
 
     `view_names` renames views; keys are `table` for the root group and `group/path/table`
     for others. A key that names no table, or two views of one schema with one name, is an
-    error. Tables without a name get no view.
+    error. Tables without a name get no view. The views never hold storage options: they may
+    be credentials, and a view's SQL is shown to anyone (`duckdb_views()`, a database file).
+    `options_name` is the opaque name under which the engine keeps the options of this mount
+    (engine/secrets.py); each view passes it as `storage_options := MAP {'zarrsql_mount_options':
+    name}` and the connection that holds it resolves it when the view is read.
     """
+    from zarrsql.store.opening import MOUNT_OPTIONS_KEY
+
     if not isinstance(database, str) or not database:
         raise ParameterError("the database name must be a non-empty string")
     tables = [t for t in list_tables(tree) if t["table_name"]]
@@ -227,6 +235,8 @@ def view_statements(
         if t["group_path"] != "/":
             args.append(f"group_path := {quote_text(t['group_path'].strip('/'))}")
         args.append(f"table_name := {quote_text(t['table_name'])}")
+        if options_name is not None:
+            args.append(f"storage_options := MAP {{{quote_text(MOUNT_OPTIONS_KEY)}: {quote_text(options_name)}}}")
         args += store_arguments(choice)
         rows.append(
             {

@@ -67,6 +67,8 @@ def _close_adlfs_clients() -> None:
     from fsspec.asyn import sync
 
     for fs in list(AzureBlobFileSystem._cache.values()):
+        if fs.loop is None or fs.loop.is_closed():  # made for an event loop of its own (asynchronous=True)
+            continue
         client = getattr(fs, "service_client", None)
         if client is not None:
             sync(fs.loop, client.close)

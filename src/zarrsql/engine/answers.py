@@ -25,8 +25,13 @@ coordinate columns instead, without reading a data chunk:
 5. Each value becomes a constant of the statement's result type (`CAST('<text>' AS
    <type>)`, declined unless DuckDB reads the text back as the same value).
 
-The statement then runs as a constant `SELECT`. Any other shape, or anything unexpected
-on the way, leaves the statement as it was: it runs as before, with the same result.
+The statement then runs as a constant `SELECT` whose `WHERE` is a check of the table's store
+(`_State.answer_check`): the answer came from coordinates decoded when it was computed, so a
+relation holding it, fetched again after the store changed (a coordinate rewritten in place,
+an append), fails and says to run the statement again instead of repeating an old answer; a
+local store's check is a `stat` per document and coordinate chunk of the table, no chunk is
+read. Any other shape, or anything unexpected on the way, leaves the statement as it was: it
+runs as before, with the same result.
 """
 
 from __future__ import annotations
@@ -448,7 +453,13 @@ def _answer(conn: Connection, query: str) -> str:
     with _axis_tables(conn, scan, atoms, extra, needed) as axes:
         classes = _classes(conn, axes)
         values = _values(conn, axes, classes, wants, types)
-    return "SELECT " + ", ".join(f"{v} AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
+    check = f"{conn._state.check_function}({quote_text(conn._state.answer_check(scan))})"
+    return (
+        "SELECT "
+        + ", ".join(f"{v} AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))
+        + " WHERE "
+        + check
+    )
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,14 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import duckdb
 
 from zarrsql.engine import interrupts
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import FUNCTIONS, METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
-from zarrsql.engine.secrets import SecretOpener
+from zarrsql.engine.secrets import MountOptions, SecretOpener
 from zarrsql.engine.sqltext import (
     AGGREGATE_CALL,
     claimable,
@@ -53,7 +53,14 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
-from zarrsql.errors import ParameterError, QueryInterrupted, SelectionError, StoreNotFoundError, ZarrSQLError
+from zarrsql.errors import (
+    ParameterError,
+    QueryInterrupted,
+    SelectionError,
+    StoreNotFoundError,
+    StoreReadError,
+    ZarrSQLError,
+)
 from zarrsql.store import is_url, using_opener
 from zarrsql.store.opening import detected_format
 
@@ -62,6 +69,7 @@ if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of tha
     from duckdb import DuckDBPyRelation
 
     from zarrsql.scan import TableScan
+    from zarrsql.scan.validity import Baseline
 
 T = TypeVar("T")
 #: The prefix of every name zarrsql registers on a connection (scans, listings, actions).
@@ -102,6 +110,11 @@ class _State:
     `pending` maps a name that binding asked for to the function that makes the object to
     register under it (a scan source, or the result table of an action such as a mount).
     `generation` counts top-level statements, so that an action runs once per statement.
+
+    DuckDB keeps the UDFs (and the scan sources registered) that hold this state in its C++
+    catalog, where Python's garbage collector cannot see them: the state therefore refers to
+    its `Connection` and the DuckDB connection only weakly, or a dropped connection would be
+    part of a cycle never collected (its database and every scan it registered with it).
     """
 
     def __init__(self) -> None:
@@ -113,10 +126,12 @@ class _State:
         self.error: ZarrSQLError | None = None
         self.generation = 0
         self.depth = 0
-        self.perform: Callable[[str, dict[str, Any], str], Any] | None = None
+        # the wrapper's `_perform`, weakly (see the class docstring)
+        self.perform: weakref.WeakMethod[Callable[[str, dict[str, Any], str], Any]] | None = None
         self.scan_keys: dict[str, tuple[int, str]] = {}
         self.list_keys: dict[tuple[str, str], tuple[int, str]] = {}
         self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
+        self.mount_options = MountOptions()  # the storage options of this connection's mounts
         self.order: deque[tuple[str, str, bool]] = deque()
         self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
         #: Why zarr_mount / zarr_unmount are refused here (a read-only server's cursor), or None.
@@ -133,6 +148,10 @@ class _State:
         self.preregistered: set[str] = set()  # stores of `read_zarr('<store>')` calls (`_preregister`)
         self.preopened: dict[str, TableScan] = {}  # their tables, opened before DuckDB was needed
         self.fresh: dict[str, TableScan] = {}  # tables opened for this statement, by their request
+        #: The UDF a constant answer's check calls (`answer_check`), and the baselines it checks
+        #: by token, with the generation that made each: kept while a live relation reads one.
+        self.check_function = ""
+        self.checks: dict[str, tuple[int, Baseline]] = {}
 
     def pin(self, relation: object, names: Iterable[str]) -> None:
         """Keep `names` registered while `relation` lives: DuckDB runs a relation again at each
@@ -157,15 +176,29 @@ class _State:
         return gone
 
     def bound_now(self) -> set[str]:
-        """The names of the scans and listings the current statement bound."""
+        """The names of the scans, listings and answer checks the current statement bound."""
         now = self.generation
-        return {k for g, k in list(self.scan_keys.values()) + list(self.list_keys.values()) if g == now}
+        bound = {k for g, k in list(self.scan_keys.values()) + list(self.list_keys.values()) if g == now}
+        return bound | {token for token, (g, _) in list(self.checks.items()) if g == now}
 
     def new_statement(self) -> None:
-        """A top-level statement begins: a new generation, whose scans are opened anew."""
+        """A top-level statement begins: a new generation, whose scans are opened anew; the
+        answer checks of earlier statements that no live relation reads are let go."""
         self.generation += 1
         self.opened = {}
         self.fresh = {}
+        if self.checks:
+            self.checks = {t: c for t, c in self.checks.items() if t in self.pinned_names}
+
+    def answer_check(self, table: TableScan) -> str:
+        """A token for the check of an answer computed from `table`'s kept state (its decoded
+        coordinates, `answers.py`): the constant answer calls `check_function` with it each
+        time it runs, which fails once the table's store changed (`_check_udf`)."""
+        from zarrsql.scan.validity import baseline
+
+        token = uuid.uuid4().hex[:16]
+        self.checks[token] = (self.generation, baseline(table))
+        return token
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -213,6 +246,41 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _check_udf(state: _State) -> Callable[[str], bool]:
+    """The check a constant answer runs (`_State.answer_check`): true while the table it was
+    computed from is unchanged, else an error. A constant has no scan to read the store anew,
+    so a relation holding one fetched after the store changed must fail, not repeat it.
+
+    A local store is checked at every run (a `stat` per document and coordinate chunk of the
+    table); a remote one, whose tokens are requests, only when a later statement ran on the
+    connection (until then a relation answers with what it bound, as a scan's does)."""
+
+    def answer_is_current(token: str) -> bool:
+        entry = state.checks.get(token)
+        if entry is None:
+            err: ZarrSQLError = ZarrSQLError(
+                "count/min/max answered from the coordinates: the check of this relation's answer was let go "
+                "(the relation it was made for is gone); run the statement again on the zarrsql.Connection "
+                "(con.sql(...))"
+            )
+        else:
+            made, base = entry
+            if base.remote and made == state.generation:
+                return True
+            changed = base.changed()
+            if not changed:
+                return True
+            err = StoreReadError(
+                "count/min/max answered from the coordinates: the store changed since this relation was made "
+                f"('{changed[0]}' of store '{base.store.url}' was rewritten or removed); run the statement again "
+                "on the zarrsql.Connection (con.sql(...)) to read the store as it is now"
+            )
+        state.record(err)
+        raise err
+
+    return answer_is_current
 
 
 def _literal_stores(text: str, seen: set[str]) -> list[str]:
@@ -323,14 +391,24 @@ def _action_udf(state: _State) -> Callable[[str, str], str]:
         with state.lock:
             if key not in state.registered and state.perform is not None:
                 perform = state.perform
-                state.pending[key] = lambda: perform(kind, parsed, key)
+                state.pending[key] = lambda: _call_weakly(perform, kind, parsed, key)
         return key
 
     return action_key
 
 
-def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments."""
+def _call_weakly(method: weakref.WeakMethod[Callable[..., T]], *args: Any) -> T:
+    """`method(*args)` of a connection that is still alive: a pending action runs between the
+    rounds of one of its statements, so it always is (it can only be dropped afterwards)."""
+    bound = method()
+    if bound is None:
+        raise ZarrSQLError("the zarrsql.Connection that asked for this action was closed or dropped")
+    return bound(*args)
+
+
+def list_rows(kind: str, args: dict[str, Any], mount_options: MountOptions | None = None) -> list[dict[str, Any]]:
+    """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments; the
+    views' statements name `storage_options` by a name `mount_options` holds, never inline."""
     from zarrsql import catalog
     from zarrsql.engine import params
     from zarrsql.metadata.tree import cached_tree
@@ -349,7 +427,11 @@ def list_rows(kind: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     database = args.get("database")
     if not isinstance(database, str):
         raise params.ParameterError("read_zarr_views needs the database name as its second argument")
-    return catalog.view_statements(tree, params.store_of(args), database, names, params.store_choice_of(args))
+    given = dict(params.storage_options_of(args))
+    name = (mount_options or MountOptions()).name_for(given) if given else None
+    return catalog.view_statements(
+        tree, params.store_of(args), database, names, params.store_choice_of(args), options_name=name
+    )
 
 
 LISTING_COLUMNS = {"metadata": METADATA_COLUMNS, "tables": TABLES_COLUMNS, "views": VIEWS_COLUMNS}
@@ -377,7 +459,7 @@ def _list_udf(state: _State) -> Callable[[str, str], str]:
 
         try:
             with using_opener(state.opener):
-                rows = list_rows(kind, params.parse_args(args))
+                rows = list_rows(kind, params.parse_args(args), state.mount_options)
         except ZarrSQLError as err:
             state.record(err)
             raise
@@ -517,13 +599,15 @@ class Connection:
                 # call those.
                 suffix = uuid.uuid4().hex[:12]
                 scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
+                state.check_function = f"__zarrsql_check_{suffix}"
                 con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
                 con.create_function(list_udf, _list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
                 con.create_function(
                     action_udf, _action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
                 )
-                state.perform = self._perform
-                state.opener = SecretOpener(con)
+                con.create_function(state.check_function, _check_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True)
+                state.perform = weakref.WeakMethod(self._perform)  # weakly: see `_State`
+                state.opener = SecretOpener(cast("duckdb.DuckDBPyConnection", weakref.proxy(con)), state.mount_options)
                 self._macro_text = macro_statements(scan_udf, list_udf, action_udf)
             missing = sorted(wanted - self._macros)
             if missing:
@@ -1000,8 +1084,11 @@ class Connection:
         return self._run(None, self._con.view, name)
 
     def cursor(self) -> Connection:
-        """A new connection to the same database, with zarrsql installed on it too."""
-        return Connection(self._con.cursor())
+        """A new connection to the same database, with zarrsql installed on it too; it reads
+        the views this connection mounted with storage options (it sees those views too)."""
+        made = Connection(self._con.cursor())
+        made._state.mount_options.share_with(self._state.mount_options)
+        return made
 
     def _lock_catalog(self, reason: str) -> None:
         """Refuse `zarr_mount` / `zarr_unmount` on this connection from now on, with `reason`

@@ -27,6 +27,7 @@ from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.units import ScanPlan
 from zarrsql.scan import TableScan, begin_coordinates
 from zarrsql.scan.reader import engine_batches, reported
+from zarrsql.scan.validity import baseline, refreshed
 
 
 class ZarrDataset(pads.Dataset):
@@ -40,27 +41,37 @@ class ZarrDataset(pads.Dataset):
         self._scan = scan
         self._on_error = on_error
         self._schema = _plain(schema_of(scan.columns))
+        baseline(scan)  # the tokens the table was opened with, taken in the statement that opened it
+
+    def _current(self) -> TableScan:
+        """The table as the store holds it now (`validity.refreshed`, as `ZarrSource` does):
+        DuckDB scans this same dataset again at each fetch of a relation."""
+        with reported(self._on_error):
+            scan = self._scan = refreshed(self._scan)
+        return scan
 
     @property
     def schema(self) -> pa.Schema:  # type: ignore[override]
         return self._schema
 
     def count_rows(self, **kwargs: Any) -> int:  # type: ignore[override]
-        plan = self._scan.plan()
+        scan = self._current()
+        plan = scan.plan()
         rows = plan.rows()
         if rows is None:  # only reading tells (a sparse table of several matrices): count the rows
-            rows = sum(b.num_rows for b in engine_batches(self._scan, plan, [], self._on_error))
+            rows = sum(b.num_rows for b in engine_batches(scan, plan, [], self._on_error))
         return rows
 
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
-        by_name = {c.name: c for c in self._scan.columns}
-        wanted = list(self._scan.columns) if columns is None else [by_name[n] for n in columns]
+        scan = self._current()
+        by_name = {c.name: c for c in scan.columns}
+        wanted = list(scan.columns) if columns is None else [by_name[n] for n in columns]
         with reported(self._on_error):  # planning may read coordinates, and fail
-            plan = self._scan.plan()
+            plan = scan.plan()
             if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
                 plan = replace(plan, only=self._units_matching(plan, filter))
-        begin_coordinates(self._scan, wanted)
-        batches: Iterator[pa.RecordBatch] = engine_batches(self._scan, plan, wanted, self._on_error)
+        begin_coordinates(scan, wanted)
+        batches: Iterator[pa.RecordBatch] = engine_batches(scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)
         plain = _plain(schema)
         if plain != schema:

@@ -7,6 +7,12 @@ them without mounting again). A failed mount removes what it created. The mounts
 again from DuckDB's catalog (views whose SQL calls `read_zarr`), so `zarr_mounts()` is right
 in a later session too. These functions run SQL, so the connection calls them outside any
 running query.
+
+A mount's `storage_options` never enter its views' SQL, which anyone can read
+(`duckdb_views()`, a database file): the connection keeps them (engine/secrets.py,
+`MountOptions`) and the views name them by an opaque name. So views made with storage options
+read on the connection that mounted them and its cursors; in a later session (views kept in a
+database file) they ask to be mounted again.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ def _objects(con: Any, database: str) -> dict[tuple[str, str], str]:
 
 
 def _statements(
+    con: Any,
     store: str,
     database: str,
     view_names: Mapping[str, str] | None,
@@ -84,7 +91,9 @@ def _statements(
             "e.g. view_names={'time_lat_lon': 'surface'}"
         )
     tree = cached_tree(open_store(store, storage_options, choice))
-    rows = catalog.view_statements(tree, store, database, view_names, choice)
+    # the connection keeps the options; the views carry only the name it keeps them under
+    options_name = con._state.mount_options.name_for(storage_options) if storage_options else None
+    rows = catalog.view_statements(tree, store, database, view_names, choice, options_name=options_name)
     if not any(r["view_name"] for r in rows):
         raise SelectionError(
             f"store '{store}' has no named tables, so there is nothing to mount; list its tables with "
@@ -151,7 +160,7 @@ def mount_table(
     if not is_url(store) and not store.startswith(SESSION_PREFIX):
         # views must find the store from any working directory later
         store = os.path.abspath(os.path.expanduser(store.removeprefix("file://")))
-    rows = _statements(store, database, view_names, storage_options, choice)
+    rows = _statements(con, store, database, view_names, storage_options, choice)
     attached = _attached(con)
     if existing:
         if database.lower() not in attached:
@@ -231,9 +240,11 @@ def _mount_view(sql: str) -> list[str] | None:
 
 
 def _before_store_arguments(sql: str) -> str:
-    """A view's SQL up to the store-choice arguments a versioned mount adds after table_name."""
+    """A view's SQL up to the arguments a mount adds after table_name: the name of its storage
+    options and a versioned store's choice."""
     at = sql.find("table_name :=")
-    cuts = [sql.find(f", {name} :=", at) for name in STORE_ARGUMENT_NAMES] if at >= 0 else []
+    names = ("storage_options", *STORE_ARGUMENT_NAMES)
+    cuts = [sql.find(f", {name} :=", at) for name in names] if at >= 0 else []
     found = [c for c in cuts if c >= 0]
     return sql[: min(found)] + ")" if found else sql
 

@@ -10,12 +10,23 @@ created there at all) — goes to fsspec as usual.
 
 Retries and timeouts on this path are DuckDB's (`SET http_retries`, `SET http_timeout`); a
 404 (DuckDB's `HTTPException.status_code`) is a missing key, every other failure an error.
+
+The storage options of a mount are secrets of the same kind: a view's SQL is shown to anyone
+who asks (`duckdb_views()`, a database file), so a mount keeps its options in the connection's
+`MountOptions` and its views carry only an opaque name, `storage_options := MAP
+{'zarrsql_mount_options': 'mount-<hex>'}`, which the connection's opener resolves when a view
+is read (`SecretOpener.options_for`). The name is random, not derived from the options: it
+tells nothing about them. The options live as long as the connection (and its cursors, which
+see the same views); another connection, or a later session reading the views from a
+database file, does not know the name and is told to mount again.
 """
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
+import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,8 +35,9 @@ from typing import Any
 import duckdb
 
 from zarrsql import counters
-from zarrsql.errors import StoreReadError
+from zarrsql.errors import ParameterError, StoreReadError
 from zarrsql.store import Store, check_key
+from zarrsql.store.opening import MOUNT_OPTIONS_KEY
 
 #: Cursors (requests in flight) per store: DuckDB's httpfs issues one request per read_blob.
 CONCURRENCY = 16
@@ -127,12 +139,76 @@ class DuckDBStore:
             cur.close()
 
 
-class SecretOpener:
-    """`open_store`'s hook for one connection: a `DuckDBStore` where a DuckDB S3 secret applies."""
+class MountOptions:
+    """The storage options of a connection's mounts, each under an opaque name (see the module
+    docstring). Mounting the same options again reuses their name, so a remount's views read
+    as before. Shared with the connection's cursors (`share_with`); never shown (`repr`)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, dict[str, Any]] = {}
+        self._names: dict[str, str] = {}  # the options, as sorted JSON -> their name
+
+    def __repr__(self) -> str:
+        return f"<MountOptions: {len(self._by_name)} option set(s)>"
+
+    def share_with(self, other: MountOptions) -> None:
+        """Hold the same option sets as `other` (a cursor's registry, given its connection's)."""
+        with other._lock:
+            self._lock, self._by_name, self._names = other._lock, other._by_name, other._names
+
+    def name_for(self, storage_options: Mapping[str, Any]) -> str:
+        """The name a view carries instead of `storage_options`."""
+        options = {str(k): v for k, v in storage_options.items()}
+        if MOUNT_OPTIONS_KEY in options:  # a view's options mounted again: the name already held
+            self.resolve(options)  # refuses a name this connection does not hold
+            return str(options[MOUNT_OPTIONS_KEY])
+        identity = json.dumps(options, sort_keys=True, default=repr)
+        with self._lock:
+            name = self._names.get(identity)
+            if name is None:
+                name = self._names[identity] = f"mount-{uuid.uuid4().hex}"
+                self._by_name[name] = options
+        return name
+
+    def resolve_name(self, name: str) -> dict[str, Any]:
+        """The options held under `name`; refused by name when this connection holds none."""
+        with self._lock:
+            options = self._by_name.get(name)
+        if options is None:
+            raise ParameterError(
+                f"storage option '{MOUNT_OPTIONS_KEY}' names the storage options of a mount ('{name}') that this "
+                "connection does not hold: a mount keeps its storage_options in the memory of the connection that "
+                "mounted the store, never in the view; mount the store again on this connection "
+                '(zarr_mount(..., storage_options := MAP {...}), with "replace" := true to remount)'
+            )
+        return dict(options)
+
+    def resolve(self, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+        """`storage_options` with a mount's name replaced by the options it stands for."""
+        options = dict(storage_options)
+        name = options.pop(MOUNT_OPTIONS_KEY, None)
+        if name is None:
+            return options
+        if options or not isinstance(name, str):
+            raise ParameterError(
+                f"storage option '{MOUNT_OPTIONS_KEY}' stands for all of a mount's storage options and takes no "
+                f"others beside it (got {sorted(options)}); mount the store again with the options it needs"
+            )
+        return self.resolve_name(name)
+
+
+class SecretOpener:
+    """`open_store`'s hook for one connection: a `DuckDBStore` where a DuckDB S3 secret applies,
+    and the connection's mount options resolved (`options_for`)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, mount_options: MountOptions | None = None) -> None:
         self._con = con
         self._stores: weakref.WeakSet[DuckDBStore] = weakref.WeakSet()
+        self.mount_options = mount_options if mount_options is not None else MountOptions()
+
+    def options_for(self, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+        return self.mount_options.resolve(storage_options)
 
     def _secret_for(self, url: str) -> str | None:
         cur = self._con.cursor()  # the opener runs inside a statement: never the user's connection

@@ -22,6 +22,7 @@ from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.scan import Column, TableScan, open_scan
 from zarrsql.scan.reader import engine_batches, reported
+from zarrsql.scan.validity import baseline, refreshed
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,25 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         self.on_error = on_error
         self.schema = schema_of(scan.columns)
         self._dims = scan.filterable()
+        baseline(scan)  # the tokens the table was opened with, taken in the statement that opened it
 
     def __arrow_c_schema__(self) -> object:
         return self.schema.__arrow_c_schema__()
 
     def rows(self) -> int | None:
+        # an estimate for the optimizer, not checked against the store (`stream` is): a
+        # relation fetched after the store changed may be planned with the old count
         if self.scan.base_predicate is None:
             return self.scan.num_rows
         return self.scan.plan().rows()
+
+    def _current(self) -> TableScan:
+        """The table as the store holds it now (`validity.refreshed`): DuckDB runs a relation
+        again at each fetch with this same source, and the store may have been rewritten
+        since it was registered; its kept coordinates must not meet another version's chunks."""
+        with reported(self.on_error):
+            scan = self.scan = refreshed(self.scan)
+        return scan
 
     def accepts(self, predicate: Any) -> bool:
         try:
@@ -77,12 +89,13 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         return True
 
     def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
-        cols = self.scan.columns if columns is None else [self.scan.columns[i] for i in columns]
+        scan = self._current()
+        cols = scan.columns if columns is None else [scan.columns[i] for i in columns]
         parts = [translate(f, self._dims) for f in filters]
         predicate = conjoin(parts)
         log.debug("stream %d columns, %d filters", len(cols), len(parts))
         with reported(self.on_error):  # planning may read coordinates, and fail
-            reader = _stream(self.scan, cols, predicate, self.on_error)
+            reader = _stream(scan, cols, predicate, self.on_error)
         return reader.__arrow_c_stream__(), True
 
 

@@ -7,12 +7,17 @@ from zarrsql.scan.contract import TableScan
 from zarrsql.scan.request import ReadRequest, open_store_for
 from zarrsql.scan.sparse import SparseScan
 from zarrsql.scan.table import DenseScan
+from zarrsql.store import Store
 from zarrsql.tables.select import select_table
 
 
-def open_table(request: ReadRequest) -> TableScan:
-    """Open the table a request selects: a dense scan, or one of stored sparse entries."""
-    store = open_store_for(request)
+def open_table(request: ReadRequest, store: Store | None = None) -> TableScan:
+    """Open the table a request selects: a dense scan, or one of stored sparse entries.
+
+    `store` is the request's store already open (a table opened again after its store
+    changed, `scan/validity.py`: the same store object, with the options and credentials
+    it was opened with); None opens it from the request."""
+    store = open_store_for(request) if store is None else store
     tree = cached_tree(store)
     table = select_table(tree, request.selection)
     if table.layout != "dense":

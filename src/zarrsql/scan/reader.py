@@ -50,6 +50,7 @@ from zarrsql.expand.arrow import schema_of, to_arrow
 from zarrsql.expand.columns import Column
 from zarrsql.plan.units import InUngroupedOrder, Reorder, ScanPlan, WorkUnit, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
+from zarrsql.scan.validity import ChangeGuard
 from zarrsql.store import Prefetching
 
 T = TypeVar("T")
@@ -494,11 +495,14 @@ def engine_batches(
 
 def _scanning(scan: TableScan, plan: Plan, results: Iterator[T]) -> Iterator[T]:
     """`results` of the scan between `counters.scan_started` and `scan_ended`, for the
-    progress display."""
+    progress display; a unit that met a missing chunk is handed over only once the store is
+    known not to have been rewritten under the scan (`validity.ChangeGuard`: a local store;
+    a remote one checks as it reads, and `confirm_missing` at the end)."""
+    guard = ChangeGuard(scan)
     counters.scan_started(_units_to_read(plan) if counters.watched() else 0)
     POOL.scan_started()
     try:
-        yield from results
+        yield from guard.checked(results)
         confirm = getattr(scan.store, "confirm_missing", None)  # a remote store's missing chunks
         if confirm is not None:
             confirm()

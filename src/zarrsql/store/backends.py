@@ -5,16 +5,24 @@ Azure, HTTP, the rest) needs its own handling is a field of its `Backend`: how i
 how its library's own retries are switched off (so that zarrsql's `retries` are the only
 ones), the storage-option defaults, how a key is read and validated, whether it can list, and
 what the error hints say. A scheme missing from `BACKENDS` (memory://, ...) gets `GENERIC`.
+
+Options are checked when a store opens, not at its first request: an S3 keyword s3fs does not
+take (`region`, `aws_access_key_id`) would otherwise fail every request with a TypeError from
+deep inside aiobotocore, and a GCS `token` that is neither a method, a key file nor its JSON
+is taken by gcsfs for a raw access token and sent to Google in a URL (which its errors repeat).
+Messages name the option and its right spelling, never an option's value (it may be a secret).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from zarrsql.errors import ParameterError
 from zarrsql.store.base import ByteRange
 from zarrsql.store.options import (
     NetworkOptions,
@@ -49,11 +57,50 @@ def _no_pool(_: dict[str, Any], __: int) -> None:
     return None
 
 
+def _same(options: dict[str, Any]) -> dict[str, Any]:
+    return options
+
+
 def _open_fsspec(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     import fsspec
 
     fs, root = fsspec.core.url_to_fs(url, **options)
     return fs, root
+
+
+#: The token words gcsfs knows (`GoogleCredentials.connect`): anything else is a file or a token.
+_GCS_TOKEN_METHODS = ("google_default", "cache", "cloud", "anon", "browser")
+
+
+def _gcs_token(token: Any) -> Any:
+    """The `token` option as gcsfs takes it without asking Google about it first.
+
+    A method name or an existing file goes as it is. A value that looks like a path (a
+    separator, a `.json` ending, a leading `~`) but names no file is a mistyped key file:
+    refused here, rather than sent to Google as a token. One that looks like a mistyped method
+    name is refused likewise. Any other text is a raw access token, handed to gcsfs as
+    credentials: given as text, gcsfs first asks Google's tokeninfo endpoint about it with the
+    token in the URL, which its errors then repeat.
+    """
+    import difflib
+
+    if not isinstance(token, str) or token in _GCS_TOKEN_METHODS or os.path.isfile(os.path.expanduser(token)):
+        return token
+    if any(c in token for c in "/\\") or token.startswith("~") or token.lower().endswith(".json"):
+        raise ParameterError(
+            "storage option 'token' looks like the path of a key file, but no such file exists (the value is not "
+            "repeated here, as it may be a secret); check the path, or give the key's JSON, a raw access token, "
+            f"or one of {', '.join(repr(m) for m in _GCS_TOKEN_METHODS)}"
+        )
+    near = difflib.get_close_matches(token.lower().replace("-", "_"), _GCS_TOKEN_METHODS, n=1, cutoff=0.75)
+    if near:
+        raise ParameterError(
+            f"storage option 'token' is not one of gcsfs's methods ({', '.join(repr(m) for m in _GCS_TOKEN_METHODS)}); "
+            f"did you mean {near[0]!r}?"
+        )
+    from google.oauth2.credentials import Credentials
+
+    return Credentials(token)
 
 
 def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
@@ -74,9 +121,14 @@ def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
 
     plain = _gcs_elsewhere(options) or options.get("token") == "anon"
     cls = GCSFileSystem if plain else gcsfs.GCSFileSystem
-    fs = cls(**{**cls._get_kwargs_from_urls(url), **options})
+    fs = cls(**{**cls._get_kwargs_from_urls(url), **gcs_keywords(options)})
     _one_gcs_attempt(fs)
     return fs, cls._strip_protocol(url)
+
+
+def gcs_keywords(options: dict[str, Any]) -> dict[str, Any]:
+    """gcsfs's keywords for the storage options: a raw `token` as credentials (`_gcs_token`)."""
+    return {**options, "token": _gcs_token(options["token"])} if "token" in options else options
 
 
 def _gcs_elsewhere(options: dict[str, Any]) -> bool:
@@ -120,6 +172,72 @@ def _one_azure_attempt(fs: Any) -> None:
     policy = getattr(config, "retry_policy", None)
     if policy is not None and hasattr(policy, "total_retries"):
         policy.total_retries = 0
+
+
+#: Keywords s3fs passes on rather than declares: aiobotocore's session, fsspec's caches.
+_S3_PASSED_ON = ("profile", "session_vars", "event_hooks", "include_builtin_handlers")
+_FSSPEC_KEYWORDS = ("use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache")
+#: What users write for an S3 option (boto3's, the AWS CLI's, DuckDB's names) and s3fs's spelling.
+_S3_SPELLINGS = {
+    "region": """'client_kwargs': '{"region_name": "..."}'""",
+    "region_name": """'client_kwargs': '{"region_name": "..."}'""",
+    "aws_region": """'client_kwargs': '{"region_name": "..."}'""",
+    "endpoint": "'endpoint_url'",
+    "aws_endpoint_url": "'endpoint_url'",
+    "s3_endpoint": "'endpoint_url'",
+    "aws_access_key_id": "'key'",
+    "access_key_id": "'key'",
+    "key_id": "'key'",
+    "aws_secret_access_key": "'secret'",
+    "secret_access_key": "'secret'",
+    "secret_key": "'secret'",
+    "aws_session_token": "'token'",
+    "session_token": "'token'",
+    "profile_name": "'profile'",
+    "aws_profile": "'profile'",
+    "verify": """'client_kwargs': '{"verify": ...}'""",
+}
+#: s3fs keywords whose value is a JSON object (keywords for botocore), each with an example.
+_S3_OBJECTS = {
+    "client_kwargs": '{"region_name": "eu-west-1"}',
+    "config_kwargs": '{"max_pool_connections": 64}',
+    "s3_additional_kwargs": '{"ServerSideEncryption": "AES256"}',
+}
+
+
+def _s3_keywords() -> frozenset[str] | None:
+    """Every keyword s3fs takes, read from the installed s3fs (None when it is missing)."""
+    import inspect
+
+    try:
+        from s3fs import S3FileSystem  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    declared = inspect.signature(S3FileSystem.__init__).parameters
+    named = {n for n, p in declared.items() if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY}
+    return frozenset(named - {"self"}) | frozenset(_S3_PASSED_ON) | frozenset(_FSSPEC_KEYWORDS)
+
+
+def _check_s3_options(options: Mapping[str, Any]) -> None:
+    """Refuse an option s3fs does not take, naming its spelling, and a nested option that is
+    not a JSON object; values are never repeated (they may be secrets)."""
+    known = _s3_keywords()
+    for name in options:
+        if known is not None and name not in known:
+            import difflib
+
+            hint = _S3_SPELLINGS.get(name.lower())
+            if hint is None:
+                near = difflib.get_close_matches(name, sorted(known), n=1)
+                hint = f"'{near[0]}'" if near else None
+            fix = f"use {hint}" if hint else "see docs/remote.md for the options s3:// takes"
+            raise ParameterError(f"storage option '{name}' is not an option of s3:// stores; {fix}")
+    for name, example in _S3_OBJECTS.items():
+        if name in options and not isinstance(options[name], dict):
+            raise ParameterError(
+                f"storage option '{name}' must be a JSON object of keywords, e.g. '{name}': '{example}'; "
+                f"got {type(options[name]).__name__} text"
+            )
 
 
 async def _cat(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
@@ -267,6 +385,10 @@ class Backend:
     the library's connection pool hold `concurrency` connections. `get`/`info`/`ls` are the async
     requests for a key's bytes (and validator), its info record and a folder's names.
     `plain_http_hint`: a failed TLS handshake may mean the port speaks plain HTTP.
+    `check_options(options)` refuses options the filesystem does not take, by name (before
+    the defaults are set); `keywords(options)` are the keywords its class is built with.
+    `root_word`: what the first part of a URL's path names (bucket, container), which a
+    store's URL must give; None where a URL may name its server alone.
     """
 
     extra: str = "remote"
@@ -281,12 +403,17 @@ class Backend:
     credentials_hint: str = "check the URL and the credentials in storage_options"
     trust_hint: str = _GENERIC_TRUST
     plain_http_hint: bool = False
+    check_options: Callable[[Mapping[str, Any]], None] = _nothing
+    root_word: str | None = None
+    keywords: Callable[[dict[str, Any]], dict[str, Any]] = _same
 
 
 GENERIC = Backend()
 
 _S3 = Backend(
     extra="s3",
+    check_options=_check_s3_options,
+    root_word="bucket",
     one_attempt=_one_s3_attempt,
     set_defaults=s3_defaults,
     size_pool=s3_pool,
@@ -302,9 +429,18 @@ _S3 = Backend(
         "{'client_kwargs': '{\"verify\": \"/path/to/ca.pem\"}'} (or set AWS_CA_BUNDLE)"
     ),
 )
-_GCS = Backend(extra="gcs", open=_open_gcs, set_defaults=gcs_defaults, info=_gcs_object, ls=_fresh_ls)
+_GCS = Backend(
+    extra="gcs",
+    open=_open_gcs,
+    set_defaults=gcs_defaults,
+    info=_gcs_object,
+    ls=_fresh_ls,
+    root_word="bucket",
+    keywords=gcs_keywords,
+)
 _AZURE = Backend(
     extra="azure",
+    root_word="container",
     one_attempt=_one_azure_attempt,
     set_defaults=azure_defaults,
     info=_fresh_info,
@@ -346,6 +482,36 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
+#: Parts of an option's name that mark its value as a secret (`scrubbed`).
+_SECRET_NAME_PARTS = ("key", "secret", "token", "password", "credential", "sas", "connection_string", "authorization")
+#: Secrets that travel inside URLs and connection strings, whatever option carried them.
+_SECRET_IN_TEXT = re.compile(
+    r"((?:[?&](?:access_token|token|sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|"
+    r"x-goog-signature|x-goog-credential|key)=)|(?:AccountKey|SharedAccessSignature)=)[^&;\s'\"]+",
+    re.IGNORECASE,
+)
+
+
+def _secret_values(options: Mapping[str, Any], *, all_values: bool = False) -> list[str]:
+    """The text values in `options` (at any depth) whose name marks them secret."""
+    found: list[str] = []
+    for name, value in options.items():
+        secret = all_values or any(part in str(name).lower() for part in _SECRET_NAME_PARTS)
+        if isinstance(value, Mapping):
+            found += _secret_values(value, all_values=secret)
+        elif secret and isinstance(value, str) and len(value) >= 4 and value not in _GCS_TOKEN_METHODS:
+            found.append(value)
+    return found
+
+
+def scrubbed(text: str, options: Mapping[str, Any]) -> str:
+    """`text` (an error from a filesystem) without the secrets of `options` in it, nor those
+    that URLs and connection strings carry: what a message may show."""
+    for value in sorted(_secret_values(options), key=len, reverse=True):
+        text = text.replace(value, "***")
+    return _SECRET_IN_TEXT.sub(lambda m: m.group(1) + "***", text)
+
+
 def backend_for(scheme: str) -> Backend:
     return BACKENDS.get(scheme.lower(), GENERIC)
 
@@ -355,6 +521,7 @@ def split_options(protocol: str, storage_options: Mapping[str, Any]) -> tuple[Ne
     defaults its backend sets."""
     ours, theirs = split_settings(storage_options)
     backend = backend_for(protocol)
+    backend.check_options(theirs)
     backend.set_defaults(theirs)
     backend.size_pool(theirs, ours.concurrency)
     return ours, theirs

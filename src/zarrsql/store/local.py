@@ -3,7 +3,10 @@
 Reads are cheap and the disk is shared, so `concurrency` is the number of cores (the reader's
 decoding threads) and `get_many` reads in order; `get_ranges` seeks and reads only the bytes
 asked for; the metadata cache revalidates by file mtime
-and size on every query (`metadata_ttl` 0), which costs a `stat` per document.
+and size on every query (`metadata_ttl` 0), which costs a `stat` per document. Keys found
+missing are counted (`missing_seen`): a scan that met one checks that the store was not
+rewritten under it before it reads the chunk as fill (`scan/validity.py`, as `ChangeWatching`
+does for a remote store).
 
 Symbolic links are followed while they stay inside the store. A link that leads out of it, or
 a loop of links, is refused by name (`refusal`): reading a key below it raises
@@ -16,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,6 +97,19 @@ class LocalStore:
         self.root = os.path.realpath(root)
         self.url = self.root
         self.cache_key = self.root
+        self._missing = 0
+        self._missing_lock = threading.Lock()
+
+    @property
+    def missing_seen(self) -> int:
+        """How many reads found their key missing so far (it only grows): a scan that sees it
+        move checks that the store was not rewritten under it (`scan/validity.ChangeGuard`)."""
+        return self._missing
+
+    def _not_found(self) -> None:
+        with self._missing_lock:
+            self._missing += 1
+        counters.count(requests=1)
 
     def _path(self, key: str) -> str:
         check_key(key)
@@ -159,14 +176,14 @@ class LocalStore:
         try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
-            counters.count(requests=1)
+            self._not_found()
             return None
         except OSError:  # a link as the last part (ELOOP), or any other failure: `get` says which
             return self._read(key, None)
         try:
             data = _read_file(fd, many.hint)
         except IsADirectoryError:
-            counters.count(requests=1)
+            self._not_found()
             return None
         except OSError as err:
             raise StoreReadError(f"cannot read '{path}': {err.strerror or err}") from err
@@ -209,7 +226,7 @@ class LocalStore:
             with open(real, "rb") as f:
                 data = f.read() if byte_range is None else _read_range(f, byte_range)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            counters.count(requests=1)
+            self._not_found()
             return None
         except OSError as err:
             if err.errno == errno.ELOOP:

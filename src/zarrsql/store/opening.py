@@ -9,6 +9,11 @@ with the user's DuckDB secrets that way). An Icechunk repository opens a snapsho
 (store/icechunk.py). The opener is a context variable, so the core never learns which engine
 runs it. It lives apart from store/base.py so that the concrete stores can import the
 protocol without a cycle.
+
+The engine's opener also resolves storage options that name an option set instead of holding
+it (`MOUNT_OPTIONS_KEY`): a mounted view's SQL carries that name, never the options
+(credentials) given to the mount, and only the connection that mounted the store knows what
+the name stands for. Without an opener such a name is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import contextvars
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import Store, is_url
@@ -28,8 +33,20 @@ from zarrsql.store.local import LocalStore
 #: Remote names read as HDF5 files in place (`.h5ad` stays AnnData's, refused with a hint).
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4")
 
-#: Given (location, storage_options), a store of the engine's own, or None for the default.
-Opener = Callable[[str, Mapping[str, Any]], "Store | None"]
+#: The storage option whose value names a connection's option set (see the module docstring).
+MOUNT_OPTIONS_KEY = "zarrsql_mount_options"
+
+
+class Opener(Protocol):
+    """The engine's hook for the current call (see the module docstring)."""
+
+    def __call__(self, location: str, storage_options: Mapping[str, Any]) -> Store | None:
+        """A store of the engine's own for `location`, or None for the default."""
+
+    def options_for(self, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+        """The storage options that `storage_options` stand for (an option set's name resolved)."""
+
+
 _opener: contextvars.ContextVar[Opener | None] = contextvars.ContextVar("zarrsql_store_opener", default=None)
 
 
@@ -50,6 +67,7 @@ def open_store(
     names or the one its layout shows (`FORMATS`)."""
     if not isinstance(location, str) or not location:
         raise ParameterError("the store must be a non-empty path or URL string")
+    options = _resolved_options(storage_options)
     choice = choice or StoreChoice()
     name = choice.format or detected_format(location)
     _check_choice_applies(location, name, choice)
@@ -58,7 +76,22 @@ def open_store(
             f"format := '{name}' is not readable by this zarrsql (it reads {', '.join(sorted(FORMATS))}); "
             "leave format := out to let the location's layout decide"
         )
-    return FORMATS[name][0](location, dict(storage_options or {}), choice)
+    return FORMATS[name][0](location, options, choice)
+
+
+def _resolved_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The options a call gives, with an option set's name resolved by the engine's opener."""
+    options = dict(storage_options or {})
+    opener = _opener.get()
+    if opener is not None:
+        return opener.options_for(options)
+    if MOUNT_OPTIONS_KEY in options:
+        raise ParameterError(
+            f"storage option '{MOUNT_OPTIONS_KEY}' names the storage options of a mount, which only the zarrsql "
+            "connection that mounted the store holds; run the query on that connection, or mount the store again "
+            "(zarr_mount(..., storage_options := MAP {...}))"
+        )
+    return options
 
 
 #: What each format other than Icechunk reads a location as, for the errors below.

@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from zarrsql import counters
-from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
-from zarrsql.store.backends import backend_for, split_options
+from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError, ZarrSQLError
+from zarrsql.store.backends import backend_for, scrubbed, split_options
 from zarrsql.store.base import ByteRange, check_key, note_changed
 from zarrsql.store.failures import Failure, classify, describe, tls_error
 
@@ -60,7 +60,8 @@ class FsspecStore:
     remote = True
 
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
-        scheme, _, rest = url.rstrip("/").partition("://")
+        scheme, _, rest = url.partition("://")  # partitioned first: 's3://' stripped of '/' loses its '://'
+        rest = rest.rstrip("/")
         # an HTTP store's keys would be appended after its query (object stores' keys may hold them)
         if scheme.lower() in ("http", "https") and ("?" in rest or "#" in rest):
             raise ParameterError(
@@ -71,16 +72,14 @@ class FsspecStore:
         self.url = f"{scheme.lower()}://{rest}"  # URL schemes are case-insensitive (HTTP:// = http://)
         self.protocol = _protocol(self.url)
         self.backend = backend_for(self.protocol)
+        word = self.backend.root_word
+        if word is not None and not rest.strip("/"):
+            raise ParameterError(
+                f"the store URL '{url}' names no {word}; give the store's full URL, "
+                f"e.g. '{self.protocol}://{word}/path/to/store.zarr'"
+            )
         self.network, self.fs_options = split_options(self.protocol, storage_options)
-        try:
-            self.fs, self.root = self.backend.open(self.url, self.fs_options)
-        except ImportError as err:
-            raise StoreNotFoundError(
-                f"cannot open '{url}': the filesystem for {self.protocol}:// is not installed ({err}); "
-                f"install it with: pip install 'zarrsql[{self.backend.extra}]'"
-            ) from err
-        except (ValueError, TypeError) as err:
-            raise ParameterError(f"cannot open '{url}' with these storage_options: {err}") from err
+        self.fs, self.root = self._open_filesystem(url)
         self.root = self.root.rstrip("/")
         self.backend.one_attempt(self.fs)
         self.can_list = self.backend.can_list
@@ -101,6 +100,28 @@ class FsspecStore:
         #: Started fetches: key -> [future of its bytes, prefetches still wanting it, taken yet].
         self._ahead: dict[str, list[Any]] = {}
 
+    def _open_filesystem(self, url: str) -> tuple[Any, str]:
+        """The filesystem and the path of the store's root on it. Whatever building it raises
+        (a library's own errors: an auth library's, an HTTP client's) becomes a ZarrSQLError
+        without the options' secrets in its text."""
+        try:
+            return self.backend.open(self.url, self.fs_options)
+        except ImportError as err:
+            raise StoreNotFoundError(
+                f"cannot open '{url}': the filesystem for {self.protocol}:// is not installed ({err}); "
+                f"install it with: pip install 'zarrsql[{self.backend.extra}]'"
+            ) from err
+        except ZarrSQLError:
+            raise
+        except (ValueError, TypeError, KeyError) as err:
+            cause = scrubbed(f"{type(err).__name__}: {err}", self.fs_options)
+            raise ParameterError(f"cannot open '{url}' with these storage_options ({cause})") from err
+        except Exception as err:  # a library's own error type while building: relayed, secrets removed
+            cause = scrubbed(f"{type(err).__name__}: {err}", self.fs_options)
+            raise StoreReadError(
+                f"cannot open '{url}': setting up its filesystem failed ({cause}); {self.backend.credentials_hint}"
+            ) from err
+
     def zarr_python_store(self) -> Any:
         """A zarr-python store on this store's filesystem, as an instance made for async use."""
         import zarr.storage
@@ -111,7 +132,7 @@ class FsspecStore:
         if self.fs.async_impl:
             if self.fs.asynchronous:
                 return self.fs
-            fs = type(self.fs)(asynchronous=True, **self.fs_options)
+            fs = type(self.fs)(asynchronous=True, **self.backend.keywords(self.fs_options))
             self.backend.one_attempt(fs)
             return fs
         from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
@@ -164,7 +185,7 @@ class FsspecStore:
         raise self._error(key, err, kind, attempt) from err
 
     def _error(self, key: str, err: BaseException, kind: Failure, attempts: int) -> StoreReadError:
-        where, cause = self.where(key), describe(err, self.network.timeout)
+        where, cause = self.where(key), scrubbed(describe(err, self.network.timeout), self.fs_options)
         if kind is Failure.DENIED:
             return StoreReadError(f"access denied reading '{where}' ({cause}); {self.backend.credentials_hint}")
         if kind is Failure.TLS:

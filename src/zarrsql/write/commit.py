@@ -8,9 +8,12 @@ readers see it:
 - `publish_new` (mode "w-" / "w"). On local disk the store is written into a hidden staging
   directory beside the target (`.<name>.zarrsql-staging-<hex>`), consolidated, and renamed
   into place: readers see no store or the whole store (mode "w": the old store until the
-  rename). On an object store it is written in place, the root document(s) held back and
-  written last, with the consolidated metadata. On failure the staging directory (local) or
-  the keys written (object store) are removed, and nothing else. Mode "w" replaces only a
+  rename). On an object store a new store is written in place, the root document(s) held
+  back and written last, with the consolidated metadata; one that replaces a store (mode "w")
+  is written whole under a staging prefix beside the target first (`_replace_remote`), since
+  an object store cannot rename: the old store is touched only once the new one is complete.
+  On failure the staging directory (local), the staging prefix or the keys written (object
+  store) are removed, and nothing else. Mode "w" replaces only a
   Zarr store (a root zarr.json, .zgroup or .zarray) or an empty directory, never a user's
   directory or file, nor the current directory or one holding it; it holds the old store's
   writer lock while it writes, so it never interleaves with an append.
@@ -66,6 +69,8 @@ MODES = ("w-", "w")
 _DOCUMENTS = {3: ("zarr.json",), 2: (".zgroup", ".zarray", ".zattrs", ".zmetadata")}
 #: A directory holding one of these at its root is a Zarr store (v3, v2 group, v2 array).
 _ROOT_DOCUMENTS = ("zarr.json", ".zgroup", ".zarray")
+#: Every document a node may have, whatever the format.
+_ALL_DOCUMENTS = frozenset(("zarr.json", ".zgroup", ".zarray", ".zattrs", ".zmetadata"))
 #: Protocols zarrsql reads but cannot write: HTTP has no way to put or delete keys.
 _READ_ONLY_PROTOCOLS = ("http", "https")
 #: The key whose replacement commits a write, by Zarr format.
@@ -95,10 +100,14 @@ def local_path(store: str) -> Path | None:
     return Path(store).expanduser().absolute()
 
 
-def _fs_options(storage_options: Mapping[str, str] | None) -> dict[str, Any]:
+def _fs_options(store: str, storage_options: Mapping[str, str] | None) -> dict[str, Any]:
+    """The filesystem's keywords, checked as a read checks them (a misspelt S3 option is refused
+    by name before anything is written)."""
+    from zarrsql.store.backends import backend_for
     from zarrsql.store.options import split_settings
 
     _, theirs = split_settings(storage_options or {})
+    backend_for(store.split("://", 1)[0]).check_options(theirs)
     return theirs
 
 
@@ -106,14 +115,14 @@ def _remote(store: str, storage_options: Mapping[str, str] | None) -> tuple[Any,
     """(fsspec filesystem, path) of an object-store URL."""
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(store, **_fs_options(storage_options))
+    fs, path = fsspec.core.url_to_fs(store, **_fs_options(store, storage_options))
     return fs, path
 
 
 def _zarr_remote(store: str, storage_options: Mapping[str, str] | None) -> Any:
     from zarr.storage import FsspecStore
 
-    return FsspecStore.from_url(store, storage_options=_fs_options(storage_options), read_only=False)
+    return FsspecStore.from_url(store, storage_options=_fs_options(store, storage_options), read_only=False)
 
 
 def _check_mode(mode: str, allowed: tuple[str, ...]) -> None:
@@ -381,27 +390,138 @@ def _publish_remote(
     consolidated: bool,
 ) -> None:
     fs, root = _reach(store, lambda: _remote(store, storage_options))
-    if _reach(store, lambda: fs.exists(root) and bool(fs.find(root))):
+    if _reach(store, lambda: bool(_old_keys(fs, root, store, ""))):
         if mode == "w-":
             raise _exists_error(store)
-        if not any(fs.exists(f"{root}/{name}") for name in _ROOT_DOCUMENTS):
-            raise StoreExistsError(
-                f"'{store}' holds objects but no Zarr store (no zarr.json, .zgroup or .zarray at its root); "
-                f'mode="w" replaces only a Zarr store, as zarrsql never deletes what it did not create: choose '
-                "another path, or remove those objects yourself"
-            )
-        fs.rm(root, recursive=True)  # an object store cannot rename: the old store goes first
-    zarr_store = _RootLast(_zarr_remote(store, storage_options), zarr_format)
+        _replace_remote(store, fs, root, storage_options, write, zarr_format, consolidated=consolidated)
+        return
     try:
-        write(StoreTarget(store, zarr_store, zarr_format))
-        if consolidated:
-            consolidate(zarr_store, zarr_format)
-        zarr_store.flush()
+        _write_remote(store, store, storage_options, write, zarr_format, consolidated=consolidated)
     except BaseException:
         with contextlib.suppress(OSError):
             if fs.exists(root):
                 fs.rm(root, recursive=True)
         raise
+
+
+def _write_remote(
+    store: str,
+    url: str,
+    storage_options: Mapping[str, str] | None,
+    write: Callable[[StoreTarget], None],
+    zarr_format: int,
+    *,
+    consolidated: bool,
+) -> None:
+    """Write the whole store at `url` (the target `store` or its staging prefix), root last."""
+    zarr_store = _RootLast(_zarr_remote(url, storage_options), zarr_format)
+    write(StoreTarget(store, zarr_store, zarr_format))
+    if consolidated:
+        consolidate(zarr_store, zarr_format)
+    zarr_store.flush()
+
+
+def _staging_url(store: str) -> str:
+    """Where a replacement is written first: a hidden prefix beside the store (inside it when
+    the store is a whole bucket or container, whose keys then leave that prefix out)."""
+    base = store.rstrip("/")
+    scheme, _, path = base.partition("://")
+    head, slash, name = path.rpartition("/")
+    tag = f"zarrsql-staging-{uuid.uuid4().hex}"
+    return f"{scheme}://{head}/.{name}.{tag}" if slash else f"{base}/.{tag}"
+
+
+def _old_keys(fs: Any, root: str, store: str, staging: str) -> list[str]:
+    """The keys of the Zarr store at `root` ('/'-joined below it; none when nothing is there),
+    leaving out the staging prefix. Objects there that are no Zarr store are refused: zarrsql
+    deletes nothing it did not create."""
+    fs.invalidate_cache()  # the listing must see what other filesystem instances wrote
+    if not fs.exists(root):
+        return []
+    keys = [str(p)[len(root) + 1 :] for p in fs.find(root) if str(p).startswith(root + "/")]
+    hidden = staging[len(root) + 1 :] + "/" if staging.startswith(root + "/") else None
+    keys = [k for k in keys if k and not (hidden and k.startswith(hidden))]
+    if keys and not any(k in _ROOT_DOCUMENTS for k in keys):
+        raise StoreExistsError(
+            f"'{store}' holds objects but no Zarr store (no zarr.json, .zgroup or .zarray at its root); "
+            f'mode="w" replaces only a Zarr store, as zarrsql never deletes what it did not create: choose '
+            "another path, or remove those objects yourself"
+        )
+    return keys
+
+
+def _replace_remote(
+    store: str,
+    fs: Any,
+    root: str,
+    storage_options: Mapping[str, str] | None,
+    write: Callable[[StoreTarget], None],
+    zarr_format: int,
+    *,
+    consolidated: bool,
+) -> None:
+    """Mode "w" over a store on an object store, which has no rename: the new store is written
+    whole under a staging prefix, and only then copied over the old one (`_swap_in`). A
+    failure while writing (a duplicate in the last chunk, a failed query) leaves the old store
+    unchanged and removes the staging prefix."""
+    staging_url = _staging_url(store)
+    _, staging = _remote(staging_url, storage_options)
+    try:
+        _write_remote(store, staging_url, storage_options, write, zarr_format, consolidated=consolidated)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.invalidate_cache()
+            if fs.exists(staging):
+                fs.rm(staging, recursive=True)
+        raise
+    _swap_in(store, fs, root, staging, staging_url)
+
+
+def _is_root_document(key: str) -> bool:
+    return key in _ALL_DOCUMENTS  # a key without '/': the documents of nested nodes are not
+
+
+def _remove_keys(fs: Any, root: str, keys: list[str]) -> None:
+    if keys:
+        fs.rm([f"{root}/{k}" for k in keys])
+
+
+def _copy_keys(fs: Any, source: str, target: str, keys: list[str]) -> None:
+    """Copy `keys` from below `source` to below `target`, server-side and concurrently."""
+    if keys:
+        fs.copy([f"{source}/{k}" for k in keys], [f"{target}/{k}" for k in keys])
+
+
+def _swap_in(store: str, fs: Any, root: str, staging: str, staging_url: str) -> None:
+    """Replace the old store's keys with the complete store under `staging`, in the order that
+    keeps what readers see whole: the old root documents go first (from then on a reader finds
+    no store, never old metadata over new chunks), then the new keys are copied into place
+    (server-side), the old keys the new store lacks are removed, and the new root documents
+    come last, the commit key last of all. Until its root documents are gone the old store is
+    untouched; should the copying fail, the complete new store stays at `staging_url`, which
+    the error names (the old one is gone by then)."""
+    try:
+        old = _old_keys(fs, root, store, staging)  # listed again: it may have changed while we wrote
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.rm(staging, recursive=True)  # the old store stays as it is: the new one goes
+        raise
+    new = _old_keys(fs, staging, staging_url, "")
+    new_roots = [k for k in new if _is_root_document(k)]
+    try:
+        _remove_keys(fs, root, [k for k in old if _is_root_document(k)])
+        _copy_keys(fs, staging, root, [k for k in new if k not in new_roots])
+        kept = set(new)
+        _remove_keys(fs, root, [k for k in old if k not in kept and not _is_root_document(k)])
+        for key in sorted(new_roots, key=lambda k: k in COMMIT_KEY.values()):  # the commit key last
+            _copy_keys(fs, staging, root, [key])
+    except Exception as err:
+        raise WriteError(
+            f"replacing '{store}' failed while the new store was copied into place ({type(err).__name__}: {err}); "
+            f"the old store is gone and the complete new store is at '{staging_url}': copy its keys to "
+            f"'{store}' (root documents last), or write the store again"
+        ) from err
+    fs.rm(staging, recursive=True)
 
 
 def _root_last_class() -> type:
