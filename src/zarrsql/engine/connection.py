@@ -753,22 +753,29 @@ class Connection:
             return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)}){hidden}"
         return named_equals(query, FUNCTIONS)
 
-    def _rewritten(self, query: Any, has_args: bool) -> Any:
+    def _rewritten(self, query: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The statement to run for `query`: as `_statement` makes it, then a count answered
         from the plan (`answers.py`), or its groups computed by the scan (`grouped.py`), or
-        else its joins on dimensions pruned (`joins.py`)."""
+        else its joins on dimensions pruned (`joins.py`), or else its DOUBLE comparisons on
+        float32 dimensions given FLOAT twins that prune (`widened.py`)."""
         statement = self._statement(query)
         self._install_for(statement)
         if not self._installed:  # nothing in it can read a store: no zarrsql table to answer from
             return statement
-        from zarrsql.engine import answers, joins
+        from zarrsql.engine import answers, joins, widened
 
+        has_args = bool(args or kwargs)
         answered = answers.rewrite(self, statement, has_args)
         if answered is statement and isinstance(statement, str) and AGGREGATE_CALL.search(statement):
             from zarrsql.engine import grouped  # numpy's reductions: only for a statement that aggregates
 
             answered = grouped.rewrite(self, statement, has_args)
-        return answered if answered is not statement else joins.rewrite(self, statement, has_args)
+        if answered is statement:
+            answered = joins.rewrite(self, statement, has_args)
+        if answered is statement:
+            parameters = args[0] if args else kwargs.get("parameters", kwargs.get("params"))
+            answered = widened.rewrite(self, statement, parameters)
+        return answered
 
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:
         for _ in range(MAX_ROUNDS):
@@ -1028,7 +1035,7 @@ class Connection:
         """DuckDB's `method` (`sql`, `query`, `from_query`) on the statement as rewritten, or
         the relation a rewrite already bound for it; the scans it reads kept while it lives."""
         with self._statement_scope():
-            query = self._rewritten(query, bool(args or kwargs))
+            query = self._rewritten(query, args, kwargs)
             relation = self._prepared(query)
             if relation is None:
                 relation = self._run(query, getattr(self._con, method), query, *args, **kwargs)
@@ -1043,7 +1050,7 @@ class Connection:
             self._state.copy_result = True
             return self
         with self._statement_scope():
-            query = self._rewritten(query, bool(args or kwargs))
+            query = self._rewritten(query, args, kwargs)
             self._prepared(query)
             self._run(query, self._con.execute, query, *args, **kwargs)
         return self
