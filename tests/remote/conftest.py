@@ -118,6 +118,22 @@ def start_moto() -> tuple[Any, str]:
     return server, f"http://{host}:{port}"
 
 
+def fresh_bucket(bucket: str) -> Iterator[dict[str, str]]:
+    """Storage options of a new `bucket` on a local S3 API server of its own, with the
+    environment's AWS_* variables set aside meanwhile (a generator for a fixture)."""
+    saved = dict(os.environ)
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        del os.environ[name]
+    server, endpoint = start_moto()
+    moto_client("s3", endpoint, "k", "s").create_bucket(Bucket=bucket)
+    try:
+        yield {"endpoint_url": endpoint, "key": "k", "secret": "s"}
+    finally:
+        server.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def moto_client(service: str, endpoint: str, key: str, secret: str) -> Any:
     """A boto3 client of `service` on the server at `endpoint`, signing with `key`/`secret`."""
     import boto3

@@ -4,7 +4,6 @@ the consolidated root, and zarrsql reads the table written there."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 import zarr
 
 import zarrsql
-from tests.remote.conftest import moto_client, start_moto
+from tests.remote.conftest import fresh_bucket
 from zarrsql.errors import StoreExistsError
 from zarrsql.write.commit import StoreTarget, publish_new
 from zarrsql.write.table import write_table
@@ -26,15 +25,7 @@ BUCKET = "written"
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, str]]:
     """Storage options of a fresh bucket on a local S3 API server."""
-    saved = dict(os.environ)
-    for name in [n for n in os.environ if n.startswith("AWS_")]:
-        del os.environ[name]
-    server, endpoint = start_moto()
-    moto_client("s3", endpoint, "k", "s").create_bucket(Bucket=BUCKET)
-    yield {"endpoint_url": endpoint, "key": "k", "secret": "s"}
-    server.stop()
-    os.environ.clear()
-    os.environ.update(saved)
+    yield from fresh_bucket(BUCKET)
 
 
 def _fs(options: dict[str, str]) -> Any:

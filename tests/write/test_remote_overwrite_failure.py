@@ -7,7 +7,6 @@ The old and the expected new stores are read with xarray, and keys are listed wi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import xarray as xr
 
 import zarrsql
 import zarrsql.write.grid as grid
-from tests.remote.conftest import moto_client, start_moto
+from tests.remote.conftest import fresh_bucket
 
 BUCKET = "replaced"
 
@@ -27,15 +26,7 @@ BUCKET = "replaced"
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, str]]:
     """Storage options of a fresh bucket on a local S3 API server."""
-    saved = dict(os.environ)
-    for name in [n for n in os.environ if n.startswith("AWS_")]:
-        del os.environ[name]
-    server, endpoint = start_moto()
-    moto_client("s3", endpoint, "k", "s").create_bucket(Bucket=BUCKET)
-    yield {"endpoint_url": endpoint, "key": "k", "secret": "s"}
-    server.stop()
-    os.environ.clear()
-    os.environ.update(saved)
+    yield from fresh_bucket(BUCKET)
 
 
 @pytest.fixture(params=["in_memory", "streaming"])
