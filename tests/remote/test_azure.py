@@ -6,12 +6,14 @@ look for it. Without it they skip, unless `ZARRSQL_EXPECT_AZURITE=1` (CI) makes 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,7 +69,8 @@ def _close_adlfs_clients() -> None:
     from fsspec.asyn import sync
 
     for fs in list(AzureBlobFileSystem._cache.values()):
-        if fs.loop is None or fs.loop.is_closed():  # made for an event loop of its own (asynchronous=True)
+        if fs.loop is None or fs.loop.is_closed():  # made for a caller's event loop (asynchronous=True)
+            _close_on_a_loop_of_its_own(fs)
             continue
         client = getattr(fs, "service_client", None)
         if client is not None:
@@ -76,6 +79,21 @@ def _close_adlfs_clients() -> None:
         if credential is not None and hasattr(credential, "close"):
             sync(fs.loop, credential.close)
     AzureBlobFileSystem.clear_instance_cache()
+
+
+def _close_on_a_loop_of_its_own(fs) -> None:
+    """Close an asynchronous adlfs filesystem's clients on a new event loop; left open, their
+    finalizers at exit ask for a loop the filesystem never had and print a traceback."""
+    import asyncio
+
+    for part in (getattr(fs, "service_client", None), getattr(fs, "credential", None)):
+        if part is not None and hasattr(part, "close"):
+            with contextlib.suppress(Exception):
+                asyncio.run(part.close())
+    for finalizer in list(weakref.finalize._registry):  # adlfs's own closers of them, now done
+        held = finalizer.peek()
+        if held is not None and held[0] is fs:
+            finalizer.detach()
 
 
 @pytest.fixture(scope="session")
