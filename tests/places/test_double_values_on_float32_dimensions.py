@@ -31,7 +31,19 @@ THRESHOLDS = [
     3.4028235677973366e38,  # the largest float32, as a double
     3.4028236e38,  # just above it
 ]
-CONDITIONS = ["x > ?", "x >= ?", "x < ?", "x <= ?", "x = ?", "? < x", "? >= x", "x BETWEEN ? AND 2.5"]
+CONDITIONS = [
+    "x > ?",
+    "x >= ?",
+    "x < ?",
+    "x <= ?",
+    "x = ?",
+    "? < x",
+    "? >= x",
+    "x BETWEEN ? AND 2.5",
+    "x IN (?, 58.5)",
+    "x IN (?, NULL)",
+    "x NOT IN (?, 1.0)",
+]
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,10 @@ beside it, which DuckDB pushes: `col op' F(value)`. F rounds the value to the ne
 and `<=`, `=` for `=`. The twin holds on every row its condition holds on: a float32 above a
 double x is at least the smallest float32 above x, which is at least x rounded to nearest
 (and likewise below); a float32 equal to x means x is a float32, which F leaves as it is;
-NaN, which DuckDB orders above every number and equal to itself, keeps its answers; and the
-twin is NULL exactly when the condition is. So the rows are the same, and the scan prunes on
-the twin. A `BETWEEN` gets one twin per side.
+NaN, which DuckDB orders above every number and equal to itself, keeps its answers; and
+where the condition is NULL the twin is NULL or true. So the rows are the same, and the scan
+prunes on the twin. A `BETWEEN` gets one twin per side, and `col IN (...)` of constants and
+parameters the twin `col IN (F(value), ...)`.
 
 Only conditions whose value is a constant or a parameter bound to a Python float are twinned,
 in statements whose `FROM` is one zarrsql table; anything else (or any error on the way)
@@ -130,6 +131,10 @@ def _comparisons(
         for bound, op in ((cond["lower"], ">="), (cond["upper"], "<=")):
             if _is_double(bound, args):
                 yield cond["input"], op, bound
+    elif kind == "OPERATOR" and cond.get("type") == "COMPARE_IN" and cond["children"][0].get("class") == "COLUMN_REF":
+        column, *values = cond["children"]
+        if any(_is_double(v, args) for v in values) and all(_is_fixed(v) for v in values):
+            yield column, "IN", {"class": "LIST", "values": values}
 
 
 def _is_double(value: dict[str, Any], args: Sequence[Any] | Mapping[str, Any] | None) -> bool:
@@ -146,6 +151,13 @@ def _is_double(value: dict[str, Any], args: Sequence[Any] | Mapping[str, Any] | 
         child = value.get("child") or {}
         return target in ("DOUBLE", "FLOAT8") and child.get("class") in ("CONSTANT", "PARAMETER")
     return False
+
+
+def _is_fixed(value: dict[str, Any]) -> bool:
+    """Whether `value` is a constant or a parameter (an IN list item a twin may round)."""
+    if value.get("class") == "CAST":
+        value = value.get("child") or {}
+    return value.get("class") in ("CONSTANT", "PARAMETER")
 
 
 def _argument(identifier: str, args: Sequence[Any] | Mapping[str, Any] | None) -> Any:
@@ -174,9 +186,15 @@ def _twin_node(conn: Connection, column: dict[str, Any], op: str, value: dict[st
         f"WHEN {x} < -{_FLOAT32_MAX} THEN CAST('-inf' AS DOUBLE) ELSE {x} END AS FLOAT)"
     )
     if op not in _TEMPLATES:
-        template = f"SELECT 1 WHERE {_COLUMN} {op} {rounded}"
+        template = (
+            f"SELECT 1 WHERE {_COLUMN} IN ({rounded})" if op == "IN" else f"SELECT 1 WHERE {_COLUMN} {op} {rounded}"
+        )
         _TEMPLATES[op] = conn._con.execute("SELECT json_serialize_sql(?)", [template]).fetchall()[0][0]
     twin = json.loads(_TEMPLATES[op])["statements"][0]["node"]["where_clause"]
+    if op == "IN":  # one rounded item per item of the list
+        _, item = twin["children"]
+        twin["children"] = [copy.deepcopy(column)] + [_substituted(item, {_VALUE: v}) for v in value["values"]]
+        return twin  # type: ignore[no-any-return]
     return _substituted(twin, {_COLUMN: column, _VALUE: value})  # type: ignore[no-any-return]
 
 
