@@ -132,3 +132,18 @@ def test_a_client_that_cancels_streams_does_not_leak(process: ServerProcess) -> 
     after = _settled(process)
     client.close()
     assert after - before < ROUNDS * GROWTH_PER_ROUND, f"server memory grew {(after - before) / 2**20:.0f} MiB"
+
+
+def test_a_query_right_after_a_cancelled_stream_runs(process: ServerProcess) -> None:
+    """The session's cursor is free for the client's next statement as soon as it cancelled:
+    the abandoned result is released, not left open until its generator is collected (DuckDB
+    refused the next statement with "connection has an open result" about once in 250)."""
+    client = flight.connect(f"grpc://127.0.0.1:{process.port}")
+    command = protocol.pack("CommandStatementQuery", protocol.encode([(1, "SELECT 42 AS answer")]))
+    try:
+        for _ in range(150):
+            process.abandon(client)
+            info = client.get_flight_info(flight.FlightDescriptor.for_command(command), process.options)
+            assert client.do_get(info.endpoints[0].ticket, process.options).read_all().to_pylist() == [{"answer": 42}]
+    finally:
+        client.close()

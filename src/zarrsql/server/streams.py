@@ -123,7 +123,7 @@ def user_error(err: BaseException, cursor: Any = None) -> Exception:
 @dataclass(frozen=True, slots=True)
 class Run:
     """A started query: its schema, its batches (cut to the limits), `stop` (cancels the
-    timer) and whether the timer fired (`timed_out`)."""
+    timer, releases DuckDB's result) and whether the timer fired (`timed_out`)."""
 
     schema: pa.Schema
     batches: Iterator[pa.RecordBatch]
@@ -151,15 +151,24 @@ def run_query(cursor: Any, statement: Statement, rows: tuple[tuple[Any, ...], ..
         timer.cancel()
         raise
 
+    current = [first]
+
     def batches() -> Iterator[pa.RecordBatch]:
-        reader = first
         for i, params in enumerate(runs):
             if i:
-                reader = _reader(cursor, statement.text, params, limits.batch_rows)
-            for batch in reader:
+                current[0] = _reader(cursor, statement.text, params, limits.batch_rows)
+            for batch in current[0]:
                 yield from _pieces(batch, limits)
 
-    return Run(first.schema, batches(), timer.cancel, timed_out)
+    def stop() -> None:
+        """Cancel the timer and release the reader: while DuckDB's result is open the cursor
+        refuses the session's next statement ("connection has an open result"), and an
+        abandoned stream's generator may be collected only later."""
+        timer.cancel()
+        with contextlib.suppress(Exception):
+            current[0].close()
+
+    return Run(first.schema, batches(), stop, timed_out)
 
 
 def _reader(cursor: Any, text: str, params: tuple[Any, ...], batch_rows: int) -> pa.RecordBatchReader:
