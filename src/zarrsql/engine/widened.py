@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.engine.answers import _Decline
-from zarrsql.engine.joins import _alias, _deserialize, _dimension_columns, _is_zarr, _select_nodes
+from zarrsql.engine.joins import _alias, _conjuncts, _deserialize, _dimension_columns, _is_zarr, _select_nodes
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -105,14 +105,6 @@ def _twin(conn: Connection, node: dict[str, Any], args: Sequence[Any] | Mapping[
         "children": [where, *twins],
     }
     return True
-
-
-def _conjuncts(expr: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    if expr.get("class") == "CONJUNCTION" and expr.get("type") == "CONJUNCTION_AND":
-        for child in expr["children"]:
-            yield from _conjuncts(child)
-    else:
-        yield expr
 
 
 def _comparisons(
