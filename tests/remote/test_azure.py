@@ -340,3 +340,50 @@ def test_zarrsql_retries_are_the_only_retries(fresh_cache):
     assert "HTTP 503" in str(info.value)
     assert "after 3 attempts" in str(info.value)
     assert elapsed < 5
+
+
+# -- writing ----------------------------------------------------------------------------------
+_WRITE = """
+import sys
+import zarrsql
+url, connection_string = sys.argv[1], sys.argv[2]
+for mode, rows, scale in (("w-", 3, 1.0), ("w", 2, 0.5)):
+    zarrsql.to_zarr(
+        f"SELECT t, x, (t * 10 + x) * {scale} AS v FROM range({rows}) a(t), range(4) b(x)",
+        url, dims=["t", "x"], storage_options={"connection_string": connection_string}, mode=mode,
+    )
+zarrsql.to_zarr("SELECT 2 AS t, x, -1.0 AS v FROM range(4) b(x)", url, dims=["t", "x"], mode="a", append_dim="t",
+                storage_options={"connection_string": connection_string})
+print("written")
+"""
+
+
+def test_a_store_written_to_azure_reads_back_in_xarray_and_the_process_exits_cleanly(azurite) -> None:
+    """Writing, replacing and appending through adlfs's asynchronous clients: xarray reads the
+    result, and the writer's process ends without adlfs's "Loop is not running" tracebacks."""
+    import numpy as np
+    import xarray as xr
+
+    connection_string = azurite.connection_string()
+    azure_server.upload(connection_string, "written", [], public=None)
+    url = "az://written/grid.zarr"
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITE, url, connection_string],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environment_without_azure(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "written"
+    assert done.stderr == ""
+    from adlfs import AzureBlobFileSystem
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+    from zarr.storage import FsspecStore
+
+    # read through a synchronous adlfs instance, which the session fixture closes
+    reader = AsyncFileSystemWrapper(AzureBlobFileSystem(connection_string=connection_string), asynchronous=True)
+    ds = xr.open_zarr(FsspecStore(reader, path="written/grid.zarr", read_only=True))
+    t, x = np.meshgrid(np.arange(2), np.arange(4), indexing="ij")
+    np.testing.assert_array_equal(ds["v"].values, np.vstack([(t * 10 + x) * 0.5, np.full((1, 4), -1.0)]))
+    np.testing.assert_array_equal(ds["t"].values, np.arange(3))

@@ -248,3 +248,34 @@ def test_a_rewritten_object_gets_a_new_validator_after_a_listing(gcs, served_roo
     gcs.upload(BUCKET, f"{prefix}/zarr.json", new)
     assert store.token("zarr.json") != before
     assert store.get("zarr.json") == new
+
+
+# -- writing ----------------------------------------------------------------------------------
+def _grid(n_t: int, n_x: int, scale: float) -> str:
+    return f"SELECT t, x, (t * 10 + x) * {scale} AS v FROM range({n_t}) a(t), range({n_x}) b(x)"
+
+
+@pytest.mark.timeout(45)  # gcsfs's default class spends 60 s asking an emulator what kind the bucket is
+def test_a_store_written_to_a_gcs_endpoint_reads_back_in_xarray_and_is_replaced_whole(gcs) -> None:
+    import numpy as np
+    import xarray as xr
+    import zarr
+    from gcsfs.core import GCSFileSystem
+
+    gcs.create_bucket("written")
+    options = {"endpoint_url": gcs.endpoint, "token": "anon"}
+    url = "gs://written/grid.zarr"
+    zarrsql.to_zarr(_grid(3, 4, 1.0), url, dims=["t", "x"], storage_options=options)
+    zarrsql.to_zarr(_grid(2, 5, 0.5), url, dims=["t", "x"], storage_options=options, mode="w")
+
+    from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+    plain = GCSFileSystem(endpoint_url=gcs.endpoint, token="anon")  # gcsfs's JSON-API class, as a user would
+    wrapped = AsyncFileSystemWrapper(plain, asynchronous=True)
+    ds = xr.open_zarr(zarr.storage.FsspecStore(wrapped, path="written/grid.zarr", read_only=True))
+    t, x = np.meshgrid(np.arange(2), np.arange(5), indexing="ij")
+    np.testing.assert_array_equal(ds["v"].values, (t * 10 + x) * 0.5)
+    np.testing.assert_array_equal(ds["x"].values, np.arange(5))
+    keys = plain.find("written")
+    assert keys and all(k.startswith("written/grid.zarr/") for k in keys)  # no staging prefix left
+    assert not any(k.startswith("written/grid.zarr/v/c/2/") for k in keys)  # the old third row is gone

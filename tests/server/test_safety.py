@@ -246,7 +246,7 @@ def _fetch_all(cur: Any, sql: str) -> list[tuple[Any, ...]]:
 def test_a_query_past_the_time_limit_is_interrupted(hasty: Any) -> None:
     client = adbc_connect(hasty)
     started = time.monotonic()
-    with client.cursor() as cur, pytest.raises(adbc_driver_manager.Error, match="interrupted"):
+    with client.cursor() as cur, pytest.raises(adbc_driver_manager.Error, match="ran past the server.s time limit"):
         _fetch_all(cur, SLOW)
     assert time.monotonic() - started < 30
     with client.cursor() as cur:  # the session's cursor is free again
@@ -276,6 +276,6 @@ def test_cancel_flight_info_stops_a_running_query(server: Any) -> None:
     worker.join(30)
     assert not worker.is_alive()
     assert len(errors) == 1
-    assert "interrupted" in str(errors[0]) or "cancelled" in str(errors[0])
+    assert "was cancelled" in str(errors[0])  # the cancel is named, not called a time limit
     assert wait_for(lambda: server.open_streams == 0)
     client.close()

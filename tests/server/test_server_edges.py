@@ -29,6 +29,10 @@ import zarrsql
 from tests.cli_runner import cli_env, command, run_cli
 from tests.server.helpers import Stores, adbc_connect, mounted, wait_for
 from zarrsql.server import Limits, protocol, serve
+from zarrsql.server.streams import UNEXPLAINED_INTERRUPT
+
+#: DuckDB 2 reports a failure on one of its threads as itself every time (1.5: see below)
+_DUCKDB_2 = int(__import__("duckdb").__version__.split(".")[0]) >= 2
 
 #: Seconds any one client call may take here (a hung server fails the test, not the run).
 CALL_SECONDS = 60.0
@@ -374,10 +378,58 @@ def test_an_error_on_a_late_row_ends_the_stream_with_duckdbs_message(corrupt_lat
     sql = "SELECT y, CASE WHEN y = 390 THEN error('boom at 390') ELSE 1 END AS v FROM range(400) t(y), range(1000)"
     with pytest.raises(Exception, match="boom at 390") as local_error:
         con.sql(sql).fetchall()
-    _, err = _stream_error(handle, sql)
-    assert isinstance(err, flight.FlightServerError)
-    assert str(err).split(". Detail:")[0] == str(local_error.value).strip()
-    assert "Traceback" not in str(err)
+    # DuckDB 1.5 reports about one such failure in 60 as 'INTERRUPT Error' (plain DuckDB does too,
+    # threads streaming Arrow): the server then says so instead of blaming a time limit
+    outcomes = [_stream_error(handle, sql)[1] for _ in range(1 if _DUCKDB_2 else 5)]
+    for err in outcomes:
+        assert isinstance(err, flight.FlightServerError)
+        assert "Traceback" not in str(err)
+    messages = [str(err).split(". Detail:")[0] for err in outcomes]
+    assert str(local_error.value).strip() in messages
+    assert set(messages) <= {str(local_error.value).strip(), UNEXPLAINED_INTERRUPT}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM range(100000) t(a), range(100000) u(b)",  # interrupted before its first batch
+        "SELECT a + b AS s FROM range(100000) t(a), range(100000) u(b)",  # interrupted while streaming
+    ],
+    ids=["before-first-batch", "mid-stream"],
+)
+def test_an_interrupt_no_limit_or_cancel_caused_is_not_called_a_timeout(sql: str) -> None:
+    """DuckDB 1.5's own stray interrupt (the test above), made here by interrupting DuckDB past
+    the server's timer and cancel bookkeeping: the client is told what happened."""
+    con = zarrsql.connect()
+    outcome: list[BaseException | None] = []
+    with serve(con, port=0, limits=Limits(batch_rows=100)) as handle:
+        client, options = _raw(handle)
+
+        def fetch() -> None:
+            try:
+                info = client.get_flight_info(_command(sql), options)
+                outcome.append(_read_until_error(client.do_get(info.endpoints[0].ticket, options))[1])
+            except Exception as err:  # the point: which error the call ends with
+                outcome.append(err)
+
+        def running() -> list[Any]:
+            with handle._service._running_lock:
+                return [lease for _, lease in handle._service._running.values() if lease.cursor is not None]
+
+        fetching = threading.Thread(target=fetch)
+        fetching.start()
+        try:
+            assert wait_for(lambda: len(running()) == 1)
+            time.sleep(0.5)  # DuckDB is inside the query now
+            running()[0].interrupt()
+            fetching.join(CALL_SECONDS)
+        finally:
+            client.close()
+    con.close()
+    assert not fetching.is_alive()
+    (err,) = outcome
+    assert isinstance(err, flight.FlightServerError) and not isinstance(err, flight.FlightTimedOutError)
+    assert str(err).split(". Detail:")[0] == UNEXPLAINED_INTERRUPT
 
 
 def test_a_time_limit_met_mid_stream_is_flights_timed_out_error(stores: Stores) -> None:

@@ -53,11 +53,13 @@ def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
     return rewritten_or_same(conn, query, has_args, _QUICK, _rewrite, "join not pruned")
 
 
-def _serialize(conn: Connection, sql: str) -> dict[str, Any]:
+def _serialize(conn: Connection, sql: str, *, parameters: bool = False) -> dict[str, Any]:
+    """DuckDB's parse of `sql` as JSON: one statement, with parameters only if `parameters`
+    (a rewrite that moves values about must not move a `?` away from its argument)."""
     doc = json.loads(conn._con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
     if doc.get("error") or len(doc.get("statements") or []) != 1:
         raise _Decline("not one statement DuckDB serializes")
-    if doc["statements"][0].get("named_param_map"):
+    if not parameters and doc["statements"][0].get("named_param_map"):
         raise _Decline("parameters")
     return doc  # type: ignore[no-any-return]
 

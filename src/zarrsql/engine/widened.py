@@ -30,7 +30,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.engine.answers import _Decline
-from zarrsql.engine.joins import _alias, _conjuncts, _deserialize, _dimension_columns, _is_zarr, _select_nodes
+from zarrsql.engine.joins import (
+    _alias,
+    _conjuncts,
+    _deserialize,
+    _dimension_columns,
+    _is_zarr,
+    _select_nodes,
+    _serialize,
+)
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -75,9 +83,7 @@ def _has_float(args: Sequence[Any] | Mapping[str, Any] | None) -> bool:
 
 
 def _rewrite(conn: Connection, query: str, args: Sequence[Any] | Mapping[str, Any] | None) -> str:
-    doc = json.loads(conn._con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()[0][0])
-    if doc.get("error") or len(doc.get("statements") or []) != 1:
-        raise _Decline("not one statement DuckDB serializes")
+    doc = _serialize(conn, query, parameters=True)  # twins keep every parameter where it was
     changed = False
     for node in list(_select_nodes(doc["statements"][0]["node"])):
         changed |= _twin(conn, node, args)

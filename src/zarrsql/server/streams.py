@@ -100,6 +100,18 @@ class Streams:
 CANCELLED = "zarrsql server: the query was cancelled (CancelFlightInfo, or the server is shutting down)"
 #: The error a client gets for a query that ran past `Limits.timeout`.
 TIMED_OUT = "zarrsql server: the query ran past the server's time limit (zarrsql serve --query-timeout) and was stopped"
+#: The error for an interrupt that neither the time limit nor a cancel caused: DuckDB 1.5
+#: sometimes reports a query that failed on one of its threads this way (about 1 run in 60).
+UNEXPLAINED_INTERRUPT = (
+    "zarrsql server: DuckDB stopped the query with 'INTERRUPT Error' although neither the time limit nor a "
+    "cancel stopped it; DuckDB 1.5 reports some failing queries this way: run the query again to see its "
+    "own error (DuckDB 2 reports it every time)"
+)
+
+
+def _is_interrupt(err: BaseException) -> bool:
+    wrapped = isinstance(err, (duckdb.Error, pa.ArrowException, OSError)) and not isinstance(err, ZarrSQLError)
+    return isinstance(err, duckdb.InterruptException) or (wrapped and str(err).startswith("INTERRUPT Error"))
 
 
 def user_error(err: BaseException, cursor: Any = None) -> Exception:
@@ -112,7 +124,7 @@ def user_error(err: BaseException, cursor: Any = None) -> Exception:
     """
     wrapped = isinstance(err, (duckdb.Error, pa.ArrowException, OSError)) and not isinstance(err, ZarrSQLError)
     zerr = cursor.take_scan_error() if cursor is not None and wrapped else None
-    if isinstance(err, duckdb.InterruptException) or (wrapped and str(err).startswith("INTERRUPT Error")):
+    if _is_interrupt(err):
         return flight.FlightTimedOutError(
             "zarrsql server: the query was interrupted (it ran past the server's time limit, or was cancelled)"
         )
@@ -131,10 +143,16 @@ class Run:
     timed_out: threading.Event
 
 
-def run_query(cursor: Any, statement: Statement, rows: tuple[tuple[Any, ...], ...], limits: Limits) -> Run:
+def run_query(
+    cursor: Any,
+    statement: Statement,
+    rows: tuple[tuple[Any, ...], ...],
+    limits: Limits,
+    timed_out: threading.Event | None = None,
+) -> Run:
     """Start the query on `cursor`. One run per parameter row (or one without parameters);
-    every run must give the same schema."""
-    timed_out = threading.Event()
+    every run must give the same schema. `timed_out` is set when the time limit fires."""
+    timed_out = timed_out if timed_out is not None else threading.Event()
     duck = cursor.duckdb  # taken now: the wrapper's property may install functions, refused mid-query
 
     def expire() -> None:
@@ -233,11 +251,12 @@ def stream(
     (module docstring).
     """
     cursor = lease.__enter__()
+    timed_out = threading.Event()
     try:
-        run = run_query(cursor, statement, rows, limits)
+        run = run_query(cursor, statement, rows, limits, timed_out)
     except (duckdb.Error, ZarrSQLError) as err:
         lease.__exit__(None, None, None)
-        raise user_error(err, cursor) from None
+        raise _stream_error(err, cursor, cancelled=cancelled, timed_out=timed_out) from None
     except BaseException:
         lease.__exit__(None, None, None)
         raise
@@ -281,6 +300,8 @@ def _stream_error(err: Exception, cursor: Any, *, cancelled: threading.Event, ti
         return flight.FlightTimedOutError(TIMED_OUT)
     if isinstance(err, flight.FlightError):
         return err
+    if _is_interrupt(err):
+        return flight.FlightServerError(UNEXPLAINED_INTERRUPT)
     if isinstance(err, (duckdb.Error, ZarrSQLError, pa.ArrowException, OSError)):
         return user_error(err, cursor)
     log.error("zarrsql server: a result stream failed", exc_info=err)

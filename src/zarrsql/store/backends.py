@@ -15,10 +15,12 @@ Messages name the option and its right spelling, never an option's value (it may
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import types
-from collections.abc import Awaitable, Callable, Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -116,14 +118,21 @@ def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     round trip. With credentials the lookup succeeds once per bucket and the default class
     (which also reads zonal buckets) is kept.
     """
+    cls: Any = gcs_class(options)
+    fs = cls(**{**cls._get_kwargs_from_urls(url), **gcs_keywords(options)})
+    _one_gcs_attempt(fs)
+    return fs, cls._strip_protocol(url)
+
+
+def gcs_class(options: dict[str, Any]) -> type:
+    """gcsfs's filesystem class for these options: the plain JSON-API class for a server that
+    is not Google's or for anonymous access, else gcsfs's default (`_open_gcs` says why).
+    Writers use it too: the default class's lookup against an emulator takes 60 s each time."""
     import gcsfs
     from gcsfs.core import GCSFileSystem
 
     plain = _gcs_elsewhere(options) or options.get("token") == "anon"
-    cls = GCSFileSystem if plain else gcsfs.GCSFileSystem
-    fs = cls(**{**cls._get_kwargs_from_urls(url), **gcs_keywords(options)})
-    _one_gcs_attempt(fs)
-    return fs, cls._strip_protocol(url)
+    return GCSFileSystem if plain else gcsfs.GCSFileSystem  # type: ignore[no-any-return]
 
 
 def gcs_keywords(options: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +167,30 @@ def _one_gcs_attempt(fs: Any) -> None:
 
 def _one_s3_attempt(fs: Any) -> None:
     fs.retries = 1  # s3fs's own retry loop: zarrsql's `retries` is the only one
+
+
+async def _close_gcs(fs: Any) -> None:
+    """Close an asynchronous gcsfs filesystem's HTTP session on the loop that used it (gcsfs's
+    own closer, run when the instance is collected, closes it from another loop and fails)."""
+    session = getattr(fs, "_session", None)
+    if session is not None and not session.closed:
+        await session.close()
+
+
+async def _close_azure(fs: Any) -> None:
+    """Close an asynchronous adlfs filesystem's SDK clients on the loop that used them, and
+    drop adlfs's own closers of them: those run at the interpreter's exit on a loop that has
+    stopped by then, and print "Loop is not running" tracebacks."""
+    for part in (getattr(fs, "service_client", None), getattr(fs, "credential", None)):
+        close = getattr(part, "close", None)
+        if close is not None:
+            closed = close()
+            if inspect.isawaitable(closed):
+                await closed
+    for finalizer in list(weakref.finalize._registry):  # type: ignore[attr-defined]
+        held = finalizer.peek()
+        if held is not None and held[0] is fs:
+            finalizer.detach()
 
 
 def _one_azure_attempt(fs: Any) -> None:
@@ -388,7 +421,10 @@ class Backend:
     `check_options(options)` refuses options the filesystem does not take, by name (before
     the defaults are set); `keywords(options)` are the keywords its class is built with.
     `root_word`: what the first part of a URL's path names (bucket, container), which a
-    store's URL must give; None where a URL may name its server alone.
+    store's URL must give; None where a URL may name its server alone. `fs_class(options)`:
+    the filesystem class for these options where it is not the one fsspec registers for the
+    scheme (None: fsspec's), so writers build the filesystem reads use. `close_async(fs)`
+    closes an asynchronous instance's clients (None: nothing to close).
     """
 
     extra: str = "remote"
@@ -406,6 +442,8 @@ class Backend:
     check_options: Callable[[Mapping[str, Any]], None] = _nothing
     root_word: str | None = None
     keywords: Callable[[dict[str, Any]], dict[str, Any]] = _same
+    fs_class: Callable[[dict[str, Any]], type] | None = None
+    close_async: Callable[[Any], Coroutine[Any, Any, None]] | None = None
 
 
 GENERIC = Backend()
@@ -432,6 +470,8 @@ _S3 = Backend(
 _GCS = Backend(
     extra="gcs",
     open=_open_gcs,
+    fs_class=gcs_class,
+    close_async=_close_gcs,
     set_defaults=gcs_defaults,
     info=_gcs_object,
     ls=_fresh_ls,
@@ -442,6 +482,7 @@ _AZURE = Backend(
     extra="azure",
     root_word="container",
     one_attempt=_one_azure_attempt,
+    close_async=_close_azure,
     set_defaults=azure_defaults,
     info=_fresh_info,
     ls=_fresh_ls,

@@ -111,18 +111,58 @@ def _fs_options(store: str, storage_options: Mapping[str, str] | None) -> dict[s
     return theirs
 
 
-def _remote(store: str, storage_options: Mapping[str, str] | None) -> tuple[Any, str]:
-    """(fsspec filesystem, path) of an object-store URL."""
+def _remote(store: str, storage_options: Mapping[str, str] | None, *, asynchronous: bool = False) -> tuple[Any, str]:
+    """(fsspec filesystem, path) of an object-store URL: the class reads use (for GCS, the
+    plain JSON-API class where gcsfs's default would spend 60 s asking an emulator about the
+    bucket), with the library's own retries kept (a write is not retried by zarrsql)."""
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(store, **_fs_options(store, storage_options))
-    return fs, path
+    from zarrsql.store.backends import backend_for
+
+    options = _fs_options(store, storage_options)
+    backend = backend_for(store.split("://", 1)[0])
+    # an asynchronous instance that is closed after the write (`_zarr_remote`) is the write's own
+    made: dict[str, Any] = {"asynchronous": True} if asynchronous else {}
+    if asynchronous and backend.close_async is not None:
+        made["skip_instance_cache"] = True
+    if backend.fs_class is None:
+        fs, path = fsspec.core.url_to_fs(store, **made, **options)
+        return fs, path
+    cls: Any = backend.fs_class(options)
+    fs = cls(**made, **{**cls._get_kwargs_from_urls(store), **backend.keywords(options)})
+    return fs, cls._strip_protocol(store)
 
 
-def _zarr_remote(store: str, storage_options: Mapping[str, str] | None) -> Any:
+@contextlib.contextmanager
+def _zarr_remote(store: str, storage_options: Mapping[str, str] | None, *, read_only: bool = False) -> Iterator[Any]:
+    """A zarr-python store at the URL, on an asynchronous filesystem of its own whose clients
+    are closed when the write ends (adlfs's, left open, print a traceback when the interpreter
+    exits)."""
+    from zarr.core.sync import sync
     from zarr.storage import FsspecStore
 
-    return FsspecStore.from_url(store, storage_options=_fs_options(store, storage_options), read_only=False)
+    from zarrsql.store.backends import backend_for
+
+    fs, path = _remote(store, storage_options, asynchronous=True)
+    try:
+        yield FsspecStore(fs, path=path, read_only=read_only)
+    finally:
+        closing = backend_for(store.split("://", 1)[0]).close_async
+        if closing is not None:
+            with contextlib.suppress(Exception):
+                sync(closing(fs))
+
+
+@contextlib.contextmanager
+def existing_store(store: str, storage_options: Mapping[str, str] | None) -> Iterator[Any]:
+    """What zarr-python and xarray open an append's existing store from: the path of a local
+    store, or for a URL a read-only zarr-python store on the filesystem the write uses (its
+    options split from zarrsql's own, GCS's plain class, clients closed after)."""
+    if local_path(store) is not None:
+        yield store
+        return
+    with _zarr_remote(store, storage_options, read_only=True) as remote:
+        yield remote
 
 
 def _check_mode(mode: str, allowed: tuple[str, ...]) -> None:
@@ -414,11 +454,12 @@ def _write_remote(
     consolidated: bool,
 ) -> None:
     """Write the whole store at `url` (the target `store` or its staging prefix), root last."""
-    zarr_store = _RootLast(_zarr_remote(url, storage_options), zarr_format)
-    write(StoreTarget(store, zarr_store, zarr_format))
-    if consolidated:
-        consolidate(zarr_store, zarr_format)
-    zarr_store.flush()
+    with _zarr_remote(url, storage_options) as remote:
+        zarr_store = _RootLast(remote, zarr_format)
+        write(StoreTarget(store, zarr_store, zarr_format))
+        if consolidated:
+            consolidate(zarr_store, zarr_format)
+        zarr_store.flush()
 
 
 def _staging_url(store: str) -> str:
@@ -673,10 +714,10 @@ def _append_remote(store: str, storage_options: Mapping[str, str] | None, write:
     else:
         raise _not_found(store)
     consolidated = fs.exists(f"{root}/.zmetadata") if zarr_format == 2 else _remote_consolidated(fs, root)
-    zarr_store = _zarr_remote(store, storage_options)
-    write(StoreTarget(store, zarr_store, zarr_format))
-    if consolidated:
-        consolidate(zarr_store, zarr_format)
+    with _zarr_remote(store, storage_options) as zarr_store:
+        write(StoreTarget(store, zarr_store, zarr_format))
+        if consolidated:
+            consolidate(zarr_store, zarr_format)
 
 
 def _remote_consolidated(fs: Any, root: str) -> bool:

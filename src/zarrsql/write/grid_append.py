@@ -26,7 +26,7 @@ from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
 from zarrsql.store.icechunk import is_session_location, writable_session
 from zarrsql.write.cells import Grid, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
-from zarrsql.write.commit import append_commit
+from zarrsql.write.commit import append_commit, existing_store
 from zarrsql.write.encoding import ArraySpec, missing_text_error
 from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
@@ -50,20 +50,37 @@ def append_grid(
     """Append the relation along `append_dim`: the rows appended (None: no store there yet;
     `dims` default to the store's). `chunks` and `zarr_format`, when given, must be the
     store's (an append keeps both): they are checked, never silently ignored."""
+    if is_session_location(store):
+        return _append_grid(
+            source, store, writable_session(store).store, dims_given, append_dim, storage_options, chunks, zarr_format
+        )
+    with existing_store(store, storage_options) as where:
+        return _append_grid(source, store, where, dims_given, append_dim, storage_options, chunks, zarr_format)
+
+
+def _append_grid(
+    source: Source,
+    store: str,
+    where: Any,
+    dims_given: Sequence[str] | None,
+    append_dim: str | None,
+    storage_options: Mapping[str, str] | None,
+    chunks: Any,
+    zarr_format: int | None,
+) -> int | None:
+    """`append_grid`, reading the existing store from `where` (`existing_store`)."""
     dims, kinds, variables, schema = grid_columns(
-        source, dims_given if dims_given is not None else stored_dims(store, storage_options)
+        source, dims_given if dims_given is not None else _stored_dims(store, where)
     )
     if append_dim not in dims:
         raise ParameterError(f"append_dim '{append_dim}' is not one of the dims {list(dims)}; name one of them")
-    group = _open_existing(store, storage_options)
+    group = _open_existing(store, where)
     if group is None:
         return None
     import xarray as xr
 
-    if is_session_location(store):
-        old = xr.open_zarr(writable_session(store).store, consolidated=False)
-    else:
-        old = xr.open_zarr(store, storage_options=dict(storage_options) if storage_options else None)
+    # chunks=None: no dask, which would tokenize (pickle, so re-create) the filesystem of `where`
+    old = xr.open_zarr(where, consolidated=False if is_session_location(store) else None, chunks=None)
     _check_variables(store, old, dims, variables)
     _check_layout_arguments(store, group, dims, append_dim, variables, chunks, zarr_format)
     new = discover_grid(source, dims, kinds)
@@ -101,9 +118,9 @@ def append_grid(
     return rows[0]
 
 
-def stored_dims(store: str, storage_options: Mapping[str, str] | None) -> tuple[str, ...] | None:
+def _stored_dims(store: str, where: Any) -> tuple[str, ...] | None:
     """The dimensions of an existing grid store's variables (None: no store, or none)."""
-    group = _open_existing(store, storage_options)
+    group = _open_existing(store, where)
     if group is None:
         return None
     for name, array in group.arrays():
@@ -113,20 +130,20 @@ def stored_dims(store: str, storage_options: Mapping[str, str] | None) -> tuple[
     return None
 
 
-def _open_existing(store: str, storage_options: Mapping[str, str] | None) -> Any:
+def _open_existing(store: str, where: Any) -> Any:
+    """The existing store's root group, read from `where` (None: no store there)."""
     import zarr
 
     if is_session_location(store):
         try:
-            group = zarr.open_group(writable_session(store).store, mode="r")
+            group = zarr.open_group(where, mode="r")
         except (FileNotFoundError, KeyError, ValueError):
             return None
         return group if list(group.keys()) else None
     if "://" not in store and not os.path.exists(os.path.expanduser(store)):
         return None
     try:
-        opts = dict(storage_options) if storage_options else None
-        return zarr.open_group(store, mode="r", storage_options=opts)
+        return zarr.open_group(where, mode="r")
     except FileNotFoundError:
         return None
     except (ValueError, KeyError) as err:
