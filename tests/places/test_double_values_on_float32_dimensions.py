@@ -1,7 +1,8 @@
 """A float32 dimension compared with a DOUBLE value (a Python float parameter, `5e1`,
 `x::DOUBLE`) prunes like a DECIMAL literal does (`engine/widened.py`), and its rows are
 DuckDB's: each statement is compared with plain DuckDB over xarray's frame of the store,
-for values between float32s, on them, beyond float32's range, infinite and NaN."""
+for values between float32s, on them, beyond float32's range, infinite and NaN, alone, in
+an OR and under NOT."""
 
 from __future__ import annotations
 
@@ -43,6 +44,13 @@ CONDITIONS = [
     "x IN (?, 58.5)",
     "x IN (?, NULL)",
     "x NOT IN (?, 1.0)",
+    "x = ? OR x = 58.5",  # an OR: its branches' twins, a constant branch its own
+    "x < ? OR x > 1e30",
+    "(x > ? AND v > 2) OR x = -1.5",
+    "x > ? OR v = 3",  # a branch without a twin: none for the OR
+    "NOT (x < ?)",  # NOT of a comparison: the complement's twin
+    "NOT (x >= ?)",
+    "NOT (x = ?)",
 ]
 
 
@@ -81,7 +89,15 @@ def test_double_literals_give_duckdbs_rows(store, literal, op) -> None:
 
 @pytest.mark.skipif(not HAS_SOURCES, reason="pruning by pushed filters needs DuckDB's Python sources (DuckDB 2)")
 @pytest.mark.parametrize(
-    ("condition", "args"), [("x > ?", [50.0]), ("x BETWEEN ? AND ?", [0.2, 0.6]), ("x = $v", {"v": 58.5})]
+    ("condition", "args"),
+    [
+        ("x > ?", [50.0]),
+        ("x BETWEEN ? AND ?", [0.2, 0.6]),
+        ("x = $v", {"v": 58.5}),
+        ("x = ? OR x = ?", [0.5, 58.5]),
+        ("x < ? OR x = 2.5", [-1.0]),
+        ("NOT (x < ?)", [50.0]),
+    ],
 )
 def test_a_python_float_parameter_prunes(store, condition, args) -> None:
     path, plain = store

@@ -290,13 +290,16 @@ def _remembered(cache: dict[str, str], key: str, make: Callable[[], str]) -> str
     """`make()`, kept in `cache` under `key` (the oldest entry goes beyond `CACHE_SIZE`)."""
     with _CACHE_LOCK:
         hit = cache.get(key)
-    if hit is None:
-        hit = make()
-        with _CACHE_LOCK:
-            cache[key] = hit
-            while len(cache) > CACHE_SIZE:
-                del cache[next(iter(cache))]
-    return hit
+    return hit if hit is not None else _kept(cache, key, make())
+
+
+def _kept(cache: dict[str, str], key: str, value: str) -> str:
+    """`value`, kept in `cache` under `key` (the oldest entry goes beyond `CACHE_SIZE`)."""
+    with _CACHE_LOCK:
+        cache[key] = value
+        while len(cache) > CACHE_SIZE:
+            del cache[next(iter(cache))]
+    return value
 
 
 def _tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
@@ -857,12 +860,40 @@ def _atom_sql(conn: Connection, atom: dict[str, Any]) -> str:
     """An atom's SQL text, rendered by DuckDB from its tree."""
     if "sql" in atom:
         return str(atom["sql"])
-    doc = json.loads(_remembered(_PARSED, "SELECT 1", lambda: _serialized(conn._con, "SELECT 1")))
-    doc["statements"][0]["node"]["select_list"] = [{**atom["node"], "alias": ""}]
-    tree = json.dumps(doc)
-    text = _remembered(
-        _RENDERED, tree, lambda: str(conn._con.execute("SELECT json_deserialize_sql(?)", [tree]).fetchall()[0][0])
-    )
+    return rendered(conn, [atom["node"]])[0]
+
+
+def rendered(conn: Connection, nodes: Sequence[dict[str, Any]], statement: str | None = None) -> list[str]:
+    """DuckDB's SQL text of each expression tree of `nodes`, then, when given, of the
+    statement tree `statement` (JSON): all in one round trip, as a rewrite asks for every
+    atom of a statement and for its rewritten text at once. The atoms' texts are kept
+    (`_RENDERED`: they depend on the tree alone); the statement's is not (it names a
+    result registered for this statement only)."""
+    frame = _remembered(_PARSED, "SELECT 1", lambda: _serialized(conn._con, "SELECT 1"))
+    trees = [_atom_tree(frame, node) for node in nodes]
+    with _CACHE_LOCK:
+        texts = {tree: _RENDERED.get(tree) for tree in trees}
+    missing = [tree for tree, text in texts.items() if text is None]
+    asked = missing + ([statement] if statement is not None else [])
+    row: Sequence[Any] = ()
+    if asked:
+        calls = ", ".join(["json_deserialize_sql(?)"] * len(asked))
+        row = conn._con.execute(f"SELECT {calls}", asked).fetchall()[0]
+        for tree, text in zip(missing, row, strict=False):
+            texts[tree] = _kept(_RENDERED, tree, str(text))
+    out = [_item_text(str(texts[tree])) for tree in trees]
+    return (out + [str(row[-1])]) if statement is not None else out
+
+
+def _atom_tree(frame: str, node: dict[str, Any]) -> str:
+    """`SELECT <node>` as a statement tree (JSON), from the tree of `SELECT 1`."""
+    doc = json.loads(frame)
+    doc["statements"][0]["node"]["select_list"] = [{**node, "alias": ""}]
+    return json.dumps(doc)
+
+
+def _item_text(text: str) -> str:
+    """The item of a rendered `SELECT <item>`."""
     if not text.upper().startswith("SELECT "):
         raise _Decline("DuckDB rendered the atom unexpectedly")
     return text[len("SELECT ") :]

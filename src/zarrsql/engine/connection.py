@@ -762,7 +762,7 @@ class Connection:
         self._install_for(statement)
         if not self._installed:  # nothing in it can read a store: no zarrsql table to answer from
             return statement
-        from zarrsql.engine import answers, joins, widened
+        from zarrsql.engine import answers, joins, topn, widened
 
         has_args = bool(args or kwargs)
         answered = answers.rewrite(self, statement, has_args)
@@ -775,6 +775,8 @@ class Connection:
         if answered is statement:
             parameters = args[0] if args else kwargs.get("parameters", kwargs.get("params"))
             answered = widened.rewrite(self, statement, parameters)
+        if answered is statement:  # `ORDER BY <dimension> LIMIT n` bounded to its first values
+            answered = topn.rewrite(self, statement, has_args)
         return answered
 
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:

@@ -53,7 +53,6 @@ from zarrsql.engine.answers import (
     HAS_SOURCES,
     Raised,
     _argument,
-    _atom_sql,
     _axes_of,
     _axis_table,
     _check_from,
@@ -68,6 +67,7 @@ from zarrsql.engine.answers import (
     _tree,
     _unqualified,
     bound_scan,
+    rendered,
     rewritten_or_same,
 )
 from zarrsql.engine.sqltext import AGGREGATE_CALL, quote_ident, quote_text
@@ -199,8 +199,13 @@ def _rewrite(conn: Connection, query: str) -> str:
     rewritten = _substituted(conn, node, names, shape, scan, by_name, alias)
     if not shape.aggregates and not shape.keys:
         raise _Decline("no aggregate and no GROUP BY")
-    result = _compute(conn, scan, shape, _axes(conn, scan, shape))
-    return _finish(conn, query, rewritten, result, names, types)
+    name = "__zarrsql_grouped_" + uuid.uuid4().hex[:16]
+    # one round trip renders every expression DuckDB evaluates per axis, and the statement
+    nodes = _axis_nodes(shape)
+    *texts, statement = rendered(conn, nodes, _over_result(conn, query, rewritten, name))
+    by_node = dict(zip((_node_key(n) for n in nodes), texts, strict=True))
+    result = _compute(conn, scan, shape, _axes(conn, scan, shape, by_node))
+    return _finish(conn, statement, name, result, names, types)
 
 
 def _bound(conn: Connection, query: str) -> tuple[list[str], list[str], TableScan]:
@@ -504,10 +509,11 @@ class _AxisResult:
 _AXIS, _POSITION = "__zarrsql_axis", "__zarrsql_position"
 
 
-def _axes(conn: Connection, scan: TableScan, shape: _Shape) -> list[_AxisResult]:
+def _axes(conn: Connection, scan: TableScan, shape: _Shape, texts: dict[str, str]) -> list[_AxisResult]:
     """Every axis' groups, values and factors (see `_AxisResult`), from one statement over
     the coordinate columns of the axes asked something: one registered table with a row per
-    position of each such axis (`_AXIS` says which), grouped by axis and keys."""
+    position of each such axis (`_AXIS` says which), grouped by axis and keys. `texts` holds
+    the SQL text of each expression of `_axis_nodes`, by `_node_key`."""
     asked = {k: _Asked.of(shape, k) for k in range(len(scan.table.shape))}
     asked = {k: a for k, a in asked.items() if not a.empty}
     out = [_AxisResult(AxisGroups.whole(), None, np.array([n], dtype=np.int64)) for n in scan.table.shape]
@@ -529,18 +535,21 @@ def _axes(conn: Connection, scan: TableScan, shape: _Shape) -> list[_AxisResult]
     def on(k: int, sql: str) -> str:
         return f"CASE WHEN {_AXIS} = {k} THEN {sql} END"
 
+    def text(node: dict[str, Any]) -> str:
+        return texts[_node_key(node)]
+
     selects = [_AXIS]
-    selects += [f"{on(key.axis, _atom_sql(conn, {'node': key.node}))} AS {quote_ident(key.name)}" for key in keys]
+    selects += [f"{on(key.axis, text(key.node))} AS {quote_ident(key.name)}" for key in keys]
     for x in exprs:
         assert x.axis is not None
-        inner = on(x.axis, _atom_sql(conn, {"node": x.expr}))
-        selects.append(f"{_AXIS_SQL[x.kind].format(inner)} AS {quote_ident(x.name)}")
+        assert x.expr is not None
+        selects.append(f"{_AXIS_SQL[x.kind].format(on(x.axis, text(x.expr)))} AS {quote_ident(x.name)}")
     factors = ", ".join([f"{quote_text('p')}: {_POSITION}"] + [
-        f"{quote_text(f'w{i}')}: {on(k, _atom_sql(conn, {'node': w}))}" for i, (k, _, w) in enumerate(weights)
+        f"{quote_text(f'w{i}')}: {on(k, text(w))}" for i, (k, _, w) in enumerate(weights)
     ])  # fmt: skip
     selects.append(f"list({{{factors}}}) AS {_POSITION}")
     kept = " OR ".join(
-        "(" + " AND ".join([f"{_AXIS} = {k}", *(f"({_atom_sql(conn, x)})" for x in a.atoms)]) + ")"
+        "(" + " AND ".join([f"{_AXIS} = {k}", *(f"({text(x['node'])})" for x in a.atoms)]) + ")"
         for k, a in asked.items()
     )
     group = ", ".join(str(i + 1) for i in range(1 + len(keys)))
@@ -557,6 +566,19 @@ def _axes(conn: Connection, scan: TableScan, shape: _Shape) -> list[_AxisResult]
         rows = found.slice(int(start), int(stop - start))
         out[k] = a.result(rows, scan.table.shape[k], [(i, text) for i, (j, text, _) in enumerate(weights) if j == k])
     return out
+
+
+def _axis_nodes(shape: _Shape) -> list[dict[str, Any]]:
+    """Every expression `_axes` has DuckDB evaluate per axis: keys, aggregated expressions,
+    factors and conditions."""
+    nodes = [key.node for key in shape.keys]
+    nodes += [a.expr for a in shape.aggregates if a.expr is not None]
+    nodes += [a.weight for a in shape.aggregates if a.weight is not None]
+    return nodes + [atom["node"] for atom in shape.atoms]
+
+
+def _node_key(node: dict[str, Any]) -> str:
+    return json.dumps(node, sort_keys=True)
 
 
 @dataclass
@@ -776,21 +798,22 @@ def _flat(grid: np.ndarray, rows: int) -> np.ndarray:
     return flat[:rows] if rows < len(flat) else flat
 
 
-def _finish(
-    conn: Connection, query: str, node: dict[str, Any], result: pa.Table, names: list[str], types: list[str]
-) -> str:
-    """Register the result, render the statement over it and check that it binds to the
-    original's names and types; the relation bound over it is what `con.sql()` returns."""
-    name = "__zarrsql_grouped_" + uuid.uuid4().hex[:16]
+def _over_result(conn: Connection, query: str, node: dict[str, Any], name: str) -> str:
+    """The tree (JSON) of the rewritten statement `node`, reading the result named `name`."""
     doc = json.loads(_remembered(_PARSED, query, lambda: _serialized(conn._con, query)))
     frame = json.loads(_remembered(_PARSED, _FRAME, lambda: _serialized(conn._con, _FRAME)))
     from_table = frame["statements"][0]["node"]["from_table"]
     renamed = {**from_table, "table_name": name}
     if "qualified_name" in renamed:  # DuckDB 2.x names it twice
         renamed["qualified_name"] = {"path": [name]}
-    node = {**node, "from_table": renamed}
-    doc["statements"][0]["node"] = node
-    text = str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
+    doc["statements"][0]["node"] = {**node, "from_table": renamed}
+    return json.dumps(doc)
+
+
+def _finish(conn: Connection, text: str, name: str, result: pa.Table, names: list[str], types: list[str]) -> str:
+    """Register the result under `name` and check that the rewritten statement `text` binds
+    to the original's names and types; the relation bound over it is what `con.sql()`
+    returns."""
     _keep(conn, name, result)
     try:
         relation = _relation(conn, name, text, result)
@@ -873,7 +896,12 @@ _FLIPPED = {"COMPARE_LESSTHAN": "COMPARE_GREATERTHAN", "COMPARE_GREATERTHAN": "C
 
 
 def _estimate(scan: TableScan, node: Any, by_name: dict[str, tuple[Column, int]]) -> np.ndarray | None:
-    """Positions of the axis where a condition may hold (a superset), or None: unknown."""
+    """Positions of the axis where a condition may hold (a superset), or None: unknown.
+
+    A string coordinate is estimated only where it equals a string constant or one of a
+    list of them (`station = 'ST00010'`, a point query): compared as the binary collation
+    compares. Under a collation that makes more strings equal the estimate is too small,
+    which only has DuckDB aggregate the rows (a matter of time, not of rows)."""
     if not isinstance(node, dict):
         return None
     kind = node.get("type")
@@ -886,20 +914,33 @@ def _estimate(scan: TableScan, node: Any, by_name: dict[str, tuple[Column, int]]
         if values is None or lo is None or hi is None:
             return None
         return (values[0] >= lo) & (values[0] <= hi)
+    if kind == "COMPARE_IN":
+        return _in_list(scan, node.get("children") or [], by_name)
     if kind in _COMPARE:
         left, right = node.get("left"), node.get("right")
         values, other = _coordinate(scan, left, by_name), right
         if values is None:
             values, other, kind = _coordinate(scan, right, by_name), left, _FLIPPED[kind]
         value = _number(other, values)
-        if values is None or value is None:
+        if values is None or value is None or (values[1] == "string" and kind != "COMPARE_EQUAL"):
             return None
         return _COMPARE[kind](values[0], value)  # type: ignore[no-any-return]
     return None
 
 
+def _in_list(scan: TableScan, children: list[Any], by_name: dict[str, tuple[Column, int]]) -> np.ndarray | None:
+    """Positions where a coordinate may equal one of a list of constants (`x IN (...)`)."""
+    values = _coordinate(scan, children[0], by_name) if children else None
+    if values is None:
+        return None
+    constants = [_number(c, values) for c in children[1:]]
+    if not constants or any(c is None for c in constants):
+        return None
+    return np.logical_or.reduce([values[0] == c for c in constants])  # type: ignore[no-any-return]
+
+
 def _coordinate(scan: TableScan, node: Any, by_name: dict[str, tuple[Column, int]]) -> tuple[np.ndarray, str] | None:
-    """A dimension's numeric or time values (and their type) when `node` names it."""
+    """A dimension's numeric, time or string values (and their type) when `node` names it."""
     if not isinstance(node, dict) or node.get("class") != "COLUMN_REF":
         return None
     found = by_name.get(node["column_names"][-1].lower())
@@ -907,14 +948,17 @@ def _coordinate(scan: TableScan, node: Any, by_name: dict[str, tuple[Column, int
         return None
     k = found[0].dim
     logical = scan.dim_logical[k]
-    if logical not in _ORDERED or logical == "duration_us":
+    if (logical not in _ORDERED and logical != "string") or logical == "duration_us":
         return None
     return scan.dims[k].values, logical
 
 
 def _number(node: Any, values: tuple[np.ndarray, str] | None) -> Any:
-    """A constant as the coordinate's values compare with it: a number, or for a time a
-    date's microseconds since 1970; None when it is anything else."""
+    """A constant as the coordinate's values compare with it: a number, for a time a date's
+    microseconds since 1970, for a string coordinate a string constant (not cast: a cast
+    may change it); None when it is anything else."""
+    if values is not None and values[1] == "string":
+        return _string(node)
     while isinstance(node, dict) and node.get("class") == "CAST":
         node = node.get("child")
     if values is None or not isinstance(node, dict) or node.get("class") != "CONSTANT":
@@ -929,3 +973,17 @@ def _number(node: Any, values: tuple[np.ndarray, str] | None) -> Any:
         return float(text)
     except (TypeError, ValueError):
         return None
+
+
+def _string(node: Any) -> str | None:
+    """A string constant's text (DuckDB 2.x spells it `literal`, 1.5 `value`), else None."""
+    if not isinstance(node, dict) or node.get("class") != "CONSTANT":
+        return None
+    literal = node.get("literal")
+    if literal is not None:
+        text = literal.get("text")
+        return text if literal.get("kind") == "STRING" and isinstance(text, str) else None
+    value = node.get("value") or {}
+    text = value.get("value")
+    kind = (value.get("type") or {}).get("id")
+    return text if kind == "VARCHAR" and not value.get("is_null") and isinstance(text, str) else None

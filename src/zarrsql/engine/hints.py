@@ -1,10 +1,11 @@
 """Clearer errors for DuckDB's own refusals of a zarrsql call.
 
 DuckDB answers an unknown parameter name with the macro's whole signature, a bare keyword
-(`group := ...`) with a syntax error, and an unquoted value with a binder error about
-columns or operators. When the statement's text shows which of zarrsql's arguments caused
-it, the error is replaced by one naming that argument and the fix; otherwise DuckDB's
-error stands.
+(`group := ...`) with a syntax error, an unquoted value with a binder error about columns
+or operators, and a subquery as an argument (zarr_sample's points written as
+`(SELECT ...)`, not as a string) with "Table function cannot contain subqueries". When the
+statement's text shows which of zarrsql's arguments caused it, the error is replaced by one
+naming that argument and the fix; otherwise DuckDB's error stands.
 """
 
 from __future__ import annotations
@@ -116,6 +117,58 @@ def _unquoted(calls: list[Call]) -> ParameterError | None:
     return None
 
 
+#: Words that open a query: a `(` followed by one of them, in an argument, is a subquery.
+_QUERY_WORDS = frozenset({"SELECT", "FROM", "VALUES", "WITH", "TABLE", "PIVOT", "UNPIVOT"})
+
+
+def _has_subquery(a: Argument) -> bool:
+    toks = a.value
+    return any(
+        t.text == "(" and k + 1 < len(toks) and toks[k + 1].text.upper() in _QUERY_WORDS for k, t in enumerate(toks)
+    )
+
+
+def _as_string(a: Argument) -> str:
+    """The argument as a string literal, without the parentheses around a whole subquery."""
+    text = a.text.strip()
+    depth, closes_first = 0, None
+    for k, ch in enumerate(text):  # where the first `(` closes (quotes aside: only a hint's text)
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            closes_first = k
+            break
+    if text.startswith("(") and closes_first == len(text) - 1:
+        text = text[1:-1].strip()
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _subquery(calls: list[Call]) -> ParameterError | None:
+    """DuckDB refuses a subquery among a table function's arguments, and zarrsql's functions
+    are table functions: zarr_sample's points take the query as a string instead; any other
+    value is computed first."""
+    for call in calls:
+        positional = SIGNATURES[call.function][0]
+        for k, a in enumerate(call.arguments):
+            if not _has_subquery(a):
+                continue
+            name = a.name or (positional[k] if k < len(positional) else f"argument {k + 1}")
+            if call.function == "zarr_sample" and name == "points":
+                first = call.arguments[0]
+                literal = first.name is None and len(first.value) == 1 and first.value[0].kind == "string_const"
+                store = first.text if literal else "'store.zarr'"
+                return ParameterError(
+                    "zarr_sample's points are a query as a string (or a table name): DuckDB takes no subquery "
+                    f"in a table function's arguments; pass the query as a string: zarr_sample({store}, "
+                    f"{_as_string(a)})"
+                )
+            return ParameterError(
+                f"the {name} of {call.function}() is a subquery, which DuckDB does not take in a table function's "
+                'arguments: compute the value first and pass it as a literal or a parameter (con.sql("... := ?", '
+                "params=[value]))"
+            )
+    return None
+
+
 def explain(err: duckdb.Error, text: str | None) -> ParameterError | None:
     """A clearer error for DuckDB's `err` on the statement `text`, or None to keep DuckDB's."""
     if not text:
@@ -128,6 +181,8 @@ def explain(err: duckdb.Error, text: str | None) -> ParameterError | None:
         return _unknown(calls)
     if isinstance(err, duckdb.ParserException) and "syntax error" in message:
         return _keyword(calls)
+    if isinstance(err, duckdb.BinderException) and "cannot contain subquer" in message:
+        return _subquery(calls)
     if isinstance(err, duckdb.BinderException) and "lateral join column" in message:
         return None  # `read_zarr(t.p)`: DuckDB's own error already says only literals are taken
     if isinstance(err, duckdb.BinderException) and "subquer" not in message:

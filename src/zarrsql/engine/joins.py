@@ -18,6 +18,12 @@ of the other side's own type, so the comparison is the join's own. Rows that can
 are the only ones removed, so the result is the same as without the rewrite; the pushed
 filter prunes the scan. Anything else (a correlated subquery, a CTE name, keys on data
 columns only, too many keys, an error on the way) leaves the statement as it was.
+
+Both sides may be zarrsql tables (two stores, two tables of one store): each is identified
+on its own (`_zarr_scan`). Listing the keys of a side that is itself a whole zarrsql table
+reads all of it, so that is done only for a side with fewer rows than the one it prunes (the
+counts come from metadata): the larger side is pruned with the smaller one's keys, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from zarrsql.store import using_opener
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
+    from zarrsql.scan import TableScan
 
 #: The most distinct keys pushed as literals; a larger other side is not "small".
 MAX_KEYS = 1000
@@ -120,6 +127,7 @@ def _prune_joins(conn: Connection, node: dict[str, Any]) -> bool:
     for join in list(_joins(node.get("from_table") or {})):
         if join.get("ref_type") not in (None, "REGULAR"):
             continue
+        before = {"left": join["left"], "right": join["right"]}  # a side as written, not as pruned here
         for side in _PRUNABLE.get(join.get("join_type", ""), ()):
             other = "right" if side == "left" else "left"
             zarr, rest = join[side], join[other]
@@ -128,11 +136,34 @@ def _prune_joins(conn: Connection, node: dict[str, Any]) -> bool:
             pairs = _key_pairs(join, _alias(zarr), _alias(rest))
             if not pairs:
                 continue
-            pushed = _filter(conn, zarr, [z for z, _ in pairs], _select(conn, rest, [o for _, o in pairs]))
-            if pushed is not None:
-                join[side] = _filtered(conn, zarr, pushed)
-                changed = True
+            try:
+                scan = _zarr_scan(conn, zarr)
+                if _listing_costs_more(conn, scan, before[other]):
+                    continue
+                pushed = _filter(conn, scan, [z for z, _ in pairs], _select(conn, rest, [o for _, o in pairs]))
+            except _Decline:  # this side stays as written; the other may still be pruned
+                continue
+            join[side] = _filtered(conn, zarr, pushed)
+            changed = True
     return changed
+
+
+def _listing_costs_more(conn: Connection, scan: TableScan, keys_from: dict[str, Any] | None) -> bool:
+    """Whether the keys would come from a whole zarrsql table (`keys_from`, a join's other side
+    or a key subquery's FROM) with at least as many rows as `scan`, the table they would prune:
+    listing them reads all of that table, more than pruning `scan` can save, and the statement
+    then reads it again. Row counts come from metadata; a side that is no whole zarrsql table
+    (a DuckDB table, a subquery) is listed as before."""
+    if keys_from is None or keys_from.get("type") == "JOIN" or not _is_zarr(conn, keys_from):
+        return False
+    return _rows(_zarr_scan(conn, keys_from)) >= _rows(scan)
+
+
+def _rows(scan: TableScan) -> int:
+    """The table's rows, or its cells when the count is not known without reading (an upper
+    bound: a sparse matrix stores at most one entry per cell)."""
+    known = scan.num_rows
+    return int(known) if known is not None else math.prod(scan.table.shape)
 
 
 def _key_pairs(join: dict[str, Any], zarr: str, other: str) -> list[tuple[str, str]]:
@@ -182,10 +213,10 @@ def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
     return _deserialize(conn, doc)
 
 
-def _filter(conn: Connection, zarr: dict[str, Any], columns: list[str], keys_sql: str) -> str | None:
-    """The WHERE naming the distinct keys of `keys_sql` on the zarr table's dimension
-    columns among `columns`, or None when there is nothing to prune with."""
-    dims = _dimension_columns(conn, zarr)
+def _filter(conn: Connection, scan: TableScan, columns: list[str], keys_sql: str) -> str:
+    """The WHERE naming the distinct keys of `keys_sql` on the dimension columns among
+    `columns` of the zarr table `scan` (declined when none is one, or for too many keys)."""
+    dims = dict(scan.filterable())
     use = [i for i, c in enumerate(columns) if c in dims]
     if not use:
         raise _Decline("no join key is a dimension column")
@@ -244,19 +275,49 @@ def _column_names(conn: Connection, sql: str) -> list[str]:
 def _dimension_columns(conn: Connection, zarr: dict[str, Any]) -> dict[str, str]:
     """The columns of the zarr table a pushed predicate may name (its dimensions), with
     their logical types."""
+    return dict(_zarr_scan(conn, zarr).filterable())
+
+
+def _zarr_scan(conn: Connection, zarr: dict[str, Any]) -> TableScan:
+    """The table the zarr table `zarr` reads, found by binding `SELECT * FROM <zarr>` alone.
+
+    The scan UDF answers a call it already answered in this statement's generation from its
+    memo, without recording it again, so the statement's other zarrsql reads bound before
+    (the other side of a join, a key subquery, an earlier probe) are hidden from it while the
+    probe binds: the one call recorded is then this side's own. Their tables are offered to
+    the UDF as opened for this statement (`fresh`), so a hidden read is not opened again, and
+    everything is put back as it was after (the statement binds what its probes bound)."""
     doc = _template(conn, "SELECT * FROM t")
     doc["statements"][0]["node"]["from_table"] = copy.deepcopy(zarr)
     probe = "DESCRIBE " + _deserialize(conn, doc)
     state = conn._state
-    conn._run(probe, conn._con.execute, probe).fetchall()
-    asked = {a for a, (gen, _) in list(state.scan_keys.items()) if gen == state.generation}
+    now = state.generation
+    with state.lock:
+        hidden = {args: made for args, made in state.scan_keys.items() if made[0] == now}
+        opened = dict(state.opened)
+        offered = {repr(opened[args].request): opened[args] for args in hidden if args in opened}
+        offered = {request: scan for request, scan in offered.items() if request not in state.fresh}
+        for args in hidden:
+            del state.scan_keys[args]
+        state.fresh.update(offered)
+    try:
+        conn._run(probe, conn._con.execute, probe).fetchall()
+        asked = [args for args, (gen, _) in list(state.scan_keys.items()) if gen == now]
+    finally:
+        with state.lock:
+            state.scan_keys.update(hidden)
+            state.opened.update(opened)
+            for request in offered:
+                state.fresh.pop(request, None)
     if len(asked) != 1:
         raise _Decline("not exactly one zarrsql scan on the zarr side")
-    from zarrsql.engine import params
+    scan = state.opened.get(asked[0])  # the table the UDF opened for this statement
+    if scan is None:
+        from zarrsql.engine import params
 
-    with using_opener(state.opener):
-        scan = open_table(params.read_request(params.parse_args(next(iter(asked)))))
-    return dict(scan.filterable())
+        with using_opener(state.opener):
+            scan = open_table(params.read_request(params.parse_args(asked[0])))
+    return scan
 
 
 def _filtered(conn: Connection, zarr: dict[str, Any], where: str) -> dict[str, Any]:
@@ -276,6 +337,7 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
     where = node.get("where_clause")
     if where is None or table.get("type") == "JOIN" or not _is_zarr(conn, table):
         return False
+    scan: TableScan | None = None  # found at the first key subquery
     added = []
     alias = _alias(table)
     for cond in _conjuncts(where):
@@ -297,11 +359,13 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
             f"s.{quote_ident(n)} AS {quote_ident(f'__zarrsql_k{i}')}" for i, n in enumerate(names)
         )
         try:
-            pushed = _filter(conn, table, columns, f"{keys} FROM ({sql}) AS s")
+            if scan is None:
+                scan = _zarr_scan(conn, table)
+            if _listing_costs_more(conn, scan, _whole_table_read(cond["subquery"]["node"])):
+                continue
+            added.append(_filter(conn, scan, columns, f"{keys} FROM ({sql}) AS s"))
         except _Decline:
             continue
-        if pushed is not None:
-            added.append(pushed)
     if not added:
         return False
     both = _template(conn, "SELECT * FROM t WHERE true AND (" + " AND ".join(f"({a})" for a in added) + ")")
@@ -309,6 +373,15 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
     clause["children"][0] = where  # `<the statement's WHERE> AND <the pushed keys>`
     node["where_clause"] = clause
     return True
+
+
+def _whole_table_read(node: dict[str, Any]) -> dict[str, Any] | None:
+    """The FROM of a key subquery that reads all of it (no WHERE, no LIMIT), else None."""
+    if node.get("type") != "SELECT_NODE" or node.get("where_clause") is not None:
+        return None
+    if any(str(m.get("type", "")).startswith("LIMIT") for m in node.get("modifiers") or []):
+        return None
+    return node.get("from_table")  # type: ignore[no-any-return]
 
 
 def _row_refs(expr: dict[str, Any]) -> list[dict[str, Any]]:

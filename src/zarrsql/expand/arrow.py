@@ -86,13 +86,16 @@ _dictionaries: dict[int, tuple[Any, pa.Array]] = {}
 
 
 def _labels(logical: lg.Labels) -> pa.Array:
-    """The Arrow dictionary of a coordinate's labels, built once per coordinate."""
-    hit = _dictionaries.get(id(logical))
-    if hit is None or hit[0] is not logical:
+    """The Arrow dictionary of a coordinate's labels, built once per coordinate: by its
+    decoded values, which a table opened again while its store is unchanged shares (the
+    tree keeps them) in a new `Labels`; 2,000 labels cost about 1.5 ms to build."""
+    values = logical.values
+    hit = _dictionaries.get(id(values))
+    if hit is None or hit[0] is not values:
         if len(_dictionaries) > 64:
             _dictionaries.clear()
-        hit = (logical, _strings(np.asarray(logical.values).reshape(-1).tolist()))
-        _dictionaries[id(logical)] = hit
+        hit = (values, _strings(np.asarray(values).reshape(-1).tolist()))
+        _dictionaries[id(values)] = hit
     return hit[1]
 
 

@@ -20,8 +20,10 @@ transfer never waits for a batch to be taken: a LIMIT met by the first unit fetc
 
 Ctrl-C stops a scan within `STOP_CHECK_SECONDS` even when a read never returns (a chunk on a
 hung network mount): the thread taking units wakes that often to look for the stop, and the
-decoding threads are daemon threads (`_Workers`), so a read stuck in the kernel is abandoned
-and the interpreter still exits.
+decoding threads are daemon threads (`scan/workers.py`), so a read stuck in the kernel is
+abandoned and the interpreter still exits. The threads are the process' own, shared by
+every scan (a scan no longer pays for starting them); each scan submits to its share of
+them (`Workers`), which cancels only that scan's tasks when it is closed or stopped.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import functools
 import itertools
 import math
 import os
-import queue
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -51,6 +52,7 @@ from zarrsql.expand.columns import Column
 from zarrsql.plan.units import InUngroupedOrder, Reorder, ScanPlan, WorkUnit, ungrouped_order
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.scan.validity import ChangeGuard
+from zarrsql.scan.workers import Workers
 from zarrsql.store import Prefetching
 
 T = TypeVar("T")
@@ -65,72 +67,6 @@ PREFETCH = THREADS + 1
 #: seconds: it bounds how long an interrupted scan waits for a read that never returns. A
 #: unit that is ready wakes the wait at once, so the normal scan never waits this long.
 STOP_CHECK_SECONDS = 0.1
-
-
-class _Workers:
-    """The reader's decoding threads, with the two calls it makes of an executor (`submit`,
-    `shutdown`). Daemon threads, unlike `ThreadPoolExecutor`'s, which the interpreter joins
-    at exit: a read stuck in the kernel (a hung NFS or FUSE mount) cannot be cancelled, and
-    after Ctrl-C its thread is abandoned instead of keeping the process from exiting.
-
-    Threads start as tasks arrive, while none is idle, up to `max_workers`; `shutdown`
-    cancels the tasks not started and lets idle threads end (it never waits)."""
-
-    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
-        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None]
-        self._tasks = queue.SimpleQueue()
-        self._most = max_workers
-        self._prefix = thread_name_prefix
-        self._lock = threading.Lock()
-        self._idle = threading.Semaphore(0)  # one per thread waiting for a task
-        self._threads = 0
-        self._shut = False
-
-    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
-        """`fn(*args)` on a thread; RuntimeError once shut down (the scan was stopped)."""
-        future: Future[T] = Future()
-        with self._lock:
-            if self._shut:
-                raise RuntimeError("the scan's threads were shut down")
-            self._tasks.put((future, fn, args))
-            if not self._idle.acquire(blocking=False) and self._threads < self._most:
-                self._threads += 1
-                name = f"{self._prefix}_{self._threads}"
-                threading.Thread(target=self._work, name=name, daemon=True).start()
-        return future
-
-    def shutdown(self) -> None:
-        """Start nothing more: tasks not started are cancelled, idle threads end; a task
-        running finishes (or, stuck in a read, is left behind). Never waits."""
-        with self._lock:
-            self._shut = True
-            while True:
-                try:
-                    task = self._tasks.get_nowait()
-                except queue.Empty:
-                    break
-                if task is not None:
-                    task[0].cancel()
-            for _ in range(self._threads):
-                self._tasks.put(None)
-
-    def _work(self) -> None:
-        while (task := self._tasks.get()) is not None:
-            _run(*task)
-            del task  # a finished task's batches must not wait here for the next task
-            self._idle.release()
-
-
-def _run(future: Future[T], fn: Callable[..., T], args: tuple[Any, ...]) -> None:
-    """One task of `_Workers`, its outcome set on `future` (nothing if it was cancelled)."""
-    if not future.set_running_or_notify_cancel():
-        return
-    try:
-        result = fn(*args)
-    except BaseException as err:  # handed to whoever takes the unit, as an executor does
-        future.set_exception(err)
-    else:
-        future.set_result(result)
 
 
 def _pool_size(scan: TableScan, fetch_ahead: bool) -> tuple[int, int]:
@@ -233,7 +169,7 @@ class _Queued:
 
     def __init__(
         self,
-        pool: _Workers,
+        pool: Workers,
         work: Callable[[], list[Any]],
         keys: list[str],
         arrivals: list[Future[Any]],
@@ -351,7 +287,7 @@ class _Columns:
     27 ms on one of two cores)."""
 
     def __init__(
-        self, pool: _Workers, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
+        self, pool: Workers, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
         grid: tuple[int, ...] | None,
     ) -> None:  # fmt: skip
         self.result: Future[list[pa.RecordBatch]] = Future()
@@ -600,7 +536,7 @@ def _when_all_done(futures: list[Future[Any]], then: Callable[[], None]) -> None
 class _Stop:
     """Cancels one running scan from another thread: its queued units never start."""
 
-    def __init__(self, pool: _Workers) -> None:
+    def __init__(self, pool: Workers) -> None:
         self.pool = pool
         self.event = threading.Event()
 
@@ -633,10 +569,10 @@ _running: set[_Stop] = set()
 def cancel_all() -> None:
     """Stop the queued units of every scan reading now (Ctrl-C, from the engine's watcher).
 
-    A unit decoding finishes; nothing queued starts, so the pool's threads end within a unit's
+    A unit decoding finishes; nothing queued starts, so the scan's threads are idle within a unit's
     time even while the engine, interrupted, no longer pulls batches or closes the stream. A
     scan waiting for a unit raises `QueryInterrupted` within `STOP_CHECK_SECONDS`, even when
-    the unit's read never returns (its thread is abandoned, `_Workers`).
+    the unit's read never returns (its thread is abandoned, `scan/workers.py`).
     """
     with _running_lock:
         stops = list(_running)
@@ -650,7 +586,7 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
     schema = schema_of(columns)
     grid = plan.grid if isinstance(plan, ScanPlan) else None
 
-    def apart(pool: _Workers, threads: int, unit: Any) -> _Columns | None:
+    def apart(pool: Workers, threads: int, unit: Any) -> _Columns | None:
         if len(columns) > 1 and threads > 1 and getattr(scan, "columns_apart", False):
             return _Columns(pool, scan, unit, columns, schema, grid)
         return None
@@ -665,7 +601,7 @@ def _unit_results(
     plan: Plan,
     columns: Sequence[Column],
     make_work: Callable[[Any], Callable[[], list[T]]],
-    apart: Callable[[_Workers, int, Any], _Columns | None] | None = None,
+    apart: Callable[[Workers, int, Any], _Columns | None] | None = None,
 ) -> Iterator[T]:
     """What `make_work(unit)()` returns for every unit, in plan order, decoded on a pool.
 
@@ -703,7 +639,7 @@ def _unit_results(
     if prefetch is not None:
         ahead = _Ahead(units, lambda u: scan.unit_keys(u, columns) or [], prefetch)
     growth = in_flight if getattr(scan.store, "remote", False) else 2
-    pool = _Workers(max_workers=threads, thread_name_prefix="zarrsql")
+    pool = Workers(max_workers=threads)
     pending: deque[_Queued | _Columns] = deque()
     # grows to `in_flight`: a LIMIT met by the first unit reads little else
     window = 1 if apart is not None else in_flight

@@ -130,6 +130,10 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
     where = f"group '{display_path(group)}'"
     if sel.table_name is not None and sel.dims is not None:
         raise ParameterError("pass table_name := or dims :=, not both")
+    if not tables and not (sel.table_name is not None and len(info.levels) > 1):
+        # A group of no tables, whatever was asked of it: name what it holds (its subgroups,
+        # its unnamed arrays) and the parameter that reaches them, not an empty list of tables.
+        raise _none_found(tree, group, _no_tables_error(tree, group))
     if sel.table_name is not None:
         hits = [t for t in tables if t.name and t.name.lower() == sel.table_name.lower()]
         refused = [t for t in tables if t.problem and not t.name_clash and t.default_name == sel.table_name]
@@ -160,8 +164,6 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
                 "read one array with array_path :="
             )
         return _read_table(_unblock_case(hits[0]))
-    if not tables:
-        raise _none_found(tree, group, _no_tables_error(tree, group))
     if len(tables) > 1 and len(info.levels) > 1 and all(t.name is None for t in tables):
         raise SelectionError(f"{where} of store '{tree.store.url}' has no single table: {_levels_hint(info)}")
     if len(tables) > 1:
@@ -367,6 +369,9 @@ def _select(tree: NodeTree, sel: Selection) -> ReadTable:
         return _array_read(tree, normalize_path(sel.array_path), sel.dims)
     group = normalize_path(sel.group_path or "")
     if group not in tree.groups:
+        reason = tree.store.refusal(group) if isinstance(tree.store, Refusing) else None
+        if reason:  # a link out of the store (or a loop) on the way: refused as its arrays are
+            raise StoreReadError(f"group '{display_path(group)}' cannot be read: {reason}")
         broken = tree.arrays.get(group)
         if isinstance(broken, ArrayProblem):
             raise unreadable_error(tree, [broken], f"group_path '{display_path(group)}'")

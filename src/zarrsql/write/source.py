@@ -3,12 +3,14 @@
 `source_of(relation_or_sql, connection)` gives the DuckDB relation and the zarrsql
 connection it runs on. `dims_of(source, dims)` checks given dimension names against the
 relation's columns, or takes them from the one zarrsql table the relation reads when it
-kept all of that table's dimensions (found from the relation's SQL text); otherwise it asks
-for `dims=`. `kinds_of(...)` sorts every other column into what a dense array can hold.
+kept all of that table's dimensions (found in DuckDB's parse of the relation's SQL, through
+`'x.zarr'` strings, views, mounts and CTEs); otherwise it asks for `dims=`. `kinds_of(...)`
+sorts every other column into what a dense array can hold.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -85,32 +87,190 @@ def dims_of(source: Source, dims: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _source_table_dims(source: Source) -> tuple[str, ...] | None:
-    """The dimensions of the one zarrsql table the relation reads, or None when it reads none
-    or several (then which columns are dimensions is the caller's to say)."""
+    """The dimensions of the one zarrsql table the relation reads, or None when it reads none,
+    several, or any other table (then which columns are dimensions is the caller's to say).
+
+    The table is found in DuckDB's parse of the relation's SQL, whatever names it: a
+    `read_zarr(...)` call, a `'x.zarr'` string, a view (a user's, a mount's) or a CTE over one,
+    followed down to the `read_zarr` call they stand for. Rows from a second table (a join, a
+    set operation, even of the same table again) make it None; a subquery in WHERE only filters."""
+    own = _OwnConnection(source)
+    try:
+        reads = _reads(own, _parsed(own, source.relation.sql_query()), {}, 0)
+        if len(reads) != 1 or reads[0] is None:
+            return None
+        return _read_zarr_dims(own, reads[0])
+    except (duckdb.Error, _NotOneTable):
+        return None
+
+
+class _NotOneTable(Exception):
+    """The relation's tables cannot be told with certainty (an unparsed statement, an
+    ambiguous name, views nested too deep): its dimensions are the caller's to say."""
+
+
+class _OwnConnection:
+    """SQL run on the connection the relation belongs to, where its views and mounts are (a
+    relation of another connection than `Source.connection` names views that one lacks).
+
+    DuckDB 2's relation keeps that connection as `_con`; 1.5's has only `relation.query`,
+    which runs SQL there beside a temporary view of the relation, dropped at once."""
+
+    _PROBE = "__zarrsql_dims_probe"
+
+    def __init__(self, source: Source) -> None:
+        from zarrsql.engine.connection import wrapper_of
+
+        duck = getattr(source.relation, "_con", None)
+        self.relation = source.relation
+        self.duck = duck if isinstance(duck, duckdb.DuckDBPyConnection) else None
+        self.wrapper = (wrapper_of(self.duck) if self.duck is not None else None) or source.connection
+
+    def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """The rows of the query `sql` on the relation's connection."""
+        if self.duck is not None:
+            return self.duck.execute(sql).fetchall()
+        try:
+            result = self.relation.query(self._PROBE, sql)
+            return [] if result is None else result.fetchall()
+        finally:
+            self.relation.query(self._PROBE, f"DROP VIEW IF EXISTS {self._PROBE}")
+
+
+#: DuckDB's kinds of table reference that read rows themselves (not a join or a subquery).
+_TABLE_READS = frozenset(
+    {"BASE_TABLE", "TABLE_FUNCTION", "EXPRESSION_LIST", "COLUMN_DATA", "SHOW_REF", "DELIM_GET", "BOUND_TABLE_REF"}
+)
+#: Views and CTEs followed from the relation down to `read_zarr` (a view over a mount's view
+#: over ...); deeper (or a recursive CTE) is not followed, and the caller names the dimensions.
+MAX_NESTING = 8
+
+
+def _parsed(own: _OwnConnection, sql: str) -> dict[str, Any]:
+    """DuckDB's parse of `sql` (`json_serialize_sql`): its one statement, without parameters."""
+    from zarrsql.engine.sqltext import quote_text
+
+    ((text,),) = own.rows(f"SELECT json_serialize_sql({quote_text(sql)})")
+    doc = json.loads(text)
+    statements = doc.get("statements") or []
+    if doc.get("error") or len(statements) != 1 or statements[0].get("named_param_map"):
+        raise _NotOneTable("not one SELECT DuckDB parses")
+    return statements[0]  # type: ignore[no-any-return]
+
+
+def _reads(own: _OwnConnection, tree: Any, ctes: dict[str, Any], depth: int) -> list[str | None]:
+    """Every table the rows of `tree` come from (its FROM clauses and set operations), once per
+    read: the SQL of a `read_zarr` call (`SELECT * FROM read_zarr(...)`), or None for any other
+    table. `ctes`: the CTEs in scope."""
+    if depth > MAX_NESTING:
+        raise _NotOneTable("views or CTEs nested too deep")
+    if isinstance(tree, list):
+        return [r for item in tree for r in _reads(own, item, ctes, depth)]
+    if not isinstance(tree, dict) or "class" in tree:
+        return []  # an expression: a subquery in it filters or computes values, it adds no rows
+    kind = tree.get("type")
+    if tree.get("column_name_alias") or kind == "PIVOT":  # may give a dimension's name to another column
+        raise _NotOneTable("a table whose columns are renamed or reshaped")
+    if isinstance(kind, str) and kind in _TABLE_READS:
+        return _table_reads(own, tree, ctes, depth)
+    defined = (tree.get("cte_map") or {}).get("map") or []
+    if defined:  # read where they are named, once per naming
+        ctes = {**ctes, **{str(e["key"]).lower(): e["value"] for e in defined}}
+    return [r for key, value in tree.items() if key != "cte_map" for r in _reads(own, value, ctes, depth)]
+
+
+def _table_reads(own: _OwnConnection, ref: dict[str, Any], ctes: dict[str, Any], depth: int) -> list[str | None]:
+    """What one table reference reads: a `read_zarr` call, or what the CTE or view it names
+    reads, or an unclaimed `'x.zarr'` string's store; else one other table."""
+    from zarrsql.engine.sqltext import claimable, quote_text
+
+    if ref["type"] == "TABLE_FUNCTION":
+        function = ref.get("function") or {}
+        plain = not function.get("schema") and not function.get("catalog")
+        return [_call_sql(own, ref) if plain and str(function.get("function_name")).lower() == "read_zarr" else None]
+    if ref["type"] != "BASE_TABLE":
+        return [None]
+    name, schema, database = str(ref["table_name"]), ref.get("schema_name") or "", ref.get("catalog_name") or ""
+    if not schema and not database and name.lower() in ctes:
+        if ctes[name.lower()].get("aliases"):
+            raise _NotOneTable("a CTE whose columns are renamed")
+        return _reads(own, ctes[name.lower()], ctes, depth + 1)
+    found = own.rows(_catalog_query(name, schema, database))
+    if len(found) > 1 or (found and found[0][0] is None):
+        return [None]  # a table, or a name that is not one view
+    if found:
+        return _reads(own, _parsed(own, _view_body(str(found[0][0]))), {}, depth + 1)
+    if not schema and not database and claimable(name):  # a `'x.zarr'` string not claimed yet
+        return [f"SELECT * FROM read_zarr({quote_text(name)})"]
+    return [None]  # a DataFrame or another object DuckDB finds by its name
+
+
+def _catalog_query(name: str, schema: str, database: str) -> str:
+    """The SQL (NULL for a table) of each table or view the reference `[database.][schema.]name`
+    can mean: unqualified, the temporary ones and the current schema's; `s.name` is schema `s`
+    of the current database or the main schema of database `s`."""
+    from zarrsql.engine.sqltext import quote_text
+
+    n, s, d = quote_text(name.lower()), quote_text(schema.lower()), quote_text(database.lower())
+    if database:
+        where = f"lower(database_name) = {d} AND lower(schema_name) = {s if schema else quote_text('main')}"
+    elif schema:
+        where = (
+            f"(lower(database_name) = {s} AND schema_name = 'main') OR "
+            f"(database_name = current_database() AND lower(schema_name) = {s})"
+        )
+    else:
+        where = "(database_name = 'temp' OR database_name = current_database()) AND schema_name = current_schema()"
+    return (
+        f"SELECT sql FROM duckdb_views() WHERE lower(view_name) = {n} AND ({where}) "
+        f"UNION ALL SELECT NULL FROM duckdb_tables() WHERE lower(table_name) = {n} AND ({where})"
+    )
+
+
+def _view_body(sql: str) -> str:
+    """The query of a view's `CREATE VIEW name AS <query>;` (a view that renames the columns,
+    `name(a, b)`, is not followed: its names are not the table's)."""
+    from zarrsql.engine.sqltext import tokens
+
+    toks = tokens(sql)
+    head = next((k for k, t in enumerate(toks) if t.kind == "keyword" and t.text.upper() == "AS"), None)
+    if head is None or any(t.text == "(" for t in toks[:head]):
+        raise _NotOneTable("a view with column names of its own")
+    return sql[toks[head].pos + len(toks[head].text) :].strip().rstrip(";")
+
+
+def _call_sql(own: _OwnConnection, ref: dict[str, Any]) -> str:
+    """`SELECT * FROM read_zarr(...)` of a parsed `read_zarr` table reference."""
+    from zarrsql.engine.sqltext import quote_text
+
+    template = _parsed(own, "SELECT * FROM t")
+    template["node"]["from_table"] = {**ref, "alias": ""}
+    doc = {"error": False, "statements": [template]}
+    ((text,),) = own.rows(f"SELECT json_deserialize_sql({quote_text(json.dumps(doc))})")
+    return str(text)
+
+
+def _read_zarr_dims(own: _OwnConnection, call_sql: str) -> tuple[str, ...] | None:
+    """The dimensions of the table the one `read_zarr` call of `call_sql` opens (its
+    arguments evaluated by DuckDB, as the call's own would be)."""
+    from zarrsql.engine import params
     from zarrsql.engine.functions import FUNCTIONS
     from zarrsql.engine.sqltext import zarrsql_calls
+    from zarrsql.scan import open_table
+    from zarrsql.store import using_opener
 
-    try:
-        text = source.relation.sql_query()
-    except duckdb.Error:
-        return None
-    calls = [c for c in zarrsql_calls(text, FUNCTIONS) if c.function == "read_zarr"]
+    calls = [c for c in zarrsql_calls(call_sql, FUNCTIONS) if c.function == "read_zarr"]
     if len(calls) != 1:
         return None
     args = []
     for a in calls[0].arguments:
         key = "store" if a.name is None else a.name.strip('"')
         args.append(f"'{key}': {a.text}")
-    con = source.connection.duckdb
+    ((arg_json,),) = own.rows(f"SELECT to_json({{{', '.join(args)}}})::VARCHAR")
+    opener = getattr(getattr(own.wrapper, "_state", None), "opener", None)  # a mount's storage options
     try:
-        ((arg_json,),) = con.sql(f"SELECT to_json({{{', '.join(args)}}})::VARCHAR").fetchall()
-    except duckdb.Error:
-        return None
-    from zarrsql.engine import params
-    from zarrsql.scan import open_table
-
-    try:
-        scan = open_table(params.read_request(params.parse_args(arg_json)))
+        with using_opener(opener):
+            scan = open_table(params.read_request(params.parse_args(arg_json)))
     except ZarrSQLError:
         return None
     return tuple(scan.table.dims)

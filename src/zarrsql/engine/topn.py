@@ -1,0 +1,284 @@
+"""Latest rows: `ORDER BY <dimension> LIMIT n` reads only the work units of the first values.
+
+DuckDB answers `SELECT ... ORDER BY time DESC LIMIT 5` with a Top-N operator whose dynamic
+filter never reaches a Python scan, so the scan read every work unit of the table (all
+58,400 of a 10-year hourly 721 x 1440 store, where the last time slab is 16). The connection
+therefore adds the bound itself before the statement runs.
+
+The reasoning: in a table whose rows are its cells, every position along an axis holds the
+same number of rows, `per_value` = the product of the other axes' lengths. The first `n + m`
+rows of `ORDER BY dim ... LIMIT n OFFSET m` therefore lie among the cells of the first `k =
+ceil((n + m) / per_value)` positions in that order: those positions alone hold `k * per_value
+>= n + m` rows that sort at or before the k-th value `v`. So `WHERE dim >= v` (`<=` when
+ascending; `OR dim IS NULL` too when NULLs sort first) keeps every row that can be among
+them, ties at `v` included, whatever the further ORDER BY keys are, and the result is the
+statement's own. `v` is found by DuckDB ordering the coordinate column as the scan hands it
+(`answers._axis_tables`: the decoded coordinate, no data chunk), with the statement's
+direction and NULL placement (the session's defaults where it names none), so NaN, NULL
+(NaT), duplicate values and descending axes sort exactly as in the statement. It is written
+as a literal of the column's own type (`CAST('<text>' AS <type>)`, declined unless the text
+reads back as the value), which DuckDB pushes into the scan.
+
+Only this shape is rewritten: the top-level `SELECT <items> FROM <one zarrsql table>
+ORDER BY <dimension column> [ASC|DESC] [NULLS FIRST|LAST] [, any keys] LIMIT <n> [OFFSET
+<m>]`, the table `read_zarr(...)`, a `'x.zarr'` string or a view that is `SELECT *` of one,
+whose rows are its cells (no `bounds :=`, no sparse matrix). Declined: any `WHERE` (a
+condition on other dimensions leaves fewer rows per value, so `k` would have to grow), joins,
+grouping, aggregates, window functions, `DISTINCT`, `QUALIFY`, subqueries, macros, parameters,
+a select item aliased to the dimension's name (ORDER BY would sort by the item), a string
+(categorical) dimension, a NaN or NULL `v`, and on DuckDB 1.5 a coordinate holding NaN (1.5
+applies a pushed filter with Arrow's NaN rules). Anything else, or any error on the way,
+leaves the statement as written.
+
+The bound comes from the coordinates as they were when the statement was rewritten, while a
+relation fetched again reads the store as it is then (`scan/validity.py`): after a coordinate
+was rewritten, the old bound could drop every row. So the bound is checked as a constant
+answer is (`_State.answer_check`, in a scalar subquery DuckDB evaluates once): a relation
+fetched after its store changed fails and says to run the statement again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from zarrsql.decode.logical import Labels
+from zarrsql.engine.answers import (
+    _TYPE_NAME,
+    _axis_tables,
+    _bind,
+    _check_from,
+    _columns,
+    _Decline,
+    _precheck,
+    _ref,
+    _resolve,
+    rewritten_or_same,
+)
+from zarrsql.engine.joins import _alias, _deserialize, _serialize
+from zarrsql.engine.source import HAS_SOURCES
+from zarrsql.engine.sqltext import quote_ident, quote_text
+
+if TYPE_CHECKING:
+    from zarrsql.engine.connection import Connection
+    from zarrsql.scan import TableScan
+
+_QUICK = re.compile(r"\border\s+by\b.*\blimit\b", re.IGNORECASE | re.DOTALL)
+#: Expression classes a select item or ORDER BY key may contain: no window, subquery or
+#: parameter (a FUNCTION is checked to be scalar by name, `_check_scalar`).
+_SCALAR_CLASSES = frozenset(
+    {"COLUMN_REF", "CONSTANT", "CAST", "COMPARISON", "CONJUNCTION", "OPERATOR", "BETWEEN", "CASE", "COLLATE", "TYPE"}
+)
+_INTEGER_KINDS = ("INTEGER", "BIGINT", "HUGEINT", "UBIGINT")
+#: The session's `default_null_order` as whether NULLs sort first, (ascending, descending).
+_NULLS_FIRST = {
+    "NULLS_FIRST": (True, True),
+    "NULLS_LAST": (False, False),
+    "NULLS_FIRST_ON_ASC_LAST_ON_DESC": (True, False),
+    "NULLS_LAST_ON_ASC_FIRST_ON_DESC": (False, True),
+}
+
+
+def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
+    """`query` with `WHERE <dimension> >= <k-th value>` added when it is the shape of the module
+    docstring, else `query` itself."""
+    return rewritten_or_same(conn, query, has_args, _QUICK, _rewrite, "top-n not bounded")
+
+
+@dataclass(frozen=True, slots=True)
+class _Order:
+    """The first ORDER BY key: the dimension column it names, its direction and where its
+    NULLs sort, as the session resolves defaults."""
+
+    column: str
+    axis: int
+    descending: bool
+    nulls_first: bool
+
+
+def _rewrite(conn: Connection, query: str) -> str:
+    doc = _serialize(conn, query)
+    node = doc["statements"][0]["node"]
+    rows_wanted = _check_shape(node)
+    _check_scalar(conn, node)
+    table = node["from_table"]
+    _precheck(conn._con, table)  # binding may perform actions (zarr_unmount): only bind a read
+    _, _, scan = _bind(conn, query, as_text=False)
+    _check_from(conn._con, table)  # again: binding created the view of a 'x.zarr' string
+    order = _order(conn, node, _alias(table), scan)
+    bound = _bound(conn, scan, order, rows_wanted)
+    state = conn._state
+    if not state.check_function:
+        raise _Decline("no check function installed")
+    # a scalar subquery: DuckDB runs the check once per execution, not once per row
+    check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan))}))"
+    where = _serialize(conn, f"SELECT 1 WHERE {bound} AND {check}")["statements"][0]["node"]["where_clause"]
+    node["where_clause"] = where
+    return _deserialize(conn, doc)
+
+
+def _check_shape(node: dict[str, Any]) -> int:
+    """Decline all but `SELECT ... FROM <one table> ORDER BY ... LIMIT n [OFFSET m]`; the rows
+    the statement needs sorted, n + m."""
+    if node.get("type") != "SELECT_NODE" or (node.get("cte_map") or {}).get("map"):
+        raise _Decline("not a plain SELECT")
+    if node.get("where_clause") is not None:
+        raise _Decline("a WHERE: fewer rows per value may pass it")
+    if node.get("group_expressions") or node.get("group_sets") or node.get("having") or node.get("qualify"):
+        raise _Decline("grouping")
+    if node.get("sample") or node.get("aggregate_handling") not in (None, "STANDARD_HANDLING"):
+        raise _Decline("sample or GROUP BY ALL")
+    kinds = [m.get("type") for m in node.get("modifiers") or []]
+    if kinds != ["ORDER_MODIFIER", "LIMIT_MODIFIER"]:
+        raise _Decline("not ORDER BY then LIMIT alone")
+    limit = node["modifiers"][1]
+    if limit.get("limit_type", "ROW_COUNT") != "ROW_COUNT":
+        raise _Decline("LIMIT of a percentage")
+    count = _integer(limit.get("limit"))
+    offset = 0 if limit.get("offset") is None else _integer(limit["offset"])
+    if count is None or offset is None or count + offset == 0:
+        raise _Decline("LIMIT or OFFSET not a positive integer constant")
+    return count + offset
+
+
+def _integer(node: dict[str, Any] | None) -> int | None:
+    """An integer constant's value (DuckDB 2.x writes it as text, 1.5 as a number), else None."""
+    if not node or node.get("class") != "CONSTANT":
+        return None
+    literal = node.get("literal")
+    if literal is not None:
+        text = str(literal.get("text", ""))
+        return int(text) if literal.get("kind") in _INTEGER_KINDS and text.isdigit() else None
+    value = node.get("value") or {}
+    number = value.get("value")
+    if (value.get("type") or {}).get("id") not in _INTEGER_KINDS or value.get("is_null"):
+        return None
+    return number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else None
+
+
+def _check_scalar(conn: Connection, node: dict[str, Any]) -> None:
+    """Decline unless every select item and ORDER BY key is scalar: columns, constants,
+    operators and scalar functions (no aggregate, window function, macro or subquery, which
+    would read rows the bound removes)."""
+    names: set[str] = set()
+    for item in node["select_list"]:
+        if item.get("class") == "STAR":
+            if any(item.get(k) for k in ("relation_name", "columns", "expr")) or any(
+                item.get(k) for k in ("exclude_list", "replace_list", "qualified_exclude_list", "rename_list")
+            ):
+                raise _Decline("a star that changes its columns")
+            continue
+        _collect_functions(item, names)
+    for key in node["modifiers"][0]["orders"]:
+        _collect_functions(key["expression"], names)
+    if not names:
+        return
+    listed = ", ".join(quote_text(n) for n in sorted(names))
+    found = conn._con.execute(
+        "SELECT lower(function_name), bool_and(function_type = 'scalar') FROM duckdb_functions() "
+        f"WHERE lower(function_name) IN ({listed}) GROUP BY 1"
+    ).fetchall()
+    if len(found) != len(names) or not all(scalar for _, scalar in found):
+        raise _Decline("a function that is not scalar")
+
+
+def _collect_functions(tree: Any, names: set[str]) -> None:
+    """Add the names of the functions `tree` calls to `names`; decline what is not scalar."""
+    if isinstance(tree, list):
+        for value in tree:
+            _collect_functions(value, names)
+        return
+    if not isinstance(tree, dict):
+        return
+    kind = tree.get("class")
+    if kind == "FUNCTION":
+        if tree.get("schema") or tree.get("catalog") or tree.get("distinct") or tree.get("filter"):
+            raise _Decline("a qualified or aggregate-like call")
+        if (tree.get("order_bys") or {}).get("orders") or tree.get("export_state"):
+            raise _Decline("an aggregate-like call")
+        names.add(str(tree.get("function_name", "")).lower())
+    elif kind is not None and kind not in _SCALAR_CLASSES:
+        raise _Decline(f"{kind} in the select list or ORDER BY")
+    for key, value in tree.items():
+        if key != "class":
+            _collect_functions(value, names)
+
+
+def _order(conn: Connection, node: dict[str, Any], alias: str, scan: TableScan) -> _Order:
+    """The first ORDER BY key as a dimension column of the table (named, or a position in the
+    select list), with the session's defaults applied; declined when it names a select item's
+    alias (ORDER BY binds a name to the item first) or is not a dimension's coordinate."""
+    key = node["modifiers"][0]["orders"][0]
+    items, expression = node["select_list"], key["expression"]
+    position = _integer(expression)
+    if position is not None:
+        if any(item.get("class") == "STAR" for item in items) or not 1 <= position <= len(items):
+            raise _Decline("ORDER BY a position with a star, or out of range")
+        expression = items[position - 1]
+    if expression.get("class") != "COLUMN_REF":
+        raise _Decline("ORDER BY an expression, not a column")
+    column, axis = _resolve(_ref(expression), _columns(scan), alias)
+    name = column.name.lower()
+    for item in items:
+        named = str(item.get("alias") or "").lower() == name
+        if named and not (item.get("class") == "COLUMN_REF" and _ref(item).rpartition("\0")[2].lower() == name):
+            raise _Decline("a select item aliased to the ORDER BY column's name")
+    if column.dim is None or isinstance(column.logical, Labels):
+        raise _Decline("not a dimension column, or a string one (its order may be its labels')")
+    descending, nulls_first = _direction(conn, key)
+    return _Order(column.name, axis, descending, nulls_first)
+
+
+def _direction(conn: Connection, key: dict[str, Any]) -> tuple[bool, bool]:
+    """Whether an ORDER BY key sorts descending, and whether its NULLs come first, the
+    session's `default_order` and `default_null_order` filling what it leaves out."""
+    default_order, default_nulls = conn._con.execute(
+        "SELECT current_setting('default_order'), current_setting('default_null_order')"
+    ).fetchall()[0]
+    direction = key.get("type")
+    if direction == "ORDER_DEFAULT":
+        direction = "DESCENDING" if str(default_order).upper().startswith("DESC") else "ASCENDING"
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise _Decline("an unknown sort direction")
+    descending = direction == "DESCENDING"
+    nulls = str(key.get("null_order", "ORDER_DEFAULT")).upper().replace(" ", "_")
+    if nulls == "ORDER_DEFAULT":
+        placement = _NULLS_FIRST.get(str(default_nulls).upper())
+        if placement is None:
+            raise _Decline("an unknown default NULL order")
+        return descending, placement[descending]
+    if nulls not in ("NULLS_FIRST", "NULLS_LAST"):
+        raise _Decline("an unknown NULL order")
+    return descending, nulls == "NULLS_FIRST"
+
+
+def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -> str:
+    """The condition keeping every row that can be among the first `rows_wanted` (see the
+    module docstring), as SQL text; declined when it would keep (nearly) every row."""
+    if not scan.rows_are_cells or scan.base_predicate is not None or not scan.num_rows:
+        raise _Decline("rows that are not all the cells of the table, or none")
+    length = scan.table.shape[order.axis]
+    per_value = scan.num_rows // length
+    positions = -(-rows_wanted // per_value)  # k: the first positions that hold the rows wanted
+    if positions >= length:
+        raise _Decline("the rows wanted span every value")
+    column = quote_ident(order.column)
+    with _axis_tables(conn, scan, [], [], {order.axis}) as axes:
+        table = quote_ident(str(axes[order.axis].table))
+        kind = str(conn._con.execute(f"SELECT typeof({column}) FROM {table} LIMIT 1").fetchall()[0][0]).upper()
+        if not _TYPE_NAME.match(kind):
+            raise _Decline("a coordinate type not carried over as text")
+        nans = f"count(*) FILTER (isnan({column}))" if kind in ("FLOAT", "DOUBLE") else "0"
+        sort = f"{column} {'DESC' if order.descending else 'ASC'} NULLS {'FIRST' if order.nulls_first else 'LAST'}"
+        text, same, nulls, nan_count = conn._con.execute(
+            f"SELECT CAST(v AS VARCHAR), CAST(CAST(v AS VARCHAR) AS {kind}) IS NOT DISTINCT FROM v, nulls, nans "
+            f"FROM (SELECT {column} AS v FROM {table} ORDER BY {sort} LIMIT 1 OFFSET {positions - 1}), "
+            f"(SELECT count(*) FILTER ({column} IS NULL) AS nulls, {nans} AS nans FROM {table})"
+        ).fetchall()[0]
+    if text is None or same is not True or str(text).lower().lstrip("+-") == "nan":
+        raise _Decline("the bounding value is NULL or NaN, or its text does not read back")
+    if nan_count and not HAS_SOURCES:
+        raise _Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
+    condition = f"{column} {'>=' if order.descending else '<='} CAST({quote_text(str(text))} AS {kind})"
+    return f"({condition} OR {column} IS NULL)" if order.nulls_first and nulls else condition
