@@ -186,6 +186,15 @@ def test_format_hdf5_reads_an_hdf5_file_and_the_parameter_table_lists_it(tmp_pat
     assert "'hdf5'" in _table_row("`format`")
 
 
+def test_format_hdf5_on_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
+    from zarrsql.errors import StoreNotFoundError
+
+    path = tmp_path / "store.zarr"
+    xr.Dataset({"t": (("x",), np.arange(3.0))}).to_zarr(path)
+    with pytest.raises(StoreNotFoundError, match="is a folder, not an HDF5 file.*leave format := out"):
+        zarrsql.connect().execute(f"SELECT * FROM read_zarr('{path}', format := 'hdf5')").fetchall()
+
+
 @pytest.mark.parametrize("group_path", ["linked", "linked/deeper"])
 def test_reading_a_linked_group_is_refused_as_a_store_read(tmp_path: Path, group_path: str) -> None:
     outside = tmp_path / "elsewhere.zarr"

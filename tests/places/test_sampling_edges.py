@@ -6,6 +6,7 @@ values from xarray's `.sel` on the same store."""
 from __future__ import annotations
 
 import datetime
+import re
 
 import numpy as np
 import pandas as pd
@@ -172,3 +173,20 @@ def test_exact_with_a_tolerance_is_refused(f32, con) -> None:
         xr.open_zarr(f32).v.sel(lat=xr.DataArray([0.1], dims="p"), tolerance=0.1)
     with pytest.raises(zarrsql.ParameterError, match=r"tolerance := .*'nearest'"):
         zarrsql.sample(f32, pd.DataFrame({"lat": [0.1]}), method="exact", tolerance=0.1, connection=con).fetchall()
+
+
+@pytest.mark.parametrize(
+    ("points", "says"),
+    [
+        ("stations", "zarr_sample's points 'stations' name no table or view"),
+        ("'stations'", "zarr_sample's points 'stations' name no table or view"),
+        ("'SELECT * FROM nowhere'", "zarr_sample's points query failed: Catalog Error"),
+    ],
+)
+def test_points_that_name_nothing_are_a_parameter_error(tmp_path, points, says) -> None:
+    from zarrsql.errors import ParameterError
+
+    path = tmp_path / "s.zarr"
+    xr.Dataset({"v": (("lat",), np.arange(3.0))}, coords={"lat": [1.0, 2.0, 3.0]}).to_zarr(path)
+    with zarrsql.connect() as con, pytest.raises(ParameterError, match=re.escape(says)):
+        con.sql(f"SELECT * FROM zarr_sample('{path}', {points})").fetchall()

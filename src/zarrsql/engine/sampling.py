@@ -27,6 +27,7 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -55,8 +56,21 @@ def _points(conn: Connection, points: Any) -> pa.Table:
         raise ParameterError(
             "zarr_sample's points must be a query (e.g. 'SELECT * FROM stations') or a table or view name"
         )
-    text = points if _QUERY.match(points) else f"SELECT * FROM {points}"
-    table = conn.sql(text).arrow()
+    is_query = bool(_QUERY.match(points))
+    text = points if is_query else f"SELECT * FROM {points}"
+    try:
+        table = conn.sql(text).arrow()
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if is_query:
+            raise ParameterError(f"zarr_sample's points query failed: {first}; fix the query") from None
+        raise ParameterError(
+            f"zarr_sample's points '{points}' name no table or view this connection can read ({first}); "
+            "give the name of one, or the points as a query in a string, e.g. zarr_sample('store.zarr', "
+            "'SELECT 45.0 AS lat, 7.5 AS lon')"
+        ) from None
     return table.read_all() if isinstance(table, pa.RecordBatchReader) else table
 
 

@@ -241,6 +241,11 @@ def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_fol
         location = location[7:]
     if not is_url(location):
         location = os.path.abspath(os.path.expanduser(location))
+        if os.path.isdir(location):
+            raise StoreNotFoundError(
+                f"'{location}' is a folder, not an HDF5 file: format := 'hdf5' reads one file; for a Zarr store "
+                "leave format := out (or pass 'zarr')"
+            )
         if not os.path.isfile(location):
             raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
     key = _key(location)
