@@ -63,11 +63,20 @@ def _same(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _open_fsspec(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    import fsspec
+def make_filesystem(url: str, options: dict[str, Any], **made: Any) -> tuple[Any, str]:
+    """The fsspec filesystem for `url` and the path below it, built as zarrsql builds it for
+    reads and writes alike: its backend's class for these options (`Backend.fs_class`, else
+    the one fsspec registers for the scheme) with its keywords; `made` adds the instance's
+    own (`asynchronous`, `skip_instance_cache`)."""
+    backend = backend_for(url.split("://", 1)[0])
+    if backend.fs_class is None:
+        import fsspec
 
-    fs, root = fsspec.core.url_to_fs(url, **options)
-    return fs, root
+        fs, root = fsspec.core.url_to_fs(url, **made, **options)
+        return fs, root
+    cls: Any = backend.fs_class(options)
+    fs = cls(**made, **{**cls._get_kwargs_from_urls(url), **backend.keywords(options)})
+    return fs, cls._strip_protocol(url)
 
 
 #: The token words gcsfs knows (`GoogleCredentials.connect`): anything else is a file or a token.
@@ -118,10 +127,9 @@ def _open_gcs(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     round trip. With credentials the lookup succeeds once per bucket and the default class
     (which also reads zonal buckets) is kept.
     """
-    cls: Any = gcs_class(options)
-    fs = cls(**{**cls._get_kwargs_from_urls(url), **gcs_keywords(options)})
+    fs, root = make_filesystem(url, options)
     _one_gcs_attempt(fs)
-    return fs, cls._strip_protocol(url)
+    return fs, root
 
 
 def gcs_class(options: dict[str, Any]) -> type:
@@ -429,7 +437,7 @@ class Backend:
 
     extra: str = "remote"
     can_list: bool = True
-    open: Callable[[str, dict[str, Any]], tuple[Any, str]] = _open_fsspec
+    open: Callable[[str, dict[str, Any]], tuple[Any, str]] = make_filesystem
     one_attempt: Callable[[Any], None] = _nothing
     set_defaults: Callable[[dict[str, Any]], None] = _nothing
     size_pool: Callable[[dict[str, Any], int], None] = _no_pool

@@ -115,22 +115,14 @@ def _remote(store: str, storage_options: Mapping[str, str] | None, *, asynchrono
     """(fsspec filesystem, path) of an object-store URL: the class reads use (for GCS, the
     plain JSON-API class where gcsfs's default would spend 60 s asking an emulator about the
     bucket), with the library's own retries kept (a write is not retried by zarrsql)."""
-    import fsspec
-
-    from zarrsql.store.backends import backend_for
+    from zarrsql.store.backends import backend_for, make_filesystem
 
     options = _fs_options(store, storage_options)
-    backend = backend_for(store.split("://", 1)[0])
+    if not asynchronous:
+        return make_filesystem(store, options)
     # an asynchronous instance that is closed after the write (`_zarr_remote`) is the write's own
-    made: dict[str, Any] = {"asynchronous": True} if asynchronous else {}
-    if asynchronous and backend.close_async is not None:
-        made["skip_instance_cache"] = True
-    if backend.fs_class is None:
-        fs, path = fsspec.core.url_to_fs(store, **made, **options)
-        return fs, path
-    cls: Any = backend.fs_class(options)
-    fs = cls(**made, **{**cls._get_kwargs_from_urls(store), **backend.keywords(options)})
-    return fs, cls._strip_protocol(store)
+    closed_after = backend_for(store.split("://", 1)[0]).close_async is not None
+    return make_filesystem(store, options, asynchronous=True, **({"skip_instance_cache": True} if closed_after else {}))
 
 
 @contextlib.contextmanager
