@@ -11,7 +11,8 @@ The rules are small and applied in one visible order by `ColumnCodec.decode`:
    microseconds, an INTERVAL), or numpy datetime64/timedelta64 → microseconds (a value
    outside DuckDB's TIMESTAMP range, or a duration whose microseconds overflow int64, is
    NULL, never wrapped), and timedelta64 in months or years → whole months;
-4. strings (variable-length, fixed bytes, fixed unicode) → Python str;
+4. strings (variable-length, fixed bytes, fixed unicode) → Python str; fixed-width ones read
+   invalid UTF-8 bytes or code points that are no character as U+FFFD, never failing a scan;
 5. NaN → NULL when `nan_as_null` (the default).
 The result is `(values, nulls)` with `nulls` None when no cell is missing. `logical` names the
 column type for the engine adapter ("float64", "timestamp_us", "string", ...); "interval_months"
@@ -183,6 +184,37 @@ def _stored_range(dtype: np.dtype) -> tuple[int, int]:
     return max(int(first), int(_INT64.min) + 1), min(int(last), int(_INT64.max))
 
 
+@functools.lru_cache(maxsize=64)
+def _cast_range(dtype: np.dtype) -> tuple[int, int]:
+    """The part of `_stored_range(dtype)` that numpy's cast to microseconds converts exactly.
+
+    numpy scales a stored v by its reduced factor num/denom as `(v * num - (denom - 1)) //
+    denom` for a negative v (`v * num // denom` otherwise) in int64, wrapping silently where
+    `v * num - denom + 1` or `v * num` passes int64: a nanosecond value within 999 ns above
+    NaT (pandas' Timestamp.min) would read as a date in 2262. Held values outside this part go to `_exact_micros`. A
+    calendar unit (months, years) is converted by numpy's calendar rules, left to numpy.
+    """
+    first, last = _stored_range(dtype)
+    unit, count = np.datetime_data(dtype)
+    if unit in _MONTHS_PER_UNIT:
+        return first, last
+    per_unit = _MICROS_PER_UNIT[unit] * count
+    num, denom = per_unit.numerator, per_unit.denominator
+    cast_first = -(-(int(_INT64.min) + denom - 1) // num)  # the least v with v * num - denom + 1 >= int64 min
+    cast_last = int(_INT64.max) // num
+    return max(first, cast_first), min(last, cast_last)
+
+
+def _exact_micros(stored: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Microseconds of the stored counts `stored` of `dtype` (a fixed-length unit), floored
+    as numpy floors, in Python integers: for the few held values near int64's ends that
+    numpy's cast would wrap (see `_cast_range`)."""
+    unit, count = np.datetime_data(dtype)
+    per_unit = _MICROS_PER_UNIT[unit] * count
+    num, denom = per_unit.numerator, per_unit.denominator
+    return np.array([v * num // denom for v in stored.tolist()], dtype=np.int64)
+
+
 def _time_ints(raw: np.ndarray) -> np.ndarray:
     """The stored int64 counts of a datetime64/timedelta64 array, in native byte order."""
     stored = raw.view(np.dtype(np.int64).newbyteorder(raw.dtype.byteorder))
@@ -191,17 +223,23 @@ def _time_ints(raw: np.ndarray) -> np.ndarray:
 
 def _to_micros64(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(int64 microseconds, nulls) of a datetime64/timedelta64 array; NaT and values that
-    cannot be held (see `_stored_range`) are NULL. In-range data costs a min and a max."""
+    cannot be held (see `_stored_range`) are NULL. In-range data costs a min and a max; held
+    values numpy would wrap (see `_cast_range`) are converted exactly, one by one."""
     letter = "M" if raw.dtype.kind == "M" else "m"
     micros_type = np.dtype(f"{letter}8[us]")
     stored = _time_ints(raw)
-    first, last = _stored_range(raw.dtype)
+    cast_first, cast_last = _cast_range(raw.dtype)
     # the common nanosecond or microsecond duration has no upper bound to check but int64's
-    if stored.size == 0 or (stored.min() >= first and (last == _INT64.max or stored.max() <= last)):
+    if stored.size == 0 or (stored.min() >= cast_first and (cast_last == _INT64.max or stored.max() <= cast_last)):
         return raw.astype(micros_type).view(np.int64), None
+    first, last = _stored_range(raw.dtype)
     invalid = (stored < first) | (stored > last)
-    held = np.where(invalid, 0, stored).astype(np.int64, copy=False).view(raw.dtype.newbyteorder("="))
-    return held.astype(micros_type).view(np.int64), invalid
+    uncastable = ~invalid & ((stored < cast_first) | (stored > cast_last))
+    held = np.where(invalid | uncastable, 0, stored).astype(np.int64, copy=False).view(raw.dtype.newbyteorder("="))
+    micros = held.astype(micros_type).view(np.int64)
+    if uncastable.any():
+        micros[uncastable] = _exact_micros(stored[uncastable], raw.dtype)
+    return micros, invalid
 
 
 def _months(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -219,11 +257,38 @@ def _months(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _strings(raw: np.ndarray, kind: str) -> np.ndarray:
+    """Python str values; text that is not valid Unicode reads with U+FFFD in its place
+    (invalid UTF-8 bytes, code points that are no character), so a scan never fails on it."""
     if kind == "fixed_bytes":
         return np.char.decode(raw, "utf-8", errors="replace").astype(object)
     if kind == "fixed_unicode":
-        return raw.astype(object)
+        return _valid_code_points(raw).astype(object)
     return raw
+
+
+#: Below the first surrogate every UTF-32 code unit is a character: text there needs no check.
+_FIRST_SURROGATE, _LAST_SURROGATE = 0xD800, 0xDFFF
+_LAST_CODE_POINT = 0x10FFFF
+_REPLACEMENT_CHARACTER = 0xFFFD
+
+
+def _valid_code_points(raw: np.ndarray) -> np.ndarray:
+    """`raw` (fixed-width unicode, UTF-32) with each code unit that is no Unicode character
+    (a surrogate, or past U+10FFFF) replaced by U+FFFD. numpy and zarr-python store those
+    unchecked, but Arrow and DuckDB refuse them (a raw error, failing the whole scan). Valid
+    text costs a max over the code units, and a mask if it holds characters from U+D800 on
+    (private use, CJK compatibility, emoji); only an array holding invalid ones is copied."""
+    if raw.size == 0 or raw.dtype.itemsize == 0:
+        return raw
+    codes = np.ascontiguousarray(raw).view(np.dtype(np.uint32).newbyteorder(raw.dtype.byteorder))
+    if codes.max() < _FIRST_SURROGATE:
+        return raw
+    invalid = ((codes >= _FIRST_SURROGATE) & (codes <= _LAST_SURROGATE)) | (codes > _LAST_CODE_POINT)
+    if not invalid.any():
+        return raw
+    replaced = codes.copy()
+    replaced[invalid] = _REPLACEMENT_CHARACTER
+    return replaced.view(raw.dtype).reshape(raw.shape)
 
 
 def _none_mask(raw: np.ndarray) -> np.ndarray | None:

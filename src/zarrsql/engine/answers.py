@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -50,7 +49,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from zarrsql.engine import params
+from zarrsql.engine import params, parsetree
+from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
 from zarrsql.expand.arrow import to_arrow
@@ -210,10 +210,6 @@ _OPERATORS = frozenset(
 _LEAF_CLASSES = frozenset({"TYPE", "CONSTANT", "CAST", "COMPARISON", "CONJUNCTION", "BETWEEN", "CASE", "COLLATE"})
 
 
-class _Decline(Exception):
-    """The statement is not a count this module answers; it runs unchanged."""
-
-
 class Raised(Exception):
     """An error a rewrite met doing the statement's own work (reading its chunks): raised as
     the statement's error, not declined (running it as written would only meet it again)."""
@@ -223,7 +219,7 @@ class Raised(Exception):
         self.error = error
 
 
-class _NoView(_Decline):
+class _NoView(Decline):
     """No view has the name the statement reads (yet: a `'x.zarr'` string's is made on use)."""
 
 
@@ -246,12 +242,9 @@ MAX_AXIS_ATOMS = 39
 _ENTRIES = "__zarrsql_entries"
 #: An atom's value by its digit in a class code.
 _STATE = (False, True, None)
-#: Statements parsed and atoms rendered by DuckDB, kept (both depend on the text alone), so a
-#: repeated statement costs no parsing round trips.
-CACHE_SIZE = 256
-_PARSED: dict[str, str] = {}
+#: Atoms rendered by DuckDB, kept (the text depends on the tree alone; parses are kept by
+#: `parsetree`), so a repeated statement costs no round trips for them.
 _RENDERED: dict[str, str] = {}
-_CACHE_LOCK = threading.Lock()
 
 
 def rewrite(conn: Connection, query: str, has_args: bool) -> str:
@@ -277,7 +270,7 @@ def rewritten_or_same(
         return query
     try:
         return rewrite(conn, query)
-    except _Decline as why:
+    except Decline as why:
         log.debug("%s: %s", what, why)
     except Raised as failed:  # the rewrite read the store and met a real error: the statement's
         raise failed.error.with_traceback(None) from None
@@ -286,115 +279,67 @@ def rewritten_or_same(
     return query
 
 
-def _remembered(cache: dict[str, str], key: str, make: Callable[[], str]) -> str:
-    """`make()`, kept in `cache` under `key` (the oldest entry goes beyond `CACHE_SIZE`)."""
-    with _CACHE_LOCK:
-        hit = cache.get(key)
-    return hit if hit is not None else _kept(cache, key, make())
-
-
-def _kept(cache: dict[str, str], key: str, value: str) -> str:
-    """`value`, kept in `cache` under `key` (the oldest entry goes beyond `CACHE_SIZE`)."""
-    with _CACHE_LOCK:
-        cache[key] = value
-        while len(cache) > CACHE_SIZE:
-            del cache[next(iter(cache))]
-    return value
-
-
-def _tree(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
-    """The single SELECT node of `sql`, or decline."""
-    doc = json.loads(_remembered(_PARSED, sql, lambda: _serialized(con, sql)))
-    if doc.get("error") or len(doc.get("statements") or []) != 1:
-        raise _Decline("not one statement DuckDB serializes")
-    statement = doc["statements"][0]
-    if statement.get("named_param_map"):
-        raise _Decline("parameters")
-    return statement["node"]  # type: ignore[no-any-return]
-
-
-def _serialized(con: duckdb.DuckDBPyConnection, sql: str) -> str:
-    return str(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
-
-
 def _plain_select(node: dict[str, Any]) -> None:
     """Decline a SELECT with anything beyond a select list, one FROM and a WHERE."""
     if node.get("type") != "SELECT_NODE" or node.get("modifiers") or (node.get("cte_map") or {}).get("map"):
-        raise _Decline("not a plain SELECT")
+        raise Decline("not a plain SELECT")
     if node.get("group_expressions") or node.get("group_sets") or node.get("having") or node.get("qualify"):
-        raise _Decline("grouping")
+        raise Decline("grouping")
     if node.get("sample") or node.get("aggregate_handling") not in (None, "STANDARD_HANDLING"):
-        raise _Decline("sample or GROUP BY ALL")
+        raise Decline("sample or GROUP BY ALL")
 
 
 def _items(node: dict[str, Any]) -> list[_Item]:
     items = []
     for item in node["select_list"]:
         if item.get("class") != "FUNCTION" or item.get("schema") or item.get("catalog"):
-            raise _Decline("not an aggregate")
+            raise Decline("not an aggregate")
         if item.get("filter") or (item.get("order_bys") or {}).get("orders"):
-            raise _Decline("aggregate with FILTER or ORDER BY")
+            raise Decline("aggregate with FILTER or ORDER BY")
         if item.get("export_state"):
-            raise _Decline("exported aggregate state")
+            raise Decline("exported aggregate state")
         # arguments: DuckDB 2.x names them `arguments`, 1.5 `children`
         name, args = item["function_name"].lower(), item.get("arguments", item.get("children")) or []
         if name == "count_star" and not args and not item.get("distinct"):
             items.append(_Item("count", None))
-        elif name in ("count", "min", "max") and len(args) == 1 and _argument(args[0])["class"] == "COLUMN_REF":
+        elif (
+            name in ("count", "min", "max") and len(args) == 1 and parsetree.argument(args[0])["class"] == "COLUMN_REF"
+        ):
             # min(DISTINCT c) is min(c); count(DISTINCT c) counts values, not rows
             kind = "distinct" if name == "count" and item.get("distinct") else name
-            items.append(_Item(kind, _ref(_argument(args[0]))))
+            items.append(_Item(kind, parsetree.ref(parsetree.argument(args[0]))))
         else:
-            raise _Decline("not count(*), count, min or max of a column")
+            raise Decline("not count(*), count, min or max of a column")
     if not items:
-        raise _Decline("empty select list")
+        raise Decline("empty select list")
     return items
-
-
-def _argument(arg: dict[str, Any]) -> dict[str, Any]:
-    """A function argument's expression (DuckDB 2.x wraps it with its name; 1.5 does not)."""
-    if "expression" in arg:
-        if arg.get("name"):
-            raise _Decline("named argument")
-        return arg["expression"]  # type: ignore[no-any-return]
-    return arg
-
-
-def _ref(node: dict[str, Any]) -> str:
-    """A COLUMN_REF as `qualifier.name` (lowercase qualifier) or `name`."""
-    parts = node["column_names"]
-    if len(parts) == 1:
-        return str(parts[0])
-    if len(parts) == 2:
-        return f"{parts[0].lower()}\0{parts[1]}"
-    raise _Decline("column reference with a schema")
 
 
 def _check_from(con: duckdb.DuckDBPyConnection, table: dict[str, Any], depth: int = 0) -> None:
     """Decline unless `table` is read_zarr(...) or a view that is exactly SELECT * of one."""
     if table.get("sample") or table.get("column_name_alias"):
-        raise _Decline("sample or column aliases")
+        raise Decline("sample or column aliases")
     kind = table.get("type")
     if kind == "TABLE_FUNCTION":
         fn = table["function"]
         if fn.get("function_name", "").lower() != "read_zarr" or fn.get("schema") or fn.get("catalog"):
-            raise _Decline("a table function other than read_zarr")
+            raise Decline("a table function other than read_zarr")
         if table.get("with_ordinality") not in (None, "WITHOUT_ORDINALITY"):
-            raise _Decline("WITH ORDINALITY")
+            raise Decline("WITH ORDINALITY")
         return
     if kind != "BASE_TABLE" or table.get("at_clause") or depth >= MAX_VIEW_DEPTH:
-        raise _Decline("not a table function or a view")
+        raise Decline("not a table function or a view")
     body = _VIEW_HEAD.sub("", _view_sql(con, table), count=1).rstrip().rstrip(";")
-    inner = _tree(con, body)
+    inner = parsetree.select_node(con, body)
     _plain_select(inner)
     star = inner["select_list"]
     if len(star) != 1 or star[0].get("class") != "STAR" or inner.get("where_clause") is not None:
-        raise _Decline("a view that is not SELECT * of one table")
+        raise Decline("a view that is not SELECT * of one table")
     s = star[0]
     if s.get("relation_name") or s.get("columns") or s.get("expr") or s.get("alias"):
-        raise _Decline("a view with a qualified or computed star")
+        raise Decline("a view with a qualified or computed star")
     if any(s.get(k) for k in ("exclude_list", "replace_list", "qualified_exclude_list", "rename_list")):
-        raise _Decline("a view that changes its columns")
+        raise Decline("a view that changes its columns")
     _check_from(con, inner["from_table"], depth + 1)
 
 
@@ -418,18 +363,18 @@ def _view_sql(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> str:
     args = [name, schema, schema, schema, catalog, catalog]
     tables = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {match.format(n='table_name')}", args)
     if tables.fetchall()[0][0]:
-        raise _Decline("a table of that name")
+        raise Decline("a table of that name")
     views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {match.format(n='view_name')}", args).fetchall()
     if not views:
         raise _NoView("no view of that name")
     if len(views) != 1 or not views[0][0]:
-        raise _Decline("no single view of that name")
+        raise Decline("no single view of that name")
     return str(views[0][0])
 
 
 def _answer(conn: Connection, query: str) -> str:
     con = conn._con
-    node = _tree(con, query)
+    node = parsetree.select_node(con, query)
     _plain_select(node)
     items = _items(node)
     table = node["from_table"]
@@ -437,7 +382,7 @@ def _answer(conn: Connection, query: str) -> str:
     names, types, scan = _bind(conn, query)
     _check_from(con, table)  # again: binding created the view of a 'x.zarr' string
     if len(names) != len(items):
-        raise _Decline("select list and result differ")
+        raise Decline("select list and result differ")
     by_name = _columns(scan)
     alias = (table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
     atoms: list[dict[str, Any]] = []
@@ -500,7 +445,7 @@ def _bind(conn: Connection, query: str, *, as_text: bool = True) -> tuple[list[s
     described = conn._run(probe, conn._con.execute, probe).fetchall()
     types = [str(row[1]).upper() for row in described]
     if as_text and not all(_TYPE_NAME.match(t) for t in types):
-        raise _Decline("a result type not carried over as text")
+        raise Decline("a result type not carried over as text")
     return [str(row[0]) for row in described], types, bound_scan(conn)
 
 
@@ -510,7 +455,7 @@ def bound_scan(conn: Connection) -> TableScan:
     state = conn._state
     asked = {a: key for a, (gen, key) in list(state.scan_keys.items()) if gen == state.generation}
     if len(set(asked.values())) != 1:
-        raise _Decline("not exactly one zarrsql scan")
+        raise Decline("not exactly one zarrsql scan")
     args = next(iter(asked))
     scan = state.opened.get(args)  # the table the statement's scan opened: not opened twice
     if scan is None:
@@ -518,7 +463,7 @@ def bound_scan(conn: Connection) -> TableScan:
             scan = open_table(params.read_request(params.parse_args(args)))
     _entries(scan)  # rows that are neither cells nor one sparse matrix's entries decline
     if scan.rows_are_cells and scan.num_rows != int(np.prod(scan.table.shape, dtype=object)):
-        raise _Decline("rows are not the cells of the table")
+        raise Decline("rows are not the cells of the table")
     return scan
 
 
@@ -529,7 +474,7 @@ def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:
     for col in scan.columns:
         axis = _axis_of(scan, col)
         if col.name.lower() in out:
-            raise _Decline("column names equal ignoring case")
+            raise Decline("column names equal ignoring case")
         out[col.name.lower()] = (col, axis)
     return out
 
@@ -537,10 +482,10 @@ def _columns(scan: TableScan) -> dict[str, tuple[Column, int]]:
 def _resolve(ref: str, by_name: dict[str, tuple[Column, int]], alias: str) -> tuple[Column, int]:
     qualifier, _, name = ref.rpartition("\0")
     if qualifier and qualifier != alias:
-        raise _Decline("a column of another relation")
+        raise Decline("a column of another relation")
     hit = by_name.get(name.lower())
     if hit is None or hit[1] < 0:
-        raise _Decline("not a dimension column")
+        raise Decline("not a dimension column")
     return hit
 
 
@@ -554,17 +499,17 @@ def _axes_of(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) -> s
     if cls == "CONSTANT":
         return set()
     if cls == "COLUMN_REF":
-        return {_resolve(_ref(node), by_name, alias)[1]}
+        return {_resolve(parsetree.ref(node), by_name, alias)[1]}
     if cls == "FUNCTION":
         if node.get("function_name", "").lower() not in _FUNCTIONS or node.get("schema") or node.get("catalog"):
-            raise _Decline("a function that may not be deterministic")
+            raise Decline("a function that may not be deterministic")
         if node.get("distinct") or node.get("filter") or (node.get("order_bys") or {}).get("orders"):
-            raise _Decline("an aggregate-like call")
+            raise Decline("an aggregate-like call")
     elif cls == "OPERATOR":
         if node.get("type") not in _OPERATORS:
-            raise _Decline("an operator not known to be deterministic")
+            raise Decline("an operator not known to be deterministic")
     elif cls is not None and cls not in _LEAF_CLASSES:  # None: a part of a node (a type, an argument)
-        raise _Decline(f"{cls} in WHERE")
+        raise Decline(f"{cls} in WHERE")
     out: set[int] = set()
     for key, value in node.items():
         if key not in ("class", "type", "alias", "query_location", "query_location_length"):
@@ -585,7 +530,7 @@ def _split(node: dict[str, Any], by_name: dict[str, tuple[Column, int]], alias: 
         return And(parts) if kind == "CONJUNCTION_AND" else Or(parts)
     if kind == "OPERATOR_NOT" and len(node["children"]) == 1:
         return Not(_split(node["children"][0], by_name, alias, atoms))
-    raise _Decline("an expression that reads two dimensions at once")
+    raise Decline("an expression that reads two dimensions at once")
 
 
 def _unqualified(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) -> Any:
@@ -595,7 +540,7 @@ def _unqualified(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) 
     if not isinstance(node, dict):
         return node
     if node.get("class") == "COLUMN_REF":
-        col, _ = _resolve(_ref(node), by_name, alias)
+        col, _ = _resolve(parsetree.ref(node), by_name, alias)
         return {**node, "column_names": [col.name]}
     return {k: _unqualified(v, by_name, alias) for k, v in node.items()}
 
@@ -616,7 +561,7 @@ def _as_atoms(p: Predicate, scan: TableScan, extra: list[tuple[int, Leaf]], offs
         return Not(_as_atoms(p.child, scan, extra, offset))
     if isinstance(p, (And, Or)):
         return type(p)(tuple(_as_atoms(c, scan, extra, offset) for c in p.children))
-    raise _Decline("an unexpected bounds predicate")
+    raise Decline("an unexpected bounds predicate")
 
 
 @dataclass(frozen=True)
@@ -674,11 +619,11 @@ def _axis(
     theirs = [(len(atoms) + j, leaf) for j, (axis, leaf) in enumerate(extra) if axis == k]
     selects = mine + [(key, quote_ident(f"__zarrsql_leaf_{key}")) for key, _ in theirs]
     if len(selects) > MAX_AXIS_ATOMS:
-        raise _Decline("too many conditions on one dimension")
+        raise Decline("too many conditions on one dimension")
     weighted = entries is not None and k == entries[0]
     if entries is not None and not weighted:
         if selects or needed:  # where its entries lie is in `indices`: data, not planned
-            raise _Decline("a condition or aggregate on a sparse matrix's uncompressed axis")
+            raise Decline("a condition or aggregate on a sparse matrix's uncompressed axis")
         return _Axis(k, 1, None, (), "0"), None
     total = int(entries[1].sum()) if entries is not None else scan.table.shape[k]
     if not selects and not needed:
@@ -686,7 +631,7 @@ def _axis(
     table = _axis_table(scan, k, theirs)
     if any("node" in a for a in atoms if a["axis"] == k) and not HAS_SOURCES and _has_nan(table):
         # a WHERE on it: 1.5 hands a pushed filter to Arrow, where NaN is below every number
-        raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
+        raise Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
     if entries is not None:
         table = table.append_column(_ENTRIES, pa.array(entries[1]))
     terms = [f"coalesce(CAST(CAST(({sql}) AS BOOLEAN) AS BIGINT), 2) * {3**j}" for j, (_, sql) in enumerate(selects)]
@@ -704,7 +649,7 @@ def _entries(scan: TableScan) -> tuple[int, np.ndarray] | None:
         return None
     pointers, axis = getattr(scan, "pointers", None), getattr(scan, "axis", None)
     if pointers is None or axis is None or len(pointers) != 1:
-        raise _Decline("rows that are not one sparse matrix's entries")
+        raise Decline("rows that are not one sparse matrix's entries")
     return int(axis), np.diff(np.asarray(pointers[0], dtype=np.int64))
 
 
@@ -716,7 +661,7 @@ def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> p
         t, nl = leaf_truth(leaf, scan.dims[axis].values, scan.dims[axis].nulls)
         columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
     if not columns:
-        raise _Decline("an axis without a column")
+        raise Decline("an axis without a column")
     return pa.table(columns)
 
 
@@ -772,7 +717,7 @@ def _values(
     for k, picked in per_axis.items():
         live = live_classes(wants[picked[0]].predicate, sizes, k)  # every aggregate reads the WHERE's cells
         if live is None:
-            raise _Decline("too many classes")
+            raise Decline("too many classes")
         codes = [code for code, alive in zip(classes[k][1], live, strict=True) if alive]
         parts.append(_aggregate_sql(axes[k], codes, [wants[i] for i in picked], [types[i] for i in picked]))
     if parts:  # one statement: a row per axis, joined
@@ -786,10 +731,10 @@ def _values(
 def _count_value(predicate: Predicate | None, axes: list[_Axis], classes: list[AxisClasses], kind: str) -> str:
     """The cells where `predicate` holds, as a BIGINT constant."""
     if kind != "BIGINT":
-        raise _Decline("a count that is not BIGINT")
+        raise Decline("a count that is not BIGINT")
     n = int(np.prod([a.total for a in axes], dtype=object)) if predicate is None else count_true(predicate, classes)
     if n is None or n >= 2**63:
-        raise _Decline("too many classes, or beyond BIGINT")
+        raise Decline("too many classes, or beyond BIGINT")
     return f"CAST({n} AS BIGINT)"
 
 
@@ -822,7 +767,7 @@ def _constants(row: Sequence[Any], types: list[str]) -> list[str]:
     for j, t in enumerate(types):
         text, kind, same = row[3 * j : 3 * j + 3]
         if str(kind).upper() != t or same is not True:
-            raise _Decline("an aggregate whose type or text differs")
+            raise Decline("an aggregate whose type or text differs")
         out.append(f"CAST(NULL AS {t})" if text is None else f"CAST({quote_text(str(text))} AS {t})")
     return out
 
@@ -869,10 +814,9 @@ def rendered(conn: Connection, nodes: Sequence[dict[str, Any]], statement: str |
     atom of a statement and for its rewritten text at once. The atoms' texts are kept
     (`_RENDERED`: they depend on the tree alone); the statement's is not (it names a
     result registered for this statement only)."""
-    frame = _remembered(_PARSED, "SELECT 1", lambda: _serialized(conn._con, "SELECT 1"))
+    frame = parsetree.parsed_text(conn._con, "SELECT 1")
     trees = [_atom_tree(frame, node) for node in nodes]
-    with _CACHE_LOCK:
-        texts = {tree: _RENDERED.get(tree) for tree in trees}
+    texts = parsetree.cached(_RENDERED, trees)
     missing = [tree for tree, text in texts.items() if text is None]
     asked = missing + ([statement] if statement is not None else [])
     row: Sequence[Any] = ()
@@ -880,7 +824,7 @@ def rendered(conn: Connection, nodes: Sequence[dict[str, Any]], statement: str |
         calls = ", ".join(["json_deserialize_sql(?)"] * len(asked))
         row = conn._con.execute(f"SELECT {calls}", asked).fetchall()[0]
         for tree, text in zip(missing, row, strict=False):
-            texts[tree] = _kept(_RENDERED, tree, str(text))
+            texts[tree] = parsetree.kept(_RENDERED, tree, str(text))
     out = [_item_text(str(texts[tree])) for tree in trees]
     return (out + [str(row[-1])]) if statement is not None else out
 
@@ -895,5 +839,5 @@ def _atom_tree(frame: str, node: dict[str, Any]) -> str:
 def _item_text(text: str) -> str:
     """The item of a rendered `SELECT <item>`."""
     if not text.upper().startswith("SELECT "):
-        raise _Decline("DuckDB rendered the atom unexpectedly")
+        raise Decline("DuckDB rendered the atom unexpectedly")
     return text[len("SELECT ") :]

@@ -48,28 +48,23 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from zarrsql.engine import parsetree
 from zarrsql.engine.answers import (
-    _PARSED,
     HAS_SOURCES,
     Raised,
-    _argument,
     _axes_of,
     _axis_table,
     _check_from,
     _columns,
-    _Decline,
     _has_nan,
     _precheck,
-    _ref,
-    _remembered,
-    _serialized,
     _split,
-    _tree,
     _unqualified,
     bound_scan,
     rendered,
     rewritten_or_same,
 )
+from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.sqltext import AGGREGATE_CALL, quote_ident, quote_text
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import to_arrow, to_numpy
@@ -173,14 +168,14 @@ class _Shape:
 
 def _rewrite(conn: Connection, query: str) -> str:
     con = conn._con
-    node = _tree(con, query)
+    node = parsetree.select_node(con, query)
     _check_node(node)
     table = node["from_table"]
     _precheck(con, table)  # binding may perform actions (zarr_unmount): only bind a read
     names, types, scan = _bound(conn, query)
     _check_from(con, table)  # again: binding created the view of a 'x.zarr' string
     if not scan.rows_are_cells or scan.base_predicate is not None:
-        raise _Decline("not a table of cells, or bounds :=")
+        raise Decline("not a table of cells, or bounds :=")
     by_name = _columns(scan)
     alias = (table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
     _check_aliases(node, by_name)
@@ -188,17 +183,17 @@ def _rewrite(conn: Connection, query: str) -> str:
     for key in _key_nodes(node, by_name, alias):
         axes = _axes_of(key, by_name, alias)
         if len(axes) != 1:
-            raise _Decline("a group key that reads no axis, or several")
+            raise Decline("a group key that reads no axis, or several")
         text = json.dumps(_canonical(key, by_name, alias), sort_keys=True)
         shape.keys.append(_Key(_unqualified(key, by_name, alias), text, axes.pop(), f"{_KEY_PREFIX}{len(shape.keys)}"))
     where = node.get("where_clause")
     if where is not None:
         _conditions(where, by_name, alias, shape.atoms)
     if _rows_at_most(scan, shape.atoms, by_name) < MIN_ROWS:
-        raise _Decline("a scan small enough for DuckDB to aggregate")
+        raise Decline("a scan small enough for DuckDB to aggregate")
     rewritten = _substituted(conn, node, names, shape, scan, by_name, alias)
     if not shape.aggregates and not shape.keys:
-        raise _Decline("no aggregate and no GROUP BY")
+        raise Decline("no aggregate and no GROUP BY")
     name = "__zarrsql_grouped_" + uuid.uuid4().hex[:16]
     # one round trip renders every expression DuckDB evaluates per axis, and the statement
     nodes = _axis_nodes(shape)
@@ -226,7 +221,7 @@ def _bound(conn: Connection, query: str) -> tuple[list[str], list[str], TableSca
 def _check_node(node: dict[str, Any]) -> None:
     """Decline a statement beyond one SELECT with groups, ORDER BY, LIMIT and DISTINCT."""
     if node.get("type") != "SELECT_NODE" or (node.get("cte_map") or {}).get("map"):
-        raise _Decline("not a plain SELECT")
+        raise Decline("not a plain SELECT")
     if (
         node.get("sample")
         or node.get("qualify")
@@ -237,13 +232,13 @@ def _check_node(node: dict[str, Any]) -> None:
             None,
         )
     ):
-        raise _Decline("SAMPLE or QUALIFY")
+        raise Decline("SAMPLE or QUALIFY")
     for m in node.get("modifiers") or []:
         if m.get("type") not in ("ORDER_MODIFIER", "LIMIT_MODIFIER", "DISTINCT_MODIFIER"):
-            raise _Decline(f"a {m.get('type')}")
+            raise Decline(f"a {m.get('type')}")
     exprs, sets = node.get("group_expressions") or [], node.get("group_sets") or []
     if exprs and (len(sets) != 1 or sorted(sets[0]) != list(range(len(exprs)))):
-        raise _Decline("grouping sets, ROLLUP or CUBE")
+        raise Decline("grouping sets, ROLLUP or CUBE")
 
 
 def _check_aliases(node: dict[str, Any], by_name: dict[str, tuple[Column, int]]) -> None:
@@ -254,7 +249,7 @@ def _check_aliases(node: dict[str, Any], by_name: dict[str, tuple[Column, int]])
         if not name or name not in by_name:
             continue
         if item.get("class") != "COLUMN_REF" or item["column_names"][-1].lower() != name:
-            raise _Decline("an item named like another column of the table")
+            raise Decline("an item named like another column of the table")
 
 
 def _key_nodes(node: dict[str, Any], by_name: dict[str, tuple[Column, int]], alias: str) -> list[dict[str, Any]]:
@@ -266,12 +261,11 @@ def _key_nodes(node: dict[str, Any], by_name: dict[str, tuple[Column, int]], ali
     out = []
     named = {(item.get("alias") or "").lower(): item for item in items if item.get("alias")}
     for expr in node.get("group_expressions") or []:
-        if expr.get("class") == "CONSTANT":
-            literal = expr.get("value") or expr.get("literal") or {}
-            text = str(literal.get("text", literal.get("value", "")))
-            if not text.isdigit() or not 1 <= int(text) <= len(items):
-                raise _Decline("a constant group key")
-            expr = items[int(text) - 1]
+        position = parsetree.constant(expr)
+        if position is not None:
+            if position.kind != "integer" or not position.text.isdigit() or not 1 <= int(position.text) <= len(items):
+                raise Decline("a constant group key")
+            expr = items[int(position.text) - 1]
         elif expr.get("class") == "COLUMN_REF" and len(expr["column_names"]) == 1:
             name = expr["column_names"][0].lower()
             if name not in by_name and name in named:
@@ -302,7 +296,7 @@ def _conditions(
         if isinstance(part, And):
             _flatten_and(part)
         elif not isinstance(part, Atom):
-            raise _Decline("a WHERE that is not an AND of conditions on one axis each")
+            raise Decline("a WHERE that is not an AND of conditions on one axis each")
 
 
 def _flatten_and(p: And) -> None:
@@ -310,7 +304,7 @@ def _flatten_and(p: And) -> None:
         if isinstance(c, And):
             _flatten_and(c)
         elif not isinstance(c, Atom):
-            raise _Decline("a WHERE that is not an AND of conditions on one axis each")
+            raise Decline("a WHERE that is not an AND of conditions on one axis each")
 
 
 def _canonical(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) -> Any:
@@ -335,10 +329,10 @@ def _table_column(
     node: dict[str, Any], by_name: dict[str, tuple[Column, int]], alias: str
 ) -> tuple[Column, int] | None:
     """The table's column a COLUMN_REF names (None: an item's name, or another relation's)."""
-    ref = _ref(node)
+    ref = parsetree.ref(node)
     qualifier, _, name = ref.rpartition("\0")
     if qualifier and qualifier != alias:
-        raise _Decline("a column of another relation")
+        raise Decline("a column of another relation")
     return by_name.get(name.lower())
 
 
@@ -358,7 +352,7 @@ def _substituted(
 
     def cast(ref: dict[str, Any]) -> dict[str, Any]:
         """`ref` as DuckDB's sum of integers: a HUGEINT (the scan adds them in int64)."""
-        frame = json.loads(_remembered(_PARSED, _HUGEINT, lambda: _serialized(conn._con, _HUGEINT)))
+        frame = parsetree.parsed(conn._con, _HUGEINT)
         node = frame["statements"][0]["node"]["select_list"][0]
         return {**node, "alias": ref["alias"], "child": {**ref, "alias": ""}}
 
@@ -371,14 +365,14 @@ def _substituted(
         if cls is None:  # a part of a node: an ORDER BY term, a type, a function's argument
             return {k: walk(v) for k, v in n.items()}
         if cls not in _CLASSES:
-            raise _Decline(f"{cls} in the select list")
+            raise Decline(f"{cls} in the select list")
         text = json.dumps(_canonical({**n, "alias": ""}, by_name, alias), sort_keys=True)
         if text in keys:
             return _column_ref(keys[text], n.get("alias", ""))
         if cls == "FUNCTION":
             fname = n.get("function_name", "").lower()
             if n.get("schema") or n.get("catalog"):
-                raise _Decline("a function of a schema")
+                raise Decline("a function of a schema")
             if fname in _AGGREGATES:
                 agg = found.get(text)
                 if agg is None:
@@ -386,9 +380,9 @@ def _substituted(
                 ref = _column_ref(agg.name, n.get("alias", ""))
                 return cast(ref) if agg.kind == "sum" and _integer_sum(agg) else ref
             if fname not in _SCALARS:
-                raise _Decline(f"the function {fname}")
+                raise Decline(f"the function {fname}")
         if cls == "COLUMN_REF" and _table_column(n, by_name, alias) is not None:
-            raise _Decline("a column neither grouped nor aggregated")
+            raise Decline("a column neither grouped nor aggregated")
         return {k: walk(v) for k, v in n.items()}
 
     out = copy.deepcopy(node)
@@ -442,22 +436,22 @@ def _aggregate(n: dict[str, Any], by_name: dict[str, tuple[Column, int]], alias:
     fname = n["function_name"].lower()
     kind = _AGGREGATES[fname]
     if n.get("filter") or (n.get("order_bys") or {}).get("orders") or n.get("export_state"):
-        raise _Decline("an aggregate with FILTER, ORDER BY or an exported state")
+        raise Decline("an aggregate with FILTER, ORDER BY or an exported state")
     if n.get("distinct") and kind not in ("min", "max"):  # min(DISTINCT x) is min(x)
-        raise _Decline("a DISTINCT aggregate")
-    args = [_argument(a) for a in (n.get("arguments", n.get("children")) or [])]
+        raise Decline("a DISTINCT aggregate")
+    args = [parsetree.argument(a) for a in (n.get("arguments", n.get("children")) or [])]
     if fname == "count_star":
         if args:
-            raise _Decline("count_star with arguments")
+            raise Decline("count_star with arguments")
         return _Aggregate("count", name=name)
     if len(args) != 1:
-        raise _Decline("an aggregate of several arguments")
+        raise Decline("an aggregate of several arguments")
     arg = args[0]
     data = _data_column(arg, by_name, alias)
     if data is not None:
         return _Aggregate(kind, column=data, name=name)
     if arg.get("class") == "FUNCTION" and arg.get("function_name") == "*" and not arg.get("schema"):
-        factors = [_argument(a) for a in (arg.get("arguments", arg.get("children")) or [])]
+        factors = [parsetree.argument(a) for a in (arg.get("arguments", arg.get("children")) or [])]
         if len(factors) == 2:
             for i in (0, 1):
                 data = _data_column(factors[i], by_name, alias)
@@ -465,12 +459,12 @@ def _aggregate(n: dict[str, Any], by_name: dict[str, tuple[Column, int]], alias:
                     other = factors[1 - i]
                     axes = _axes_of(other, by_name, alias)
                     if len(axes) != 1:
-                        raise _Decline("a factor that reads no axis, or several")
+                        raise Decline("a factor that reads no axis, or several")
                     weight = _unqualified({**other, "alias": ""}, by_name, alias)
                     return _Aggregate(kind, column=data, weight=weight, axis=axes.pop(), name=name)
     axes = _axes_of(arg, by_name, alias)
     if len(axes) != 1:
-        raise _Decline("an aggregate of an expression of no axis, or of several")
+        raise Decline("an aggregate of an expression of no axis, or of several")
     return _Aggregate(kind, expr=_unqualified({**arg, "alias": ""}, by_name, alias), axis=axes.pop(), name=name)
 
 
@@ -489,7 +483,7 @@ def _data_column(node: dict[str, Any], by_name: dict[str, tuple[Column, int]], a
         return None
     found = _table_column(node, by_name, alias)
     if found is None:
-        raise _Decline("an aggregate of an unknown column")
+        raise Decline("an aggregate of an unknown column")
     col, axis = found
     return col if axis < 0 and col.data is not None else None
 
@@ -524,7 +518,7 @@ def _axes(conn: Connection, scan: TableScan, shape: _Shape, texts: dict[str, str
         table = _axis_table(scan, k, [])
         if a.atoms and not HAS_SOURCES and _has_nan(table):
             # 1.5 hands a pushed filter to Arrow, where NaN is below every number
-            raise _Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
+            raise Decline("a condition on a coordinate holding NaN, on DuckDB 1.5")
         n = scan.table.shape[k]
         table = table.append_column(_AXIS, _arrow(np.full(n, k, dtype=np.int32)))
         tables.append(table.append_column(_POSITION, _arrow(np.arange(n, dtype=np.int64))))
@@ -646,7 +640,7 @@ def _fetch(conn: Connection, sql: str) -> pa.Table:
 
 def _floats(column: pa.Array) -> np.ndarray:
     if not pa.types.is_float64(column.type):
-        raise _Decline("a factor that is not DOUBLE")
+        raise Decline("a factor that is not DOUBLE")
     values, nulls = to_numpy(column)
     return np.where(nulls, 0.0, values) if nulls is not None else values.astype(np.float64)
 
@@ -658,7 +652,7 @@ def _compute(conn: Connection, scan: TableScan, shape: _Shape, per_axis: list[_A
     empty = any(r.sizes is not None and int(r.sizes.sum()) == 0 for r in per_axis)
     rows = (0 if empty else int(np.prod(sizes, dtype=np.int64))) if key_axes else 1
     if rows > MAX_GROUPS:
-        raise _Decline("too many groups")
+        raise Decline("too many groups")
     index = dict(zip(key_axes, np.unravel_index(np.arange(rows), sizes), strict=True)) if key_axes else {}
     columns: dict[str, Any] = {}
     for key in shape.keys:
@@ -689,13 +683,13 @@ def _reductions(scan: TableScan, shape: _Shape, per_axis: list[_AxisResult]) -> 
         logical = agg.column.logical
         weighted = agg.weight is not None
         if not isinstance(logical, str) or (logical not in _ORDERED and (agg.kind != "count" or weighted)):
-            raise _Decline(f"an aggregate of a {logical!r} column")
+            raise Decline(f"an aggregate of a {logical!r} column")
         if agg.kind in ("sum", "avg") and not weighted and logical not in _FLOATS | _SMALL_INTEGERS:
-            raise _Decline(f"a sum of a {logical} column")
+            raise Decline(f"a sum of a {logical} column")
         if agg.kind in ("sum", "avg") and logical in _SMALL_INTEGERS and (scan.num_rows or 0) >= 2**31:
-            raise _Decline("an integer sum that could overflow int64")
+            raise Decline("an integer sum that could overflow int64")
         if weighted and logical not in _FLOATS | _SMALL_INTEGERS | {"int64"}:
-            raise _Decline(f"a weighted {logical} column")
+            raise Decline(f"a weighted {logical} column")
         weight = None
         if agg.weight is not None:
             assert agg.axis is not None
@@ -765,7 +759,7 @@ def _value_column(
     if agg.kind == "count":
         return _arrow(values.astype(np.int64) * times)
     if not pa.types.is_float64(column.type):
-        raise _Decline("a sum of an axis' expression that is not DOUBLE")
+        raise Decline("a sum of an axis' expression that is not DOUBLE")
     missing = nothing if nulls is None else (nulls[at] | nothing)
     with np.errstate(all="ignore"):
         values = np.where(missing, 0.0, values.astype(np.float64)) * times
@@ -800,8 +794,8 @@ def _flat(grid: np.ndarray, rows: int) -> np.ndarray:
 
 def _over_result(conn: Connection, query: str, node: dict[str, Any], name: str) -> str:
     """The tree (JSON) of the rewritten statement `node`, reading the result named `name`."""
-    doc = json.loads(_remembered(_PARSED, query, lambda: _serialized(conn._con, query)))
-    frame = json.loads(_remembered(_PARSED, _FRAME, lambda: _serialized(conn._con, _FRAME)))
+    doc = parsetree.parsed(conn._con, query)
+    frame = parsetree.parsed(conn._con, _FRAME)
     from_table = frame["statements"][0]["node"]["from_table"]
     renamed = {**from_table, "table_name": name}
     if "qualified_name" in renamed:  # DuckDB 2.x names it twice
@@ -819,10 +813,10 @@ def _finish(conn: Connection, text: str, name: str, result: pa.Table, names: lis
         relation = _relation(conn, name, text, result)
     except Exception as err:
         _drop(conn, name)
-        raise _Decline(f"the rewritten statement does not bind: {err}") from err
+        raise Decline(f"the rewritten statement does not bind: {err}") from err
     if [str(c) for c in relation.columns] != names or [str(t).upper() for t in relation.types] != types:
         _drop(conn, name)
-        raise _Decline("the rewritten statement's columns differ")
+        raise Decline("the rewritten statement's columns differ")
     conn._state.prepared = (text, conn._state.generation, relation)
     return text
 
@@ -961,29 +955,18 @@ def _number(node: Any, values: tuple[np.ndarray, str] | None) -> Any:
         return _string(node)
     while isinstance(node, dict) and node.get("class") == "CAST":
         node = node.get("child")
-    if values is None or not isinstance(node, dict) or node.get("class") != "CONSTANT":
-        return None
-    literal = node.get("literal") or node.get("value") or {}
-    text = literal.get("text", literal.get("value"))
-    if text is None or isinstance(text, bool):
+    value = parsetree.constant(node)
+    if values is None or value is None or value.kind not in ("string", "integer", "number"):
         return None
     try:
         if values[1] == "timestamp_us":
-            return np.datetime64(str(text).strip().replace(" ", "T"), "us").astype(np.int64)
-        return float(text)
+            return np.datetime64(value.text.strip().replace(" ", "T"), "us").astype(np.int64)
+        return float(value.text)
     except (TypeError, ValueError):
         return None
 
 
 def _string(node: Any) -> str | None:
-    """A string constant's text (DuckDB 2.x spells it `literal`, 1.5 `value`), else None."""
-    if not isinstance(node, dict) or node.get("class") != "CONSTANT":
-        return None
-    literal = node.get("literal")
-    if literal is not None:
-        text = literal.get("text")
-        return text if literal.get("kind") == "STRING" and isinstance(text, str) else None
-    value = node.get("value") or {}
-    text = value.get("value")
-    kind = (value.get("type") or {}).get("id")
-    return text if kind == "VARCHAR" and not value.get("is_null") and isinstance(text, str) else None
+    """A string constant's text, else None."""
+    value = parsetree.constant(node)
+    return value.text if value is not None and value.kind == "string" else None

@@ -29,14 +29,15 @@ other way round.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import re
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from zarrsql.engine.answers import _check_from, _Decline, _NoView, rewritten_or_same
+from zarrsql.engine import parsetree
+from zarrsql.engine.answers import _check_from, _NoView, rewritten_or_same
+from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
 from zarrsql.scan import open_table
 from zarrsql.store import using_opener
@@ -60,28 +61,13 @@ def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
     return rewritten_or_same(conn, query, has_args, _QUICK, _rewrite, "join not pruned")
 
 
-def _serialize(conn: Connection, sql: str, *, parameters: bool = False) -> dict[str, Any]:
-    """DuckDB's parse of `sql` as JSON: one statement, with parameters only if `parameters`
-    (a rewrite that moves values about must not move a `?` away from its argument)."""
-    doc = json.loads(conn._con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
-    if doc.get("error") or len(doc.get("statements") or []) != 1:
-        raise _Decline("not one statement DuckDB serializes")
-    if not parameters and doc["statements"][0].get("named_param_map"):
-        raise _Decline("parameters")
-    return doc  # type: ignore[no-any-return]
-
-
-def _deserialize(conn: Connection, doc: dict[str, Any]) -> str:
-    return str(conn._con.execute("SELECT json_deserialize_sql(?)", [json.dumps(doc)]).fetchall()[0][0])
-
-
 def _rewrite(conn: Connection, query: str) -> str:
-    doc = _serialize(conn, query)
+    doc = parsetree.serialize(conn._con, query)
     changed = False
     for node in list(_select_nodes(doc["statements"][0]["node"])):
         changed |= _prune_joins(conn, node)
         changed |= _prune_in(conn, node)
-    return _deserialize(conn, doc) if changed else query
+    return parsetree.deserialize(conn._con, doc) if changed else query
 
 
 def _select_nodes(tree: Any) -> Iterator[dict[str, Any]]:
@@ -102,13 +88,9 @@ def _is_zarr(conn: Connection, table: dict[str, Any]) -> bool:
     except _NoView:
         plain = table.get("type") == "BASE_TABLE" and not table.get("schema_name") and not table.get("catalog_name")
         return plain and claimable(str(table.get("table_name")))
-    except _Decline:
+    except Decline:
         return False
     return True
-
-
-def _alias(table: dict[str, Any]) -> str:
-    return str(table.get("alias") or (table.get("table_name") if table.get("type") == "BASE_TABLE" else "")).lower()
 
 
 def _joins(table: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -133,7 +115,7 @@ def _prune_joins(conn: Connection, node: dict[str, Any]) -> bool:
             zarr, rest = join[side], join[other]
             if zarr.get("type") == "JOIN" or not _is_zarr(conn, zarr) or zarr.get("column_name_alias"):
                 continue
-            pairs = _key_pairs(join, _alias(zarr), _alias(rest))
+            pairs = _key_pairs(join, parsetree.alias(zarr), parsetree.alias(rest))
             if not pairs:
                 continue
             try:
@@ -141,7 +123,7 @@ def _prune_joins(conn: Connection, node: dict[str, Any]) -> bool:
                 if _listing_costs_more(conn, scan, before[other]):
                     continue
                 pushed = _filter(conn, scan, [z for z, _ in pairs], _select(conn, rest, [o for _, o in pairs]))
-            except _Decline:  # this side stays as written; the other may still be pruned
+            except Decline:  # this side stays as written; the other may still be pruned
                 continue
             join[side] = _filtered(conn, zarr, pushed)
             changed = True
@@ -172,7 +154,7 @@ def _key_pairs(join: dict[str, Any], zarr: str, other: str) -> list[tuple[str, s
     if using:
         return [(c, c) for c in using]
     out = []
-    for cond in _conjuncts(join.get("condition")):
+    for cond in parsetree.conjuncts(join.get("condition")):
         if cond.get("class") != "COMPARISON" or cond.get("type") != "COMPARE_EQUAL":
             continue
         a, b = cond["left"], cond["right"]
@@ -191,16 +173,8 @@ def _qualified(ref: dict[str, Any]) -> tuple[str, str]:
     return (names[0].lower(), names[1]) if len(names) == 2 else ("", names[-1])
 
 
-def _conjuncts(expr: dict[str, Any] | None) -> list[dict[str, Any]]:
-    if expr is None:
-        return []
-    if expr.get("class") == "CONJUNCTION" and expr.get("type") == "CONJUNCTION_AND":
-        return [c for child in expr["children"] for c in _conjuncts(child)]
-    return [expr]
-
-
 def _template(conn: Connection, sql: str) -> dict[str, Any]:
-    return _serialize(conn, sql)
+    return parsetree.serialize(conn._con, sql)
 
 
 def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
@@ -210,7 +184,7 @@ def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
     node["from_table"] = copy.deepcopy(table)
     for item, name in zip(node["select_list"], columns, strict=True):
         item["column_names"] = [name]
-    return _deserialize(conn, doc)
+    return parsetree.deserialize(conn._con, doc)
 
 
 def _filter(conn: Connection, scan: TableScan, columns: list[str], keys_sql: str) -> str:
@@ -219,13 +193,13 @@ def _filter(conn: Connection, scan: TableScan, columns: list[str], keys_sql: str
     dims = dict(scan.filterable())
     use = [i for i, c in enumerate(columns) if c in dims]
     if not use:
-        raise _Decline("no join key is a dimension column")
+        raise Decline("no join key is a dimension column")
     listed = f"SELECT * FROM ({keys_sql}) LIMIT {MAX_KEYS + 1}"
     types = [str(r[1]) for r in conn.sql("DESCRIBE " + listed).fetchall()]
     texts = ", ".join(f"CAST(k.{quote_ident(n)} AS VARCHAR)" for n in _column_names(conn, listed))
     rows = conn.sql(f"SELECT {texts} FROM ({listed}) AS k").fetchall()
     if len(rows) > MAX_KEYS:
-        raise _Decline("the other side is not small")
+        raise Decline("the other side is not small")
     keys = {tuple(row[i] for i in use) for row in rows if all(row[i] is not None for i in use)}
     narrowed = [j for j, i in enumerate(use) if dims[columns[i]] == "float32" and types[i] == "DOUBLE"]
     for j in narrowed:
@@ -289,7 +263,7 @@ def _zarr_scan(conn: Connection, zarr: dict[str, Any]) -> TableScan:
     everything is put back as it was after (the statement binds what its probes bound)."""
     doc = _template(conn, "SELECT * FROM t")
     doc["statements"][0]["node"]["from_table"] = copy.deepcopy(zarr)
-    probe = "DESCRIBE " + _deserialize(conn, doc)
+    probe = "DESCRIBE " + parsetree.deserialize(conn._con, doc)
     state = conn._state
     now = state.generation
     with state.lock:
@@ -310,7 +284,7 @@ def _zarr_scan(conn: Connection, zarr: dict[str, Any]) -> TableScan:
             for request in offered:
                 state.fresh.pop(request, None)
     if len(asked) != 1:
-        raise _Decline("not exactly one zarrsql scan on the zarr side")
+        raise Decline("not exactly one zarrsql scan on the zarr side")
     scan = state.opened.get(asked[0])  # the table the UDF opened for this statement
     if scan is None:
         from zarrsql.engine import params
@@ -339,8 +313,8 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
         return False
     scan: TableScan | None = None  # found at the first key subquery
     added = []
-    alias = _alias(table)
-    for cond in _conjuncts(where):
+    alias = parsetree.alias(table)
+    for cond in parsetree.conjuncts(where):
         if cond.get("class") != "SUBQUERY" or cond.get("subquery_type") != "ANY":
             continue
         if cond.get("comparison_type", "COMPARE_EQUAL") != "COMPARE_EQUAL":
@@ -351,7 +325,7 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
             continue
         columns = [_qualified(r)[1] for r in refs]
         doc = {"statements": [{"node": copy.deepcopy(cond["subquery"]["node"]), "named_param_map": []}]}
-        sql = _deserialize(conn, {**_template(conn, "SELECT 1"), **doc})
+        sql = parsetree.deserialize(conn._con, {**_template(conn, "SELECT 1"), **doc})
         names = _column_names(conn, sql)
         if len(names) != len(columns):
             continue
@@ -364,7 +338,7 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
             if _listing_costs_more(conn, scan, _whole_table_read(cond["subquery"]["node"])):
                 continue
             added.append(_filter(conn, scan, columns, f"{keys} FROM ({sql}) AS s"))
-        except _Decline:
+        except Decline:
             continue
     if not added:
         return False

@@ -44,19 +44,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.decode.logical import Labels
+from zarrsql.engine import parsetree
 from zarrsql.engine.answers import (
     _TYPE_NAME,
     _axis_tables,
     _bind,
     _check_from,
     _columns,
-    _Decline,
     _precheck,
-    _ref,
     _resolve,
     rewritten_or_same,
 )
-from zarrsql.engine.joins import _alias, _deserialize, _serialize
+from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
 
@@ -70,7 +69,6 @@ _QUICK = re.compile(r"\border\s+by\b.*\blimit\b", re.IGNORECASE | re.DOTALL)
 _SCALAR_CLASSES = frozenset(
     {"COLUMN_REF", "CONSTANT", "CAST", "COMPARISON", "CONJUNCTION", "OPERATOR", "BETWEEN", "CASE", "COLLATE", "TYPE"}
 )
-_INTEGER_KINDS = ("INTEGER", "BIGINT", "HUGEINT", "UBIGINT")
 #: The session's `default_null_order` as whether NULLs sort first, (ascending, descending).
 _NULLS_FIRST = {
     "NULLS_FIRST": (True, True),
@@ -98,7 +96,7 @@ class _Order:
 
 
 def _rewrite(conn: Connection, query: str) -> str:
-    doc = _serialize(conn, query)
+    doc = parsetree.serialize(conn._con, query)
     node = doc["statements"][0]["node"]
     rows_wanted = _check_shape(node)
     _check_scalar(conn, node)
@@ -106,55 +104,45 @@ def _rewrite(conn: Connection, query: str) -> str:
     _precheck(conn._con, table)  # binding may perform actions (zarr_unmount): only bind a read
     _, _, scan = _bind(conn, query, as_text=False)
     _check_from(conn._con, table)  # again: binding created the view of a 'x.zarr' string
-    order = _order(conn, node, _alias(table), scan)
+    order = _order(conn, node, parsetree.alias(table), scan)
     bound = _bound(conn, scan, order, rows_wanted)
     state = conn._state
     if not state.check_function:
-        raise _Decline("no check function installed")
+        raise Decline("no check function installed")
     # a scalar subquery: DuckDB runs the check once per execution, not once per row
     check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan))}))"
-    where = _serialize(conn, f"SELECT 1 WHERE {bound} AND {check}")["statements"][0]["node"]["where_clause"]
-    node["where_clause"] = where
-    return _deserialize(conn, doc)
+    node["where_clause"] = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}")["where_clause"]
+    return parsetree.deserialize(conn._con, doc)
 
 
 def _check_shape(node: dict[str, Any]) -> int:
     """Decline all but `SELECT ... FROM <one table> ORDER BY ... LIMIT n [OFFSET m]`; the rows
     the statement needs sorted, n + m."""
     if node.get("type") != "SELECT_NODE" or (node.get("cte_map") or {}).get("map"):
-        raise _Decline("not a plain SELECT")
+        raise Decline("not a plain SELECT")
     if node.get("where_clause") is not None:
-        raise _Decline("a WHERE: fewer rows per value may pass it")
+        raise Decline("a WHERE: fewer rows per value may pass it")
     if node.get("group_expressions") or node.get("group_sets") or node.get("having") or node.get("qualify"):
-        raise _Decline("grouping")
+        raise Decline("grouping")
     if node.get("sample") or node.get("aggregate_handling") not in (None, "STANDARD_HANDLING"):
-        raise _Decline("sample or GROUP BY ALL")
+        raise Decline("sample or GROUP BY ALL")
     kinds = [m.get("type") for m in node.get("modifiers") or []]
     if kinds != ["ORDER_MODIFIER", "LIMIT_MODIFIER"]:
-        raise _Decline("not ORDER BY then LIMIT alone")
+        raise Decline("not ORDER BY then LIMIT alone")
     limit = node["modifiers"][1]
     if limit.get("limit_type", "ROW_COUNT") != "ROW_COUNT":
-        raise _Decline("LIMIT of a percentage")
+        raise Decline("LIMIT of a percentage")
     count = _integer(limit.get("limit"))
     offset = 0 if limit.get("offset") is None else _integer(limit["offset"])
     if count is None or offset is None or count + offset == 0:
-        raise _Decline("LIMIT or OFFSET not a positive integer constant")
+        raise Decline("LIMIT or OFFSET not a positive integer constant")
     return count + offset
 
 
 def _integer(node: dict[str, Any] | None) -> int | None:
-    """An integer constant's value (DuckDB 2.x writes it as text, 1.5 as a number), else None."""
-    if not node or node.get("class") != "CONSTANT":
-        return None
-    literal = node.get("literal")
-    if literal is not None:
-        text = str(literal.get("text", ""))
-        return int(text) if literal.get("kind") in _INTEGER_KINDS and text.isdigit() else None
-    value = node.get("value") or {}
-    number = value.get("value")
-    if (value.get("type") or {}).get("id") not in _INTEGER_KINDS or value.get("is_null"):
-        return None
-    return number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else None
+    """A non-negative integer constant's value, else None."""
+    value = parsetree.constant(node)
+    return int(value.text) if value is not None and value.kind == "integer" and value.text.isdigit() else None
 
 
 def _check_scalar(conn: Connection, node: dict[str, Any]) -> None:
@@ -167,7 +155,7 @@ def _check_scalar(conn: Connection, node: dict[str, Any]) -> None:
             if any(item.get(k) for k in ("relation_name", "columns", "expr")) or any(
                 item.get(k) for k in ("exclude_list", "replace_list", "qualified_exclude_list", "rename_list")
             ):
-                raise _Decline("a star that changes its columns")
+                raise Decline("a star that changes its columns")
             continue
         _collect_functions(item, names)
     for key in node["modifiers"][0]["orders"]:
@@ -180,7 +168,7 @@ def _check_scalar(conn: Connection, node: dict[str, Any]) -> None:
         f"WHERE lower(function_name) IN ({listed}) GROUP BY 1"
     ).fetchall()
     if len(found) != len(names) or not all(scalar for _, scalar in found):
-        raise _Decline("a function that is not scalar")
+        raise Decline("a function that is not scalar")
 
 
 def _collect_functions(tree: Any, names: set[str]) -> None:
@@ -194,12 +182,12 @@ def _collect_functions(tree: Any, names: set[str]) -> None:
     kind = tree.get("class")
     if kind == "FUNCTION":
         if tree.get("schema") or tree.get("catalog") or tree.get("distinct") or tree.get("filter"):
-            raise _Decline("a qualified or aggregate-like call")
+            raise Decline("a qualified or aggregate-like call")
         if (tree.get("order_bys") or {}).get("orders") or tree.get("export_state"):
-            raise _Decline("an aggregate-like call")
+            raise Decline("an aggregate-like call")
         names.add(str(tree.get("function_name", "")).lower())
     elif kind is not None and kind not in _SCALAR_CLASSES:
-        raise _Decline(f"{kind} in the select list or ORDER BY")
+        raise Decline(f"{kind} in the select list or ORDER BY")
     for key, value in tree.items():
         if key != "class":
             _collect_functions(value, names)
@@ -214,18 +202,20 @@ def _order(conn: Connection, node: dict[str, Any], alias: str, scan: TableScan) 
     position = _integer(expression)
     if position is not None:
         if any(item.get("class") == "STAR" for item in items) or not 1 <= position <= len(items):
-            raise _Decline("ORDER BY a position with a star, or out of range")
+            raise Decline("ORDER BY a position with a star, or out of range")
         expression = items[position - 1]
     if expression.get("class") != "COLUMN_REF":
-        raise _Decline("ORDER BY an expression, not a column")
-    column, axis = _resolve(_ref(expression), _columns(scan), alias)
+        raise Decline("ORDER BY an expression, not a column")
+    column, axis = _resolve(parsetree.ref(expression), _columns(scan), alias)
     name = column.name.lower()
     for item in items:
         named = str(item.get("alias") or "").lower() == name
-        if named and not (item.get("class") == "COLUMN_REF" and _ref(item).rpartition("\0")[2].lower() == name):
-            raise _Decline("a select item aliased to the ORDER BY column's name")
+        if named and not (
+            item.get("class") == "COLUMN_REF" and parsetree.ref(item).rpartition("\0")[2].lower() == name
+        ):
+            raise Decline("a select item aliased to the ORDER BY column's name")
     if column.dim is None or isinstance(column.logical, Labels):
-        raise _Decline("not a dimension column, or a string one (its order may be its labels')")
+        raise Decline("not a dimension column, or a string one (its order may be its labels')")
     descending, nulls_first = _direction(conn, key)
     return _Order(column.name, axis, descending, nulls_first)
 
@@ -240,16 +230,16 @@ def _direction(conn: Connection, key: dict[str, Any]) -> tuple[bool, bool]:
     if direction == "ORDER_DEFAULT":
         direction = "DESCENDING" if str(default_order).upper().startswith("DESC") else "ASCENDING"
     if direction not in ("ASCENDING", "DESCENDING"):
-        raise _Decline("an unknown sort direction")
+        raise Decline("an unknown sort direction")
     descending = direction == "DESCENDING"
     nulls = str(key.get("null_order", "ORDER_DEFAULT")).upper().replace(" ", "_")
     if nulls == "ORDER_DEFAULT":
         placement = _NULLS_FIRST.get(str(default_nulls).upper())
         if placement is None:
-            raise _Decline("an unknown default NULL order")
+            raise Decline("an unknown default NULL order")
         return descending, placement[descending]
     if nulls not in ("NULLS_FIRST", "NULLS_LAST"):
-        raise _Decline("an unknown NULL order")
+        raise Decline("an unknown NULL order")
     return descending, nulls == "NULLS_FIRST"
 
 
@@ -257,18 +247,18 @@ def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -
     """The condition keeping every row that can be among the first `rows_wanted` (see the
     module docstring), as SQL text; declined when it would keep (nearly) every row."""
     if not scan.rows_are_cells or scan.base_predicate is not None or not scan.num_rows:
-        raise _Decline("rows that are not all the cells of the table, or none")
+        raise Decline("rows that are not all the cells of the table, or none")
     length = scan.table.shape[order.axis]
     per_value = scan.num_rows // length
     positions = -(-rows_wanted // per_value)  # k: the first positions that hold the rows wanted
     if positions >= length:
-        raise _Decline("the rows wanted span every value")
+        raise Decline("the rows wanted span every value")
     column = quote_ident(order.column)
     with _axis_tables(conn, scan, [], [], {order.axis}) as axes:
         table = quote_ident(str(axes[order.axis].table))
         kind = str(conn._con.execute(f"SELECT typeof({column}) FROM {table} LIMIT 1").fetchall()[0][0]).upper()
         if not _TYPE_NAME.match(kind):
-            raise _Decline("a coordinate type not carried over as text")
+            raise Decline("a coordinate type not carried over as text")
         nans = f"count(*) FILTER (isnan({column}))" if kind in ("FLOAT", "DOUBLE") else "0"
         sort = f"{column} {'DESC' if order.descending else 'ASC'} NULLS {'FIRST' if order.nulls_first else 'LAST'}"
         text, same, nulls, nan_count = conn._con.execute(
@@ -277,8 +267,8 @@ def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -
             f"(SELECT count(*) FILTER ({column} IS NULL) AS nulls, {nans} AS nans FROM {table})"
         ).fetchall()[0]
     if text is None or same is not True or str(text).lower().lstrip("+-") == "nan":
-        raise _Decline("the bounding value is NULL or NaN, or its text does not read back")
+        raise Decline("the bounding value is NULL or NaN, or its text does not read back")
     if nan_count and not HAS_SOURCES:
-        raise _Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
+        raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
     condition = f"{column} {'>=' if order.descending else '<='} CAST({quote_text(str(text))} AS {kind})"
     return f"({condition} OR {column} IS NULL)" if order.nulls_first and nulls else condition

@@ -54,16 +54,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from zarrsql.engine.answers import _Decline
+from zarrsql.engine import parsetree
 from zarrsql.engine.joins import (
-    _alias,
-    _conjuncts,
-    _deserialize,
     _dimension_columns,
     _is_zarr,
     _select_nodes,
-    _serialize,
 )
+from zarrsql.engine.parsetree import Decline
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -147,7 +144,7 @@ def rewrite(conn: Connection, query: Any, args: _Args) -> Any:
         return query
     try:
         return _rewrite(conn, query, args)
-    except _Decline:
+    except Decline:
         return query
     except Exception:  # the edge: whatever went wrong, the statement runs as written
         return query
@@ -166,12 +163,12 @@ def _has_zoned(args: _Args) -> bool:
 
 
 def _rewrite(conn: Connection, query: str, args: _Args) -> str:
-    doc = _serialize(conn, query, parameters=True)  # twins keep every parameter where it was
+    doc = parsetree.serialize(conn._con, query, parameters=True)  # twins keep every parameter where it was
     parameters = list({str(p.get("identifier")): p for p in _parameters(doc)}.values())
     changed = False
     for node in list(_select_nodes(doc["statements"][0]["node"])):
         changed |= _twin(conn, node, args, parameters)
-    return _deserialize(conn, doc) if changed else query
+    return parsetree.deserialize(conn._con, doc) if changed else query
 
 
 def _twin(conn: Connection, node: dict[str, Any], args: _Args, parameters: list[dict[str, Any]]) -> bool:
@@ -179,12 +176,12 @@ def _twin(conn: Connection, node: dict[str, Any], args: _Args, parameters: list[
     table, where = node.get("from_table") or {}, node.get("where_clause")
     if where is None or table.get("type") == "JOIN":
         return False
-    conditions = _conjuncts(where)
+    conditions = parsetree.conjuncts(where)
     doubled = [cond for cond in conditions if _any_double(cond, args)]
     times = [c for cond in conditions for c in _comparisons(cond, _is_steady, _is_steady)]
     if not (doubled or times) or not _is_zarr(conn, table):
         return False
-    alias, dims = _alias(table), _dimension_columns(conn, table)
+    alias, dims = parsetree.alias(table), _dimension_columns(conn, table)
     float32 = {name.lower() for name, logical in dims.items() if logical == "float32"}
     kinds = {name.lower(): logical for name, logical in dims.items()}
     twins = [t for cond in doubled for t in _float_twins(conn, cond, args, alias, float32, {*kinds})]
@@ -233,7 +230,9 @@ def _float_twins(
         branches = []
         for part in cond["children"]:
             twins = [
-                t for c in _conjuncts(part) for t in _float_twins(conn, c, args, alias, float32, dims, branch=True)
+                t
+                for c in parsetree.conjuncts(part)
+                for t in _float_twins(conn, c, args, alias, float32, dims, branch=True)
             ]
             if not twins:
                 return []
@@ -289,8 +288,8 @@ def _is_double(value: dict[str, Any], args: _Args) -> bool:
     if kind == "PARAMETER":
         return isinstance(_argument(value.get("identifier", ""), args), float)
     if kind == "CONSTANT":
-        literal = value.get("literal") or {}
-        return literal.get("kind") == "NUMERIC" and "e" in str(literal.get("text", "")).lower()
+        written = parsetree.constant(value)
+        return written is not None and written.double
     if kind == "CAST" and not value.get("try_cast"):
         target = str((value.get("type_expr") or {}).get("type_name", "")).upper()
         child = value.get("child") or {}
@@ -402,13 +401,13 @@ def _types(
 ) -> list[str]:
     """DuckDB's types of `values`, bound as in the statement: selected from its table (where
     `current_timestamp` may be a column) with every parameter of the statement beside them."""
-    doc = _serialize(conn, "SELECT 1 FROM t")
+    doc = parsetree.serialize(conn._con, "SELECT 1 FROM t")
     node = doc["statements"][0]["node"]
     node["select_list"] = [
         dict(copy.deepcopy(v), alias=f"__zarrsql_v{i}") for i, v in enumerate([*values, *parameters])
     ]
     node["from_table"] = copy.deepcopy(table)
-    probe = "DESCRIBE " + _deserialize(conn, doc)
+    probe = "DESCRIBE " + parsetree.deserialize(conn._con, doc)
     rows = conn._run(probe, conn._con.execute, probe, args if parameters else None).fetchall()
     return [str(row[1]) for row in rows[: len(values)]]
 

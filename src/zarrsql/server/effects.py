@@ -33,6 +33,8 @@ from typing import Any
 
 import duckdb
 
+from zarrsql.engine.parsetree import constant
+
 #: Scalar functions DuckDB flags as having side effects that change nothing a client shares:
 #: they draw random numbers or ids, report the current query, raise, or wait.
 _HARMLESS_SCALARS = frozenset(
@@ -213,13 +215,5 @@ def _first_text_argument(call: dict[str, Any]) -> str | None:
     else:
         children = call.get("children")
         first = children[0] if isinstance(children, list) and children else None
-    if not isinstance(first, dict) or first.get("class") != "CONSTANT":
-        return None
-    literal = first.get("literal")
-    if isinstance(literal, dict) and literal.get("kind") == "STRING" and isinstance(literal.get("text"), str):
-        return str(literal["text"])
-    value = first.get("value")
-    if isinstance(value, dict) and not value.get("is_null") and (value.get("type") or {}).get("id") == "VARCHAR":
-        text = value.get("value")
-        return text if isinstance(text, str) else None
-    return None
+    value = constant(first)
+    return value.text if value is not None and value.kind == "string" else None
