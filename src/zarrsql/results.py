@@ -148,14 +148,13 @@ def _check_target(path: str) -> None:
 
 def run_sql(con: Any, sql: str, output: Output) -> None:
     """Run every statement of `sql` on the zarrsql connection `con`; write the last one's result."""
-    statements = con.duckdb.extract_statements(sql)
+    statements = _statements(con, sql)
     if not statements:
         raise ParameterError("the SQL holds no statement (only blanks or comments); pass one, e.g. SHOW TABLES")
-    for statement in statements[:-1]:
-        _run_to_end(con, statement.query)
-    last = statements[-1]
-    kind = last.type.name
-    text = last.query.strip().rstrip(";").rstrip()
+    for query, _ in statements[:-1]:
+        _run_to_end(con, query)
+    last, kind = statements[-1]
+    text = last.strip().rstrip(";").rstrip()
     if _SHOW_TABLES.match(text):
         text = f"SELECT * FROM ({text}\n) WHERE NOT starts_with(name, '{_INTERNAL_PREFIX}')"
     if kind == "SELECT" and output.format != "table":
@@ -172,6 +171,30 @@ def run_sql(con: Any, sql: str, output: Output) -> None:
         copy(con, f"FROM {_HELD}", output)
     finally:
         con.duckdb.unregister(_HELD)
+
+
+def _statements(con: Any, sql: str) -> list[tuple[str, str]]:
+    """(text, type name) of each statement of `sql`, as DuckDB's parser splits and names them,
+    except a COPY to Zarr, found as the zarrsql connection finds it from Python (`copy_to_zarr`):
+    its options are zarrsql's, and DuckDB's parser refuses some (`LAYOUT table`, `MODE
+    create`: reserved words), so its text goes to the connection unparsed, as from Python."""
+    from zarrsql.engine.sqltext import copy_to_zarr, tokens
+
+    found: list[tuple[str, str]] = []
+    rest = 0  # where the text not yet given to DuckDB's parser starts
+    begin = 0
+    ends = [t.pos for t in tokens(sql) if t.text == ";"]  # a tokenizer's `;`: never one in a string
+    for end in [*ends, len(sql)]:
+        if copy_to_zarr(sql[begin:end]) is not None:
+            found += _parsed(con, sql[rest:begin])
+            found.append((sql[begin:end], "COPY"))
+            rest = end + 1
+        begin = end + 1
+    return found + _parsed(con, sql[rest:])
+
+
+def _parsed(con: Any, sql: str) -> list[tuple[str, str]]:
+    return [(s.query, s.type.name) for s in con.duckdb.extract_statements(sql)] if sql.strip() else []
 
 
 def _run_to_end(con: Any, query: str) -> None:

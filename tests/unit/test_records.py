@@ -67,7 +67,7 @@ def _callables(value: object) -> list[str]:
 
 def test_every_encoding_record_is_frozen_with_slots_and_has_a_decoder() -> None:
     kinds = set(typing.get_args(records.Encoding))
-    assert len(kinds) == 9
+    assert len(kinds) == 10
     assert set(DECODERS) == kinds
     for kind in kinds:
         assert kind.__dataclass_params__.frozen, kind  # type: ignore[attr-defined]
@@ -83,7 +83,9 @@ def test_conventions_return_only_data(
     from tests.virtual.h5col_files import write_obs  # an H5Col table (its list column)
 
     write_obs(tmp_path / "obs.h5")
-    stores = [*table_stores.values(), adata_path[0], tmp_path / "obs.h5"]
+    chars = zarr.open_group(tmp_path / "chars.zarr", mode="w", zarr_format=2)  # a CF character array
+    chars.create_array("name", shape=(2, 3), dtype="S1", fill_value=None).attrs["_ARRAY_DIMENSIONS"] = ["n", "strlen"]
+    stores = [*table_stores.values(), adata_path[0], tmp_path / "obs.h5", tmp_path / "chars.zarr"]
     found = [v for p in stores for v in _encoded(p)]
     assert {type(v.encoding) for v in found} == set(typing.get_args(records.Encoding))
     for v in found:

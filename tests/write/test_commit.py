@@ -19,7 +19,7 @@ import pytest
 import zarr
 
 from zarrsql.errors import StoreExistsError, StoreLockedError, StoreNotFoundError, WriteError, ZarrSQLError
-from zarrsql.write import commit, lock
+from zarrsql.write import commit, journal, lock
 from zarrsql.write.commit import StoreTarget, append_commit, publish_new
 
 
@@ -179,7 +179,7 @@ def test_a_dead_writers_lock_and_half_append_are_recovered(tmp_path: Path) -> No
     out = tmp_path / "s.zarr"
     publish_new(str(out), "w-", None, _writer(np.arange(6, dtype="int32")))
     documents = commit.node_documents(out, 3)
-    backup = {"commit_sha256": commit._digest(documents["zarr.json"]), "documents": documents}
+    backup = {"commit_sha256": journal.digest(documents["zarr.json"]), "documents": documents}
     (out / commit.BACKUP_NAME).write_text(json.dumps(backup))
     zarr.open_array(str(out / "x"), mode="r+").resize((40,))  # the dead writer's grown array
     (out / lock.LOCK_NAME).write_text(json.dumps({"host": os.uname().nodename, "pid": _dead_pid()}))
@@ -195,7 +195,7 @@ def test_a_committed_append_is_not_rolled_back_by_recovery(tmp_path: Path) -> No
     publish_new(str(out), "w-", None, _writer(np.arange(6, dtype="int32")))
     documents = commit.node_documents(out, 3)
     append_commit(str(out), None, _appender(np.arange(6, 9, dtype="int32")))
-    stale = {"commit_sha256": commit._digest(documents["zarr.json"]), "documents": documents}
+    stale = {"commit_sha256": journal.digest(documents["zarr.json"]), "documents": documents}
     (out / commit.BACKUP_NAME).write_text(json.dumps(stale))
     commit.recover(out, 3)
     np.testing.assert_array_equal(_read(out), np.arange(9))

@@ -5,7 +5,9 @@ a table named by joining the dimension names with '_'. Coordinates come from the
 nearest ancestor. A table gets no name (and a `problem`) when its group is misaligned with an
 ancestor, when another table of the group has the same dimension names with another shape,
 when its name equals another's ignoring ASCII case, when a dimension repeats, or when a
-coordinate has the wrong length or an unsupported type. Every variable is a plain array.
+coordinate has the wrong length or an unsupported type. Every variable is a plain array,
+except a CF character array (`_character_arrays`): its last dimension is joined into one
+string per cell of the others and leaves the table's dimensions, as xarray decodes it.
 """
 
 from __future__ import annotations
@@ -23,23 +25,90 @@ from zarrsql.conventions.model import (
     group_members,
     resolve_names,
 )
+from zarrsql.conventions.records import CharacterArray, EncodedVariable, Variable
 from zarrsql.discovery.roles import Member
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, ancestors
+
+
+def _is_characters(m: Member) -> bool:
+    """Whether `m` is an `S1` array with at least one dimension (a character array if its
+    last dimension is one, see `_character_arrays`)."""
+    a = m.array
+    if not isinstance(a, ArrayMeta) or not m.dims or a.dtype.kind != "fixed_bytes":
+        return False
+    return a.dtype.numpy is not None and a.dtype.numpy.itemsize == 1
+
+
+def _character_arrays(members: list[Member]) -> set[str]:
+    """The members xarray joins along their last dimension (its `CharacterArrayCoder`, as
+    `decode_cf` applies it): `S1` arrays with at least one dimension whose last dimension is
+    no variable of the group and is used only by fixed-width bytes arrays, as their last
+    dimension. A member declaring no dimension names is no variable here: xarray lists none
+    such, and a NetCDF dimension without a coordinate variable may be listed as one."""
+    variables = {m.name for m in members if m.dims is not None}
+    users: dict[str, list[Member]] = {}
+    for m in members:
+        for d in set(m.dims or ()):
+            users.setdefault(d, []).append(m)
+
+    def stackable(dim: str) -> bool:
+        return dim not in variables and all(
+            isinstance(u.array, ArrayMeta) and u.array.dtype.kind == "fixed_bytes" and u.dims and u.dims[-1] == dim
+            for u in users[dim]
+        )
+
+    return {m.name for m in members if _is_characters(m) and m.dims and stackable(m.dims[-1])}
+
+
+def _cf_members(tree: NodeTree, path: str) -> list[Member]:
+    """The group's members as the CF reading sees them: a character array without its last
+    dimension (a 1-d one is a scalar, unless a `coordinates` attribute names it)."""
+    members = group_members(tree, path)
+    joined = _character_arrays(members)
+    out = []
+    for m in members:
+        if m.name in joined and m.dims:
+            role = "scalar" if len(m.dims) == 1 and m.role == "data" else m.role
+            m = replace(m, role=role, dims=m.dims[:-1])
+        out.append(m)
+    return out
+
+
+def _joined(m: Member) -> bool:
+    """Whether `m` is a character array of `_cf_members` (its dimensions one fewer)."""
+    return isinstance(m.array, ArrayMeta) and m.dims is not None and len(m.dims) < m.array.ndim
+
+
+def _variable(m: Member) -> Variable:
+    """The table variable of a data member: a character array as a `CharacterArray`."""
+    a = m.array
+    assert isinstance(a, ArrayMeta)
+    if not _joined(m):
+        return a
+    encoding = a.attrs.get("_Encoding", "utf-8")
+    return EncodedVariable(
+        a.path,
+        a.shape[:-1],
+        a.chunks[:-1],
+        CharacterArray(a, encoding if isinstance(encoding, str) else repr(encoding)),
+        attrs=a.attrs,
+        parts=(a.path,),
+    )
 
 
 def _dim_sizes(members: list[Member]) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for m in members:
         if m.dims is not None and isinstance(m.array, ArrayMeta) and m.role != "unsupported":
-            for d, n in zip(m.dims, m.array.shape, strict=True):
+            for d, n in zip(m.dims, m.array.shape[: len(m.dims)], strict=True):
                 sizes.setdefault(d, n)
     return sizes
 
 
 def _misalignment(tree: NodeTree, path: str, sizes: dict[str, int]) -> str | None:
     for anc in ancestors(path):
-        for d, n in _dim_sizes(group_members(tree, anc)).items():
+        for d, n in _dim_sizes(_cf_members(tree, anc)).items():
             if d in sizes and sizes[d] != n:
                 return (
                     f"group '{display_path(path)}' is misaligned: dimension '{d}' has length "
@@ -56,13 +125,13 @@ def _coord_problem(coord: ArrayMeta | None, dim: str, n: int) -> str | None:
     return None
 
 
-def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[ArrayMeta]) -> tuple[AuxCoord, ...]:
+def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[Variable]) -> tuple[AuxCoord, ...]:
     """The auxiliary coordinates the table's variables name in CF `coordinates` (as xarray
     writes its non-index coordinates), those over a subset of the table's dimensions, in the
     order first named; dimension coordinates and names of data variables are left out."""
     members: dict[str, Member] = {}
     for p in [path, *ancestors(path)]:
-        for member in group_members(tree, p):
+        for member in _cf_members(tree, p):
             members.setdefault(member.name, member)
     data = {a.name for a in arrays}
     out: dict[str, AuxCoord] = {}
@@ -74,6 +143,8 @@ def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
                 continue
             if not isinstance(m.array, ArrayMeta) or m.dims is None or not set(m.dims) <= set(dims):
                 continue
+            if _joined(m):  # the auxiliary coordinate reader does not join characters: left out
+                continue
             if len(set(m.dims)) != len(m.dims):
                 continue
             axes = tuple(dims.index(d) for d in m.dims)
@@ -83,7 +154,7 @@ def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
     return tuple(out.values())
 
 
-def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[ArrayMeta]) -> TableInfo:
+def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[Variable]) -> TableInfo:
     shape = arrays[0].shape
     coords = tuple(find_coord(tree, path, d) for d in dims)
     problem, kind = None, None
@@ -106,12 +177,12 @@ def _make_table(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[A
 
 def analyze(tree: NodeTree, path: str) -> GroupInfo:
     """Roles, tables and alignment of one group by the xarray/CF rules."""
-    members = group_members(tree, path)
+    members = _cf_members(tree, path)
     misaligned = _misalignment(tree, path, _dim_sizes(members))
-    buckets: dict[tuple, list[ArrayMeta]] = {}
+    buckets: dict[tuple, list[Variable]] = {}
     for m in members:
         if m.role in ("data", "unsupported") and m.dims is not None and isinstance(m.array, ArrayMeta):
-            buckets.setdefault((m.dims, m.array.shape), []).append(m.array)
+            buckets.setdefault((m.dims, m.array.shape[: len(m.dims)]), []).append(_variable(m))
     tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
     if misaligned:
         # A misaligned group's tables cannot be read, so they bind no coordinate: none is listed.
@@ -125,4 +196,5 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo:
             for t in tables
         ]
     tables = resolve_names(tables)
-    return GroupInfo(path, tuple(members), tuple(tables), misaligned)
+    # listed as stored: `read_zarr_metadata` shows a character array's own dimensions
+    return GroupInfo(path, tuple(group_members(tree, path)), tuple(tables), misaligned)

@@ -68,6 +68,16 @@ class FixedListArray:
 
 
 @dataclass(frozen=True, slots=True)
+class CharacterArray:
+    """A CF character array (an `S1` array, NetCDF's `char`): its last dimension holds the
+    characters of one fixed-width string per cell of the others, which the column has as
+    its rows; `encoding` is the text encoding (the `_Encoding` attribute, else UTF-8)."""
+
+    array: ArrayMeta
+    encoding: str = "utf-8"
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetList:
     """A variable-length list per row: row i holds `values[offsets[i]:offsets[i + 1]]`
     (H5Col's list columns); `offsets` has one entry more than the column has rows."""
@@ -121,6 +131,7 @@ Encoding = (
     | Nullable
     | StringSentinel
     | FixedListArray
+    | CharacterArray
     | OffsetList
     | PointArray
     | RaggedGeometry

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zarrsql.conventions import records as r
+from zarrsql.decode.characters import character_codec
 from zarrsql.decode.columns import DecodeOptions, column_codec
 from zarrsql.decode.encodings import categorical_codec, nullable_codec
 from zarrsql.decode.geometry import point_codec, ragged_codec
@@ -53,6 +54,10 @@ def _fixed_list(rec: r.FixedListArray, store: Store, options: DecodeOptions) -> 
     return FixedListCodec(values, fixed_list_logical(values.logical, rec.array.shape[1:]))
 
 
+def _characters(rec: r.CharacterArray, store: Store, options: DecodeOptions) -> Codec:
+    return character_codec(rec)
+
+
 def _offset_list(rec: r.OffsetList, store: Store, options: DecodeOptions) -> Codec:
     return list_codec(rec, options)
 
@@ -77,6 +82,7 @@ DECODERS: dict[type, Callable[[Any, Store, DecodeOptions], Codec]] = {
     r.Nullable: _nullable,
     r.StringSentinel: _string_sentinel,
     r.FixedListArray: _fixed_list,
+    r.CharacterArray: _characters,
     r.OffsetList: _offset_list,
     r.PointArray: _point,
     r.RaggedGeometry: _ragged,

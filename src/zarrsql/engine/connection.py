@@ -617,7 +617,11 @@ class Connection:
                 # What the UDFs run, loaded here in the caller's thread rather than inside
                 # DuckDB's callback while it binds; the statement about to run needs it anyway.
                 importlib.import_module("zarrsql.engine.params")
-                importlib.import_module("zarrsql.engine.source")
+                source = importlib.import_module("zarrsql.engine.source")
+                if not source.HAS_SOURCES:  # DuckDB 1.5 scans a pyarrow dataset, which imports pandas:
+                    # loaded here, a Ctrl-C during that import is the caller's plain KeyboardInterrupt,
+                    # not one inside DuckDB's callback that leaves pandas half imported
+                    importlib.import_module("zarrsql.engine.dataset")
                 self._installed = True
 
     @property

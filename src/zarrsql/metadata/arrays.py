@@ -184,6 +184,31 @@ def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...
     return tuple(v if v else None for v in value)
 
 
+def _scoped_dimension_names(path: str, names: tuple[str | None, ...] | None) -> tuple[str | None, ...] | None:
+    """`names` of the v2 array at `path` with each group-qualified name made plain.
+
+    kerchunk names a NetCDF4/HDF5 dimension by its dimension scale's path ('grp/inner/k'),
+    where netCDF (and xarray reading the file) name it 'k': a dimension is defined in a
+    group and seen, by its last name, in that group and every group below. So a name whose
+    parent is the array's own group or one of its ancestors becomes its last segment; any
+    other name with a '/' (no group of the array's scope) is kept as written, and so are two
+    names of one array that would become the same.
+    """
+    if names is None:
+        return None
+    groups = path.split("/")[:-1]
+    scope = {"/".join(groups[:depth]) for depth in range(len(groups) + 1)}  # '' is the root
+
+    def plain(name: str | None) -> str | None:
+        parent, _, last = (name or "").lstrip("/").rpartition("/")
+        return last if name and "/" in name and last and parent in scope else name
+
+    plain_names = tuple(plain(n) for n in names)
+    if len({n for n in plain_names if n}) < len({n for n in names if n}):
+        return names  # two dimensions of the array share a last name: keep them apart
+    return plain_names
+
+
 def attribute_dims_problem(value: Any, ndim: int) -> str | None:
     """Why a v3 array's `_ARRAY_DIMENSIONS` attribute cannot name its axes, or None when it can.
 
@@ -308,7 +333,7 @@ def parse_v2_array(path: str, zarray: Mapping[str, Any], zattrs: Any, key: str |
         fill_value=parse_fill_value(zarray.get("fill_value"), dtype, zarr_format=2, where=where),
         order=field_choice(zarray, "order", where, ("C", "F"), "C"),
         codecs={"compressor": zarray.get("compressor"), "filters": filters},
-        dimension_names=_dimension_names(dims, len(shape), attrs_where),
+        dimension_names=_scoped_dimension_names(path, _dimension_names(dims, len(shape), attrs_where)),
         attrs=MappingProxyType(attrs),
         separator=field_choice(zarray, "dimension_separator", where, (".", "/"), "."),
         v2_keys=True,

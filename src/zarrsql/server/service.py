@@ -83,7 +83,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         self._cursor_lock = threading.Lock()
         self.allow_writes = allow_writes
         self.limits = limits
-        self.registry = Registry(self._new_cursor)
+        self.registry = Registry(self._new_cursor, keep_state=allow_writes)
         self.streams = Streams()
         self._running: dict[bytes, tuple[threading.Event, Any]] = {}
         self._running_lock = threading.Lock()
@@ -193,6 +193,8 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         if held.result is not None:
             return flight.RecordBatchStream(held.result)
         session = self.registry.session(held.session)
+        if _seeds_random(held.statement):
+            session.keep_state()
         lease = _Lease(session, self.registry.spare_cursor)
         cancelled = threading.Event()
         with self._running_lock:
@@ -353,24 +355,43 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         self.closed.set()
 
 
-class _Lease(contextlib.AbstractContextManager):  # type: ignore[type-arg]
-    """A session's cursor lease that remembers its cursor, so a cancel can interrupt it."""
+class _Lease:
+    """A stream's lease of a session's cursor (`streams.CursorLease`) that remembers the
+    cursor while it holds it, so a cancel interrupts that cursor and, once the stream gave
+    it back (ended or spilled), no other statement's."""
 
     def __init__(self, session: Session, spare: Callable[[], Any]) -> None:
-        self._manager = session.lease(spare)
+        self._session, self._spare = session, spare
+        self._manager: contextlib.AbstractContextManager[Any] | None = None
+        self._lock = threading.Lock()
+        self.free: Callable[[], None] | None = None
         self.cursor: Any = None
 
     def __enter__(self) -> Any:
-        self.cursor = self._manager.__enter__()
-        return self.cursor
+        self._manager = self._session.lease(self._spare, free=self.free)
+        cursor = self._manager.__enter__()
+        with self._lock:
+            self.cursor = cursor
+        return cursor
 
     def __exit__(self, *exc: object) -> None:
-        self._manager.__exit__(None, None, None)
+        with self._lock:
+            self.cursor = None
+        if self._manager is not None:
+            self._manager.__exit__(None, None, None)
 
     def interrupt(self) -> None:
-        if self.cursor is not None:
-            with contextlib.suppress(Exception):
+        with self._lock, contextlib.suppress(Exception):
+            if self.cursor is not None:
                 self.cursor.duckdb.interrupt()
+
+
+def _seeds_random(statement: Statement) -> bool:
+    """Whether the statement may call `setseed`: the one state a read-only server lets a
+    session keep (its random sequence; temporary objects and SET are refused there). Judged
+    on the whole text, strings included (`query('SELECT setseed(0.5)')`): a false match only
+    keeps the session on its own cursor, which is always right."""
+    return "setseed" in statement.text.lower()
 
 
 def _command_of(descriptor: flight.FlightDescriptor) -> commands.Command:

@@ -2,8 +2,13 @@
 
 A session is one client connection (its gRPC peer): it gets its own zarrsql cursor on the
 served database, so its temporary objects and settings are its own and two clients never
-share a cursor. A statement runs on its session's cursor; when that cursor is busy (the same
-client streams two results at once) it runs on a cursor of its own, closed after.
+share a cursor. A statement runs on its session's cursor, also when that cursor is busy (the
+same client sends a statement while an earlier result still streams) in a session that may
+hold state (`keeps_state`: the server allows writes, or the client seeded its random
+numbers): the busy stream is asked to `free` the cursor (it reads the rest of its result
+into memory, or refuses past the server's limit), since waiting for the client to read it
+would deadlock a client that reads one result at a time. A session without state of its own
+runs such a statement on a spare cursor instead (closed after), so it does not wait at all.
 
 Prepared statements and tickets are kept under random handles (16 bytes from `secrets`), so
 a handle is unguessable and works from whichever connection the client sends it on. A ticket
@@ -17,7 +22,7 @@ import contextlib
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,32 +74,67 @@ class Ticket:
 
 
 class Session:
-    """One client's cursor, lent to one statement at a time."""
+    """One client's cursor, lent to one statement at a time (module docstring).
 
-    def __init__(self, cursor: Any) -> None:
+    `keeps_state`: statements of this session may leave state on its cursor (temporary
+    tables, settings, a random seed), so each must run on that cursor, never on a spare."""
+
+    def __init__(self, cursor: Any, *, keeps_state: bool) -> None:
         self.cursor = cursor
         self.used = time.monotonic()
-        self._busy = threading.Lock()
+        self.keeps_state = keeps_state
+        self._state = threading.Condition()
+        self._taken = False
+        self._free: Callable[[], None] | None = None
+
+    def keep_state(self) -> None:
+        """From now on run every statement on this session's cursor (it holds state now)."""
+        self.keeps_state = True
 
     @contextlib.contextmanager
-    def lease(self, spare: Any) -> Iterator[Any]:
-        """The session's cursor, or when it is busy a spare cursor from `spare()` (closed after)."""
+    def lease(self, spare: Callable[[], Any], *, free: Callable[[], None] | None = None) -> Iterator[Any]:
+        """The session's cursor; when it is busy, a spare cursor from `spare()` (closed after)
+        unless the session keeps state. `free` is how a later statement of this session asks
+        the lease's holder (a stream) to give the cursor back early; it returns once the
+        holder lets go (or will at once), or raises to refuse the later statement."""
         self.used = time.monotonic()
-        if self._busy.acquire(blocking=False):
+        if not self._take(free):
+            cursor = spare()
             try:
-                yield self.cursor
+                yield cursor
             finally:
-                self._busy.release()
+                cursor.close()
             return
-        cursor = spare()
         try:
-            yield cursor
+            yield self.cursor
         finally:
-            cursor.close()
+            with self._state:
+                self._taken, self._free = False, None
+                self._state.notify_all()
+
+    def _take(self, free: Callable[[], None] | None) -> bool:
+        """Take the session's cursor (True), or False when it is busy and a spare will do.
+
+        A holder that cannot be asked (a statement, not a stream) ends without the client,
+        so waiting for it cannot deadlock; a holder asked once is waited for."""
+        asked: Callable[[], None] | None = None
+        while True:
+            with self._state:
+                if not self._taken:
+                    self._taken, self._free = True, free
+                    return True
+                if not self.keeps_state:
+                    return False
+                if self._free is None or self._free is asked:
+                    self._state.wait()
+                    continue
+                asked = self._free
+            asked()  # outside the lock: the holder gives the cursor back through it
 
     @property
     def busy(self) -> bool:
-        return self._busy.locked()
+        with self._state:
+            return self._taken
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closed already, or mid-stream on shutdown
@@ -104,8 +144,9 @@ class Session:
 class Registry:
     """Sessions by peer, prepared statements and tickets by handle; thread-safe."""
 
-    def __init__(self, make_cursor: Any) -> None:
+    def __init__(self, make_cursor: Any, *, keep_state: bool) -> None:
         self._make_cursor = make_cursor
+        self._keep_state = keep_state
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._prepared: dict[bytes, Prepared] = {}
@@ -117,7 +158,7 @@ class Registry:
         if found is not None:
             return found
         self._expire()
-        made = Session(self._make_cursor())
+        made = Session(self._make_cursor(), keeps_state=self._keep_state)
         with self._lock:
             found = self._sessions.setdefault(peer, made)
         if found is not made:  # another call of the same client got there first

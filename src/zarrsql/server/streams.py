@@ -10,6 +10,12 @@ drops the stream, and the generator's `finally` runs); the cursor then runs a tr
 statement, so DuckDB frees what the abandoned result held. `Limits.timeout` bounds a query's
 run: a timer interrupts DuckDB, and the client gets Flight's timed-out error.
 
+A later statement of the same session that must run on the stream's cursor (the session
+keeps state: `sessions`) asks the stream to `spill`: the rest of its result is read into
+memory (Arrow) and the cursor given back; the client then reads the same batches from there.
+All spilled results together hold at most `Limits.held_bytes`: past it the later statement
+is refused (`spill.ResultStillOpen`), and the stream goes on from where the spill stopped.
+
 An error after the first batch keeps its kind: the batches travel in one Arrow stream inside
 a `GeneratorStream`, whose generator raises the Flight error (timed out, cancelled, or the
 failure's message) once that stream has ended. An error raised inside the Arrow stream
@@ -27,9 +33,8 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -37,6 +42,7 @@ import pyarrow.flight as flight
 
 from zarrsql.errors import ParameterError, ZarrSQLError
 from zarrsql.server.policy import Statement
+from zarrsql.server.spill import SpillableBatches
 
 log = logging.getLogger(__name__)
 #: Bytes a record batch's message carries beside its buffers (IPC metadata, padding): a
@@ -53,16 +59,20 @@ class Limits:
     batch_bytes: bytes per batch, about (8 MiB: half ADBC's default 16 MiB message limit);
     timeout: seconds a query may run before it is interrupted (300);
     message_bytes: bytes one message may hold (16 MiB, ADBC's default limit): a row larger
-        is refused, as the client would refuse it without saying why.
+        is refused, as the client would refuse it without saying why;
+    held_bytes: bytes of unread results the server holds in memory, all sessions together,
+        so that a session's statement can run on its cursor while an earlier result of the
+        session still streams (256 MiB: 32 wide batches; one batch more may be read past it).
     """
 
     batch_rows: int = 65_536
     batch_bytes: int = 8 << 20
     timeout: float = 300.0
     message_bytes: int = 16 << 20
+    held_bytes: int = 256 << 20
 
     def __post_init__(self) -> None:
-        for name in ("batch_rows", "batch_bytes", "message_bytes"):
+        for name in ("batch_rows", "batch_bytes", "message_bytes", "held_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ParameterError(f"Limits({name}={value!r}): give a whole number above 0")
@@ -80,20 +90,32 @@ class RowTooLarge(ZarrSQLError, ValueError):
 
 
 class Streams:
-    """The count of open result streams (thread-safe)."""
+    """The count of open result streams and the bytes of spilled results (thread-safe)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open = 0
+        self._held = 0
 
     @property
     def open(self) -> int:
         with self._lock:
             return self._open
 
+    @property
+    def held(self) -> int:
+        """Bytes of spilled results not yet sent."""
+        with self._lock:
+            return self._held
+
     def _add(self, n: int) -> None:
         with self._lock:
             self._open += n
+
+    def hold(self, nbytes: int) -> None:
+        """Count `nbytes` more (or, negative, fewer) bytes of spilled results."""
+        with self._lock:
+            self._held += nbytes
 
 
 #: The error a client gets for a query stopped by CancelFlightInfo or a server shutdown.
@@ -233,9 +255,20 @@ def _too_large(size: int, limit: int) -> str:
     )
 
 
+class CursorLease(Protocol):
+    """A cursor lent to one stream. `free`, set before the lease is entered, is how a later
+    statement of the same session asks for the cursor back (`sessions.Session.lease`)."""
+
+    free: Callable[[], None] | None
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
 def stream(
     streams: Streams,
-    lease: AbstractContextManager[Any],
+    lease: CursorLease,
     statement: Statement,
     rows: tuple[tuple[Any, ...], ...],
     limits: Limits,
@@ -243,30 +276,37 @@ def stream(
     *,
     on_end: Callable[[], None] = lambda: None,
 ) -> flight.FlightDataStream:
-    """The Flight stream of a query's result, holding `lease` (a cursor) until it ends
-    (then `on_end` runs).
+    """The Flight stream of a query's result, holding `lease` (a cursor) until it ends or
+    spills (then `on_end` runs when it ends).
 
     Errors before the first batch (a bad column, a missing store) reach the client as the
     DoGet's error; errors while streaming end the stream with the same kind of error
     (module docstring).
     """
-    cursor = lease.__enter__()
+    source = SpillableBatches(streams, limits.held_bytes, cancelled)
+    lease.free = source.spill
     timed_out = threading.Event()
-    try:
-        run = run_query(cursor, statement, rows, limits, timed_out)
-    except (duckdb.Error, ZarrSQLError) as err:
-        lease.__exit__(None, None, None)
-        raise _stream_error(err, cursor, cancelled=cancelled, timed_out=timed_out) from None
-    except BaseException:
-        lease.__exit__(None, None, None)
-        raise
+    with source.lock:  # a statement asking for the cursor meanwhile waits until the run started
+        cursor = lease.__enter__()
+        try:
+            run = run_query(cursor, statement, rows, limits, timed_out)
+        except (duckdb.Error, ZarrSQLError) as err:
+            lease.__exit__(None, None, None)
+            raise _stream_error(err, cursor, cancelled=cancelled, timed_out=timed_out) from None
+        except BaseException:
+            lease.__exit__(None, None, None)
+            raise
+        release = _Once(lambda: _let_go(run.stop, cursor, lease))
+        source.start(
+            run.batches, release, lambda err: _stream_error(err, cursor, cancelled=cancelled, timed_out=run.timed_out)
+        )
     streams._add(1)
-    done = _Once(lambda: _finish(run.stop, cursor, lease, streams, on_end))
+    done = _Once(lambda: _finish(release, source, streams, on_end))
     failure: list[Exception] = []
 
     def guarded() -> Iterator[pa.RecordBatch]:
         try:
-            for batch in run.batches:
+            for batch in source:
                 if cancelled.is_set():
                     break
                 yield batch
@@ -333,15 +373,18 @@ class _Once:
             action()
 
 
-def _finish(
-    stop: Callable[[], None],
-    cursor: Any,
-    lease: AbstractContextManager[Any],
-    streams: Streams,
-    on_end: Callable[[], None],
-) -> None:
+def _let_go(stop: Callable[[], None], cursor: Any, lease: CursorLease) -> None:
+    """Give the stream's cursor back: stop the run, free DuckDB's result, end the lease."""
     stop()
     _drop_result(cursor)
     lease.__exit__(None, None, None)
+
+
+def _finish(
+    release: Callable[[], None], source: SpillableBatches, streams: Streams, on_end: Callable[[], None]
+) -> None:
+    """End the stream: give its cursor back (unless it spilled), let go of unsent batches."""
+    release()
+    source.discard()
     streams._add(-1)
     on_end()

@@ -10,7 +10,9 @@ only held, already checked for shape, so that every store sees the same record.
 from __future__ import annotations
 
 import datetime
+import os
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from zarrsql.errors import ParameterError
 
@@ -66,9 +68,45 @@ def container_access(prefix: str, value: str | None) -> str | None:
     )
 
 
+def normal_location(location: str) -> str:
+    """`location` with its `.` and `..` segments collapsed, so that a prefix test sees where a
+    reference really leads: '/data/in/../out/a.nc' is '/data/out/a.nc', outside '/data/in/'.
+    Callers read the collapsed location too, so what is checked is what is opened.
+
+    A local path (`file://` already removed) is collapsed as text (`os.path.normpath`): symlinks
+    are not resolved. A URL (anything with '://') has the dot segments of its path collapsed as
+    RFC 3986 resolves them (a percent-encoded '%2e%2e' counted as '..', since an HTTP client or
+    server may decode it), never above its host or bucket; its query and fragment are kept as
+    they are. An empty location stays empty."""
+    if not location:
+        return location
+    if "://" not in location:
+        return os.path.normpath(location)
+    scheme, _, rest = location.partition("://")
+    authority, slash, tail = rest.partition("/")
+    if not slash:
+        return location
+    cut = min((i for i in (tail.find("?"), tail.find("#")) if i >= 0), default=len(tail))
+    path, query = tail[:cut], tail[cut:]  # no dot segment is taken from the query
+    segments = path.split("/")
+    kept: list[str] = []
+    for segment in segments:
+        dots = unquote(segment)
+        if dots == "..":
+            if kept:
+                kept.pop()
+        elif dots != ".":
+            kept.append(segment)
+    if unquote(segments[-1]) in (".", ".."):
+        kept.append("")  # 'a/b/..' is the folder 'a/', still ending on '/'
+    return f"{scheme}://{authority}/{'/'.join(kept)}{query}"
+
+
 def within_prefix(url: str, prefix: str) -> bool:
     """Whether `url` lies under the container `prefix`, on a path boundary: 'file:///data'
-    authorizes '/data/a.nc' but not '/data2/a.nc', which a plain string prefix would."""
+    authorizes '/data/a.nc' but not '/data2/a.nc', which a plain string prefix would. Both are
+    compared collapsed (`normal_location`): '/data/../secret/a.nc' is not under '/data'."""
+    url, prefix = normal_location(url), normal_location(prefix)
     if not url.startswith(prefix):
         return False
     return prefix.endswith("/") or len(url) == len(prefix) or url[len(prefix)] == "/"

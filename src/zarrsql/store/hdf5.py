@@ -12,9 +12,13 @@ of the objects they point at, instead of kerchunk's placeholder text, and a grou
 COLUMN_TABLE` (which kerchunk drops as a netCDF attribute) is kept, and so is an H5Col
 column's HDF5 fill value (kerchunk drops it for a column whose `units` look like a CF time);
 conventions/h5col.py falls back to names when reading a saved set. A dataset kerchunk
-leaves out is described from h5py's chunk index when it only adds HDF5's fletcher32 checksum (store/hdf5_chunks.py), and
-otherwise (an lzf, szip, lz4, bitshuffle or scaleoffset filter) is listed as unsupported,
-naming the filter, instead of failing the file. The scanned set is cached by the file's path, mtime and size.
+leaves out is described from h5py's chunk index when it only adds HDF5's fletcher32 checksum
+or is a dimension scale never written (store/hdf5_chunks.py), and otherwise (an lzf, szip,
+lz4, bitshuffle or scaleoffset filter) is listed as unsupported, naming the filter, instead of
+failing the file; one left out with no such filter is listed as unsupported without filter
+advice. netCDF's stand-in for a dimension without a coordinate variable (`bnds`) is a
+dimension, not an array: it is left out, as kerchunk leaves it out. The scanned set is cached
+by the file's path, mtime and size.
 
 While kerchunk scans a file the garbage collector does not run on its own (`_collector_held`):
 kerchunk builds its Zarr metadata from inside h5py's `visititems`, which holds h5py's global
@@ -36,7 +40,7 @@ from typing import Any
 
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import is_url
-from zarrsql.store.hdf5_chunks import checksummed_refs
+from zarrsql.store.hdf5_chunks import checksummed_refs, unwritten_refs
 from zarrsql.store.references import ReferenceStore
 from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
 
@@ -82,22 +86,39 @@ def _deref(h5: Any, ref: Any) -> str:
 _FILTER_NAMES = {"32004": "lz4", "32008": "bitshuffle", "32013": "zfp", "32017": "sz", "307": "bzip2"}
 
 
-def _filter_name(ds: Any) -> str:
-    """The HDF5 filter (or feature) that kept kerchunk from describing `ds`."""
+def _filter_name(ds: Any) -> str | None:
+    """The HDF5 filter that kept kerchunk from describing `ds`, or None when it uses none
+    that lacks a Zarr codec (then something else did)."""
     if ds.scaleoffset:
         return "scaleoffset"
     if ds.compression in ("szip", "lzf"):
         return str(ds.compression)
     known = {"shuffle", "gzip", "fletcher32", "32001", "32015"}
     odd = [str(f) for f in ds._filters if str(f) not in known]
-    return _FILTER_NAMES.get(odd[0], f"HDF5 filter {odd[0]}") if odd else f"HDF5 data type {ds.dtype}"
+    return _FILTER_NAMES.get(odd[0], f"HDF5 filter {odd[0]}") if odd else None
+
+
+#: How netCDF names the dimension scale of a dimension that has no coordinate variable
+#: (`bnds`, `nv`): its `NAME` attribute starts so, and a number follows.
+_DIMENSION_ONLY = "This is a netCDF dimension but not a netCDF variable"
+
+
+def _dimension_only(ds: Any) -> bool:
+    """Whether `ds` is netCDF's stand-in for a dimension without a coordinate variable: a
+    dimension, not an array (xarray lists it among the dimensions only; kerchunk skips it)."""
+    name = _text(ds.attrs.get("NAME")) or ""
+    return _text(ds.attrs.get("CLASS")) == "DIMENSION_SCALE" and name.startswith(_DIMENSION_ONLY)
 
 
 def _placeholder(ds: Any) -> str:
-    """A `.zarray` for a dataset kerchunk skipped: its shape, and a codec named after what
-    it uses, so the array is listed as unsupported, naming the filter, and the rest of the
-    file still reads."""
+    """A `.zarray` for a dataset kerchunk skipped: its shape, and a codec named after the
+    filter it uses, so the array is listed as unsupported, naming the filter, and the rest
+    of the file still reads. Without such a filter the codec says only that kerchunk could
+    not describe the dataset: no filter advice for a dataset that has no filter to blame."""
     dtype = ds.dtype.str if ds.dtype.kind in "biufcSU" and ds.dtype.names is None else f"|V{ds.dtype.itemsize}"
+    filter_name = _filter_name(ds)
+    # metadata.codecs.HDF5_FILTER and HDF5_UNDESCRIBED (the store layer does not import metadata)
+    codec = f"hdf5:{filter_name}" if filter_name else "hdf5-undescribed"
     doc = {
         "zarr_format": 2,
         "shape": list(ds.shape),
@@ -105,7 +126,7 @@ def _placeholder(ds: Any) -> str:
         "dtype": dtype,
         "fill_value": None,
         "order": "C",
-        "compressor": {"id": f"hdf5:{_filter_name(ds)}"},  # metadata.codecs.HDF5_FILTER
+        "compressor": {"id": codec},
         "filters": None,
     }
     return json.dumps(doc)
@@ -118,7 +139,10 @@ def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
 
     def visit(name: str, obj: Any) -> None:
         if isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
-            refs.update(checksummed_refs(name, obj, url) or {f"{name}/.zarray": _placeholder(obj)})
+            if _dimension_only(obj):
+                return  # a dimension, named by the `_ARRAY_DIMENSIONS` of the arrays using it
+            described = checksummed_refs(name, obj, url) or unwritten_refs(name, obj)
+            refs.update(described or {f"{name}/.zarray": _placeholder(obj)})
         elif isinstance(obj, h5py.Dataset) and _text(obj.parent.attrs.get("CLASS")) == "COLUMN_TABLE":
             _keep_column_fill(refs, name, obj)
         if isinstance(obj, h5py.Group) and _text(obj.attrs.get("CLASS")) == "COLUMN_TABLE":

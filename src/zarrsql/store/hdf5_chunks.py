@@ -8,6 +8,10 @@ described here from h5py's own chunk index: a v2 `.zarray` whose filters are, in
 one `[url, offset, size]` reference per stored chunk. A chunk stored with one of its filters
 skipped (HDF5's filter mask) cannot be described; the dataset is then left to the caller's
 placeholder, listed as unsupported.
+
+kerchunk also leaves out a dimension scale none of whose chunks is stored (a coordinate
+variable never written): it reads as its HDF5 fill value everywhere, so it is described here
+as an array without chunks (`unwritten_refs`), as HDF5 and xarray read it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 #: Filters this module can describe, by h5py's name for them.
 _KNOWN = {"shuffle", "gzip", "fletcher32"}
+#: HDF5 and netCDF bookkeeping attributes, left out as kerchunk and h5netcdf leave them out.
+_HIDDEN = {"DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"}
 
 
 def _filters(ds: Any) -> list[dict[str, Any]] | None:
@@ -33,9 +39,16 @@ def _filters(ds: Any) -> list[dict[str, Any]] | None:
 
 
 def _dims(ds: Any) -> list[str]:
+    """Dimension names as kerchunk writes them: the path of the axis's dimension scale (the
+    dataset's own for a scale), which metadata/arrays.py makes plain within the group's scope."""
+    import h5py
+
     names = []
     for i, scales in enumerate(ds.dims):
-        names.append(scales[0].name.rsplit("/", 1)[-1] if len(scales) else f"phony_dim_{i}")
+        if len(scales):
+            names.append(scales[0].name.lstrip("/"))
+        else:
+            names.append(ds.name.lstrip("/") if h5py.h5ds.is_scale(ds.id) else f"phony_dim_{i}")
     return names
 
 
@@ -58,7 +71,7 @@ def _attr(value: Any) -> Any:
 def _attrs(ds: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"_ARRAY_DIMENSIONS": _dims(ds)}
     for name, value in ds.attrs.items():
-        if name in ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid"):
+        if name in _HIDDEN:
             continue
         converted = _attr(value)
         if converted is not None:
@@ -100,3 +113,24 @@ def checksummed_refs(name: str, ds: Any, url: str) -> dict[str, str | list[Any]]
     refs[f"{name}/.zarray"] = json.dumps(zarray)
     refs[f"{name}/.zattrs"] = json.dumps(_attrs(ds))
     return refs
+
+
+def unwritten_refs(name: str, ds: Any) -> dict[str, str | list[Any]] | None:
+    """Metadata of the dimension scale `ds` (at store path `name`) when it stores no chunk,
+    so every value is its HDF5 fill value; None for any other dataset. Its `_FillValue`
+    attribute, if any, stays an attribute, so masking reads it as xarray does."""
+    import h5py
+
+    if not h5py.h5ds.is_scale(ds.id) or ds.id.get_storage_size() or ds.dtype.kind not in "biuf":
+        return None
+    zarray = {
+        "zarr_format": 2,
+        "shape": list(ds.shape),
+        "chunks": [max(1, n) for n in ds.chunks or ds.shape],
+        "dtype": ds.dtype.str,
+        "fill_value": _fill(ds),
+        "order": "C",
+        "compressor": None,
+        "filters": None,
+    }
+    return {f"{name}/.zarray": json.dumps(zarray), f"{name}/.zattrs": json.dumps(_attrs(ds))}

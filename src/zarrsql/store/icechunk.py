@@ -45,6 +45,7 @@ from zarrsql.store.base import METADATA_DOCUMENTS, ByteRange, check_key, is_url
 from zarrsql.store.choice import StoreChoice, container_access
 from zarrsql.store.icechunk_native import NativeChunks
 from zarrsql.store.options import split_settings
+from zarrsql.store.refsets import is_parquet_layout
 
 if TYPE_CHECKING:  # asyncio loads with the first repository, not with every local store's check
     import asyncio
@@ -70,11 +71,12 @@ def looks_like_repository(location: str) -> bool:
     if is_url(location) and not location.lower().startswith("file://"):
         return False  # a remote layout costs a request to see: format := 'icechunk' says it
     path = os.path.expanduser(location.removeprefix("file://"))
-    return (
-        (os.path.isdir(os.path.join(path, "refs")) or os.path.isfile(os.path.join(path, "repo")))
-        and os.path.isdir(os.path.join(path, "snapshots"))
-        and not os.path.exists(os.path.join(path, "zarr.json"))
-    )
+    return _has_repository_layout(path) and not os.path.exists(os.path.join(path, "zarr.json"))
+
+
+def _has_repository_layout(path: str) -> bool:
+    versioned = os.path.isdir(os.path.join(path, "refs")) or os.path.isfile(os.path.join(path, "repo"))
+    return versioned and os.path.isdir(os.path.join(path, "snapshots"))
 
 
 # -- the event loop the repository's coroutines run on ---------------------------------------
@@ -232,8 +234,11 @@ def _storage(location: str, theirs: dict[str, Any]) -> Any:
 
 def _check_local_folder(location: str, path: str) -> None:
     """A local repository is a folder that exists. Asked to open a file, Icechunk panics (a
-    Rust backtrace on stderr); asked to open a missing folder, it creates it."""
+    Rust backtrace on stderr); asked to open a missing folder, it creates it. A folder that is
+    another format zarrsql reads (and not laid out as a repository) is named as that format,
+    rather than as a repository Icechunk cannot find."""
     if os.path.isdir(path):
+        _check_not_other_layout(location, path)
         return
     if os.path.exists(path):
         raise StoreNotFoundError(
@@ -244,6 +249,28 @@ def _check_local_folder(location: str, path: str) -> None:
     raise StoreNotFoundError(
         f"no Icechunk repository at '{location}': the folder does not exist; check the path (relative paths are "
         "resolved from the current directory)"
+    )
+
+
+#: The root documents of a plain Zarr store (v3, v2 group, v2 array).
+_ZARR_ROOT_DOCUMENTS = ("zarr.json", ".zgroup", ".zarray")
+
+
+def _check_not_other_layout(location: str, path: str) -> None:
+    """Refuse a folder that is a plain Zarr store or a kerchunk Parquet set (see above); any
+    other folder is left to Icechunk, which may know a layout this check does not."""
+    if _has_repository_layout(path):
+        return
+    if is_parquet_layout(path):
+        what, fmt = "a kerchunk reference set (a Parquet folder)", "kerchunk"
+    else:
+        root = next((d for d in _ZARR_ROOT_DOCUMENTS if os.path.isfile(os.path.join(path, d))), None)
+        if root is None:
+            return  # Icechunk's own error says what it found
+        what, fmt = f"a plain Zarr store (its root holds {root})", "zarr"
+    raise StoreNotFoundError(
+        f"no Icechunk repository at '{location}': it is {what}, not a repository (which holds refs/ or repo "
+        f"beside snapshots/); leave format := out to read it as what it is, or pass format := '{fmt}'"
     )
 
 
@@ -339,6 +366,17 @@ def _refs(repo: Any) -> str:
 
 
 def _check_choice(choice: StoreChoice) -> None:
+    """Refuse version parameters that cannot pick one version, before the repository opens.
+    An empty or blank name is refused rather than read as main (an empty branch) or reported
+    as a missing 'main' (an empty tag or snapshot)."""
+    for parameter in ("branch", "tag", "snapshot"):
+        value = getattr(choice, parameter)
+        if value is not None and not value.strip():
+            raise ParameterError(
+                f"{parameter} := {value!r} names no version: it is {'empty' if not value else 'blank'}; name a "
+                "branch (branch := 'dev'), a tag (tag := 'v1') or a snapshot id (snapshot := '...'), or leave "
+                f"{parameter} := out to read the tip of branch 'main'"
+            )
     given = choice.version_parameters()
     if len([n for n in given if n in ("branch", "tag", "snapshot")]) > 1:
         raise ParameterError(
@@ -352,8 +390,8 @@ def _check_choice(choice: StoreChoice) -> None:
 
 
 def _snapshot_id(repo: Any, key: tuple[Any, ...], location: str, choice: StoreChoice) -> tuple[str, str]:
-    """(snapshot id, how it was chosen) for the version `choice` names; errors name what exists."""
-    _check_choice(choice)
+    """(snapshot id, how it was chosen) for the version `choice` names (already checked by
+    `_check_choice`); errors name what exists."""
     branch = choice.branch or "main"
     try:
         if choice.tag is not None:
@@ -435,6 +473,7 @@ def open_repository_store(location: str, storage_options: Mapping[str, Any], cho
 def _open_snapshot_store(location: str, storage_options: Mapping[str, Any], choice: StoreChoice) -> SnapshotStore:
     if location.startswith(SESSION_PREFIX):
         return _registered_store(location, storage_options, choice)
+    _check_choice(choice)
     ours, theirs = split_settings(storage_options)
     location = location.rstrip("/") or location
     key, repo = _repository(location, theirs, choice.virtual_chunks)

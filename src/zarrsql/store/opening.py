@@ -70,6 +70,7 @@ def open_store(
     options = _resolved_options(storage_options)
     choice = choice or StoreChoice()
     name = choice.format or detected_format(location)
+    _check_not_repository(location, choice.format)
     _check_choice_applies(location, name, choice)
     if name not in FORMATS:
         raise UnsupportedError(
@@ -96,6 +97,8 @@ def _resolved_options(storage_options: Mapping[str, Any] | None) -> dict[str, An
 
 #: What each format other than Icechunk reads a location as, for the errors below.
 _READ_AS = {"zarr": "a plain Zarr store", "hdf5": "an HDF5 file", "kerchunk": "a kerchunk reference set"}
+#: What each of those formats reads, named as the errors call it ("no Zarr store at ...").
+_NAMED = {"zarr": "a Zarr store", "hdf5": "an HDF5 file", "kerchunk": "a kerchunk reference set"}
 
 
 def _check_choice_applies(location: str, name: str, choice: StoreChoice) -> None:
@@ -117,6 +120,27 @@ def _check_choice_applies(location: str, name: str, choice: StoreChoice) -> None
         f"{' and '.join(p + ' :=' for p in given)} apply to {where}, but "
         f"'{location}' is read as {_READ_AS[name]}{reason}; leave {'them' if len(given) > 1 else 'it'} out, or "
         "pass format := 'icechunk' if it is an Icechunk repository"
+    )
+
+
+def _check_not_repository(location: str, name: str | None) -> None:
+    """A format other than Icechunk named for a local Icechunk repository (or a session given
+    from Python): say that is what the location is, rather than the error of reading its
+    folder as `name` ("no zarr.json", "a folder, not an HDF5 file", "no such path"). A format
+    left out is detected, and a repository then detected as one."""
+    if name not in _READ_AS or not _is_icechunk(location):
+        return
+    from zarrsql.store.icechunk import is_session_location
+
+    if is_session_location(location):
+        raise ParameterError(
+            f"format := '{name}' cannot read '{location}', an Icechunk session given from Python, as "
+            f"{_READ_AS[name]}; leave format := out (a session is read as the Icechunk store it is)"
+        )
+    raise StoreNotFoundError(
+        f"'{location}' is not {_NAMED[name]}: it is an Icechunk repository (refs/ or repo beside snapshots/, its "
+        f"Zarr documents inside the snapshots), which format := '{name}' does not read; pass format := 'icechunk' "
+        "or leave format := out (a local repository is detected)"
     )
 
 

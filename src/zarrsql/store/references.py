@@ -13,9 +13,11 @@ back, so a scan of a day of ERA5 costs one request instead of dozens. A referenc
 does not exist is an error naming the key and the file; it is never read as fill.
 
 `virtual_chunks` (the `read_zarr` parameter, URL prefix → NULL or 'anonymous') narrows what a
-set may read: given, every referenced file must lie under one of its prefixes, and a chunk
-elsewhere is an error naming its file and the prefix to add; 'anonymous' reads a public
-`s3://` or `gs://` prefix without credentials. Not given, a set reads every file it points at,
+set may read: given, every referenced file must lie under one of its prefixes (compared with
+their `.` and `..` segments collapsed, on path boundaries: '../secret/a.nc' is checked, and
+read, where it leads, and '/data' does not authorize '/data2/'), and a chunk elsewhere is an
+error naming its file and the prefix to add; 'anonymous' reads a public `s3://` or `gs://`
+prefix without credentials. Not given, a set reads every file it points at,
 as a kerchunk set read by fsspec does.
 
 Listing comes from the set's keys. A set of Zarr v2 documents without a consolidated
@@ -33,7 +35,7 @@ from typing import Any
 
 from zarrsql.errors import StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
-from zarrsql.store.choice import container_access, within_prefix
+from zarrsql.store.choice import container_access, normal_location, within_prefix
 from zarrsql.store.local import LocalStore
 from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
 
@@ -220,10 +222,12 @@ _ANONYMOUS: dict[str, dict[str, Any]] = {"s3": {"anon": True}, "gs": {"token": "
 
 def _container_prefix(prefix: str) -> str:
     """A `virtual_chunks :=` prefix as the references' URLs are held: local ones as paths
-    (`refsets.resolve_url` drops `file://`), remote ones as given."""
+    (`refsets.resolve_url` drops `file://`), remote ones as URLs, both with their `..`
+    segments collapsed as the references' are, so 'file:///data/sets/../nc/' authorizes the
+    files under '/data/nc/' and nothing beside it."""
     if prefix.lower().startswith("file://"):
-        return prefix[7:]
-    return prefix
+        prefix = prefix[7:]
+    return normal_location(prefix)
 
 
 def _refset_token(location: str) -> str:

@@ -8,6 +8,7 @@ xarray-compatible stores, `table.write_table` (the Zarr table convention) for ta
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -18,8 +19,8 @@ import pyarrow as pa
 from zarrsql.errors import ParameterError, UnsupportedError, WriteError
 from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
 from zarrsql.write.allocator import returning_memory
-from zarrsql.write.commit import check_append_target, check_target
 from zarrsql.write.source import Source, source_of
+from zarrsql.write.targets import check_append_target, check_target
 
 __all__ = ["to_zarr"]
 
@@ -72,9 +73,14 @@ def write_zarr(
     check_target(target, storage_options)
     source = source_of(relation_or_sql, connection if connection is not None else _own_connection(relation_or_sql))
     with returning_memory(source.connection.duckdb):
-        if layout == "table":
-            return _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
-        return _write_grid(source, target, dims, chunks, mode, append_dim, zarr_format, consolidated, storage_options)
+        try:
+            if layout == "table":
+                return _write_table(source, target, dims, chunks, mode, zarr_format, consolidated, storage_options)
+            return _write_grid(
+                source, target, dims, chunks, mode, append_dim, zarr_format, consolidated, storage_options
+            )
+        finally:  # however the write ended, no stream of its rows is left open on the connection
+            source.close_readers()
 
 
 def _write_grid(
@@ -166,10 +172,30 @@ def _write_table(
         raise ParameterError("dims is for layout='grid' (a table has one row axis); drop dims")
     if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
         raise ParameterError(f"chunks for layout='table' is the rows per chunk, a positive int; got {chunks!r}")
-    reader = _QueryRows(source, store)
-    write_table(reader.stream(), store, mode=mode, chunks=chunks, zarr_format=zarr_format,
-                consolidated=consolidated, storage_options=storage_options)  # fmt: skip
+    reader = _QueryRows(_integers_as_doubles(source), store)
+    try:
+        write_table(reader.stream(), store, mode=mode, chunks=chunks, zarr_format=zarr_format,
+                    consolidated=consolidated, storage_options=storage_options)  # fmt: skip
+    finally:
+        reader.close()  # a failed write would leave it open until the garbage collector ran
     return reader.rows
+
+
+def _integers_as_doubles(source: Source) -> Source:
+    """The source with its HUGEINT and UHUGEINT columns read as DuckDB's `::DOUBLE` of them,
+    once every value is known to come back exactly (else refused, naming the value). The
+    table layout checks DECIMALs itself, on their Arrow values; these it cannot: DuckDB wraps a
+    UHUGEINT past 2**127 in Arrow, and pyarrow's cast of -2**127 to a double flips its sign."""
+    from zarrsql.write.cells import WIDE_INTEGER_TYPES, read_columns  # pandas: only when writing
+    from zarrsql.write.grid import check_integers_as_doubles
+    from zarrsql.write.source import schema_of
+
+    if not any(t.id in WIDE_INTEGER_TYPES for t in source.relation.types):
+        return source
+
+    check_integers_as_doubles(source, schema_of(source), "the float64 array the table layout stores it in")
+    relation = read_columns(source, source.columns, cast=WIDE_INTEGER_TYPES)
+    return dataclasses.replace(source, relation=relation)  # its open streams shared, closed with it
 
 
 class _QueryRows:
@@ -178,17 +204,20 @@ class _QueryRows:
     pyarrow's OSError would be taken for (it carries DuckDB's error out of the Arrow stream)."""
 
     def __init__(self, source: Source, store: str) -> None:
-        from zarrsql.write.source import arrow_reader
-
         self.source, self.store = source, store
         self.rows = 0
         try:
-            self.reader = arrow_reader(source.relation)
+            self.reader = source.open_reader()
         except duckdb.Error as err:  # a query DuckDB runs to its end before the first batch
             raise self._query_error(err) from err
 
     def stream(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.reader.schema, self._batches())
+
+    def close(self) -> None:
+        """End DuckDB's stream of the rows (a no-op once it is read to its end): while it is
+        open, DuckDB 2 refuses every other query on the connection."""
+        self.reader.close()
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         while True:

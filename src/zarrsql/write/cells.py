@@ -7,36 +7,148 @@ second, which places every row: a relation is streamed twice rather than holding
 index per row (which would cost more than the output for wide dimensions).
 
 Values become numpy as xarray holds them: times as datetime64[ns] (NaT for NULL), integers
-and booleans with a mask of their NULLs, floats with NaN, text as objects.
+and booleans with a mask of their NULLs, floats with NaN, text as objects. HUGEINT, UHUGEINT
+and DECIMAL columns are read as DuckDB's own `::DOUBLE` of them (`for_writing`): their Arrow
+form cannot be converted right (pyarrow flips the sign of -2**127, and DuckDB exports a
+UHUGEINT above 2**127 as a negative decimal128).
+
+Column names are checked before anything is read (`check_names`): a name given twice is
+refused by every writer; a name that cannot be a Zarr node's name, and names that differ only
+in case, are refused for Zarr output only (an xarray Dataset in memory keeps them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from zarrsql.errors import WriteError
+from zarrsql.errors import ParameterError, WriteError
 from zarrsql.write.source import Source, batches, kind_of, schema_of
 
 __all__ = [
     "Grid",
     "Values",
+    "check_names",
     "column_values",
     "dimension_values",
     "discover_grid",
     "finish_grid",
+    "for_writing",
     "grow",
     "grow_and_place",
     "quote",
+    "read_columns",
 ]
 
 
 def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+#: DuckDB types whose Arrow form (decimal128) the writers do not convert themselves: DuckDB
+#: casts them to DOUBLE in the query (see the module docstring).
+_WIDE_TYPES = frozenset({"hugeint", "uhugeint", "decimal"})
+#: The 128-bit integers among them: DuckDB hands a UHUGEINT past 2**127 to Arrow wrapped
+#: (2**128 - 1 as -1), so no check or cast of the Arrow values can be right for them.
+WIDE_INTEGER_TYPES = frozenset({"hugeint", "uhugeint"})
+
+
+def read_columns(source: Source, names: Sequence[str], cast: frozenset[str] = _WIDE_TYPES) -> duckdb.DuckDBPyRelation:
+    """The relation's columns `names` as the writers read them: each by its position, under its
+    own name, and a column of a type in `cast` (by default HUGEINT, UHUGEINT and DECIMAL) as
+    DuckDB's `::DOUBLE` of it.
+
+    By position, because DuckDB binds names ignoring case (`SELECT "V"` over columns `v` and
+    `V` gives `v`) and renames such a pair in any query over the relation (`V_1`)."""
+    columns = source.columns
+    types = source.relation.types
+    picked = []
+    for name in names:
+        at = columns.index(name)
+        as_double = "::DOUBLE" if types[at].id in cast else ""
+        picked.append(f"#{at + 1}{as_double} AS {quote(name)}")
+    return source.relation.project(", ".join(picked))
+
+
+def for_writing(source: Source) -> Source:
+    """The source as the writers read it (`read_columns` of every column), or itself when no
+    column needs a cast and no two names differ only in case."""
+    columns = source.columns
+    wide = any(t.id in _WIDE_TYPES for t in source.relation.types)
+    if not wide and len({c.lower() for c in columns}) == len(columns):
+        return source
+    return replace(source, relation=read_columns(source, columns))  # the rest (its open streams) shared
+
+
+#: The longest file or directory name, in UTF-8 bytes, of common file systems (NAME_MAX of
+#: ext4, XFS, APFS; NTFS's 255 UTF-16 units): a node is one such name.
+NODE_NAME_BYTES = 255
+#: Names of Zarr's metadata documents (v3 and v2): a node so named would clash with one. Both
+#: formats' names are refused in either, since readers probe a store for both.
+_METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
+
+
+def check_names(columns: Sequence[str], *, zarr: bool) -> None:
+    """Refuse a column name given twice; for Zarr output (`zarr=True`) also names that differ
+    only in case (one directory on a case-insensitive file system: macOS, Windows) and names
+    that cannot name a node (`_node_name_problem`). Raised before anything is read or written."""
+    seen: dict[str, str] = {}
+    for name in columns:
+        key = name.lower() if zarr else name
+        if key in seen:
+            if seen[key] == name:
+                clash = f"two columns named '{name}'"
+            else:
+                clash = (
+                    f"columns '{seen[key]}' and '{name}', whose names differ only in case (a Zarr store on a "
+                    "case-insensitive file system, macOS or Windows, cannot hold them apart)"
+                )
+            raise ParameterError(
+                f"the result has {clash} (its columns: {', '.join(columns)}); give each column a name of its "
+                f'own: alias one of them, e.g. AS "{name}_2"'
+            )
+        seen[key] = name
+    if not zarr:
+        return
+    for name in columns:
+        problem = _node_name_problem(name)
+        if problem is not None:
+            shown = name if len(name) <= 80 else f"{name[:80]}..."
+            plain = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")[:64] or "value"
+            raise ParameterError(
+                f"column '{shown}' cannot name an array of a Zarr store: {problem}; alias it to a plain "
+                f'name, e.g. AS "{plain}" (nothing was written)'
+            )
+
+
+def _node_name_problem(name: str) -> str | None:
+    """Why `name` cannot be the name of a node (a child array), or None when it can."""
+    for mark, meaning in (
+        ("/", "separates Zarr node names"),
+        ("\\", "is read by zarr-python as the '/' that separates node names"),
+    ):
+        if mark in name:
+            return (
+                f"a '{mark}' {meaning}, so the column would be written as an array inside a nested group, "
+                "which xarray and read_zarr do not see as a variable"
+            )
+    if name in ("", ".", ".."):
+        return f"'{name}' is not a node name (it means no name, this directory or its parent)"
+    if name in _METADATA_NAMES:
+        return f"'{name}' is the name of a Zarr metadata document"
+    if "\0" in name:
+        return "a file name cannot hold a NUL character"
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > NODE_NAME_BYTES:
+        return f"it is {size} bytes long (UTF-8), more than the {NODE_NAME_BYTES} bytes of a file name"
+    return None
 
 
 @dataclass(frozen=True)
@@ -52,7 +164,7 @@ def column_values(name: str, array: pa.Array | pa.ChunkedArray, kind: str) -> Va
     if pa.types.is_dictionary(array.type):
         array = array.cast(array.type.value_type)
     nulls = array.is_null().to_numpy(zero_copy_only=False) if array.null_count else None
-    if pa.types.is_decimal(array.type):
+    if pa.types.is_decimal(array.type):  # not from `for_writing`, which has DuckDB cast them
         array = array.cast(pa.float64())
     if kind == "time":
         try:
@@ -121,7 +233,7 @@ def dim_kinds(source: Source, dims: tuple[str, ...], layout: str) -> dict[str, s
 def discover_grid(source: Source, dims: tuple[str, ...], kinds: dict[str, str]) -> Grid:
     """Stream the dimension columns once: their coordinates in order of first appearance.
     A NULL in a dimension column is refused (it has no place on an axis)."""
-    projected = source.relation.select(", ".join(quote(d) for d in dims))
+    projected = read_columns(source, dims)
     found: list[pd.Index | None] = [None] * len(dims)
     for batch in batches(source, projected):
         for k, d in enumerate(dims):

@@ -4,7 +4,9 @@ DuckDB cannot be given a COPY format from Python, so the zarrsql connection reco
 statement itself (a `.zarr` target or `FORMAT zarr`) and hands it here. The options are
 `to_zarr`'s keywords: `DIMS (time, lat)`, `LAYOUT grid|table`, `CHUNKS (10, 20)` (or one
 number), `MODE create|overwrite|append` (or `'w-'`, `'w'`, `'a'`), `APPEND_DIM time`,
-`ZARR_FORMAT 2|3`, `CONSOLIDATED true|false`. The result is DuckDB's for a COPY: one row,
+`ZARR_FORMAT 2|3`, `CONSOLIDATED true|false`. Option names and the words FORMAT, LAYOUT, MODE
+and CONSOLIDATED take are case-insensitive, as DuckDB's own COPY options are; column names
+(DIMS, APPEND_DIM) are kept as written. The result is DuckDB's for a COPY: one row,
 `Count`, the rows written. As in DuckDB, a table may be given with a column list
 (`COPY t(a, b) TO ...`). Prepared parameters (`?`, `$1`) are refused: the statement is run by
 the writers, not prepared by DuckDB, so the values would never reach it.
@@ -163,10 +165,22 @@ def _keywords(raw: dict[str, Any]) -> dict[str, Any]:
         raw["mode"] = _MODES[mode]
     if "dims" in raw and not isinstance(raw["dims"], list):
         raw["dims"] = [raw["dims"]]
-    for key in ("layout", "append_dim"):
-        if key in raw:
-            raw[key] = str(raw[key])
+    if "layout" in raw:  # a word, as DuckDB's own option values: LAYOUT TABLE is LAYOUT table
+        raw["layout"] = str(raw["layout"]).lower()
+    if "append_dim" in raw:  # a column's name: as written
+        raw["append_dim"] = str(raw["append_dim"])
+    if isinstance(raw.get("consolidated"), str | int):
+        raw["consolidated"] = _boolean(raw["consolidated"])
+    if isinstance(raw.get("zarr_format"), str) and raw["zarr_format"].strip().isdigit():
+        raw["zarr_format"] = int(raw["zarr_format"])  # '3' as DuckDB would cast it
     return raw
+
+
+def _boolean(value: str | int) -> Any:
+    """A COPY boolean as DuckDB casts one (true/false in any case, 't'/'f', 1/0); anything
+    else is left for to_zarr to refuse, naming it."""
+    words = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+    return words.get(str(value).strip().lower(), value) if not isinstance(value, bool) else value
 
 
 def run_copy(connection: Any, sql: str) -> int | None:

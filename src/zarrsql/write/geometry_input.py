@@ -5,25 +5,38 @@ column tagged `geoarrow.wkb`, or any binary tagged `geoarrow.wkb` / `ogc.wkb`), 
 native layouts as zarrsql itself reads them back — a point is a STRUCT of float fields named
 from x, y, z, m (x and y among them), a linestring a list of such points, a polygon a list of
 rings. A plain BLOB is not a geometry (the table layout refuses it, naming the cast).
+
+Coordinates are stored as float64. DECIMAL fields (what `{'x': 1.5, 'y': 2.5}` gives in
+DuckDB) are taken as a DECIMAL column is: when every value comes back from float64 unchanged,
+else refused, naming the cast to DOUBLE.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from zarrsql.errors import UnwritableColumnError
 from zarrsql.write.wkb import GeometryBlock, parse_wkb, refuse
 
 _WKB_NAMES = (b"geoarrow.wkb", b"ogc.wkb")
 _AXES = ("x", "y", "z", "m")
 
 
-def _point_struct(arrow: pa.DataType) -> bool:
+def names_a_point(arrow: pa.DataType) -> bool:
+    """Whether `arrow` is a STRUCT whose fields are named as a point's axes (whatever their types)."""
     if not pa.types.is_struct(arrow):
         return False
     names = [arrow.field(i).name for i in range(arrow.num_fields)]
-    floats = all(pa.types.is_floating(arrow.field(i).type) for i in range(arrow.num_fields))
-    return floats and len(set(names)) == len(names) and set(names) <= set(_AXES) and {"x", "y"} <= set(names)
+    return len(set(names)) == len(names) and set(names) <= set(_AXES) and {"x", "y"} <= set(names)
+
+
+def _point_struct(arrow: pa.DataType) -> bool:
+    if not names_a_point(arrow):
+        return False
+    types = [arrow.field(i).type for i in range(arrow.num_fields)]
+    return all(pa.types.is_floating(t) or pa.types.is_decimal(t) for t in types)
 
 
 def _is_list(arrow: pa.DataType) -> bool:
@@ -80,6 +93,22 @@ def _coords(column: str, first_row: int, points: pa.StructArray) -> tuple[tuple[
     names = tuple(points.type.field(i).name for i in range(points.type.num_fields))
     if points.null_count:
         raise refuse(column, first_row, "a vertex in this block of rows is NULL")
-    columns = [np.asarray(points.field(i).to_numpy(zero_copy_only=False), dtype=np.float64) for i in range(len(names))]
+    columns = [_coordinates(column, names[i], points.field(i)) for i in range(len(names))]
     coords = np.stack(columns, axis=1) if columns else np.zeros((0, 2))
     return names, coords
+
+
+def _coordinates(column: str, axis: str, values: pa.Array) -> np.ndarray:
+    """One axis of the vertices as float64: a DECIMAL one only when every value comes back from
+    the double unchanged (as a DECIMAL column is stored; NULL stays NaN, as for floats)."""
+    if pa.types.is_decimal(values.type):
+        doubles = values.cast(pa.float64())
+        back = pc.cast(doubles, values.type, safe=False)
+        if pc.all(pc.equal(back, values)).as_py() is False:
+            raise UnwritableColumnError(
+                f"geometry column '{column}': its points' field '{axis}' ({values.type}) has values with more "
+                "digits than a double holds exactly, and coordinates are stored as float64; cast the fields "
+                "to DOUBLE to accept the rounding, e.g. {'x': x::DOUBLE, 'y': y::DOUBLE}"
+            )
+        values = doubles
+    return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)

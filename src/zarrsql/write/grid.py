@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from zarrsql.errors import ParameterError, UnwritableColumnError, WriteError
-from zarrsql.write.cells import Grid, column_values, dim_kinds, discover_grid, quote
+from zarrsql.write.cells import Grid, check_names, column_values, dim_kinds, discover_grid, for_writing, quote
 from zarrsql.write.chunking import chunk_shape
 from zarrsql.write.commit import publish_new
 from zarrsql.write.encoding import ZSTD_LEVEL, ArraySpec, spec_for, time_unit
@@ -63,6 +63,7 @@ def write_grid(
 ) -> int:
     """Write the relation as a new grid store at `store` (see the module docstring); the rows written."""
     dims_t, kinds, variables, schema = grid_columns(source, dims)
+    source = for_writing(source)
     whole: dict[str, np.ndarray] | None = None
     rows: list[int] = []
     kept = keep_rows(source, dims_t, kinds, variables)  # a small result: read once
@@ -130,7 +131,9 @@ def _has_every_cell(values: np.ndarray, kind: str) -> bool:
 def grid_columns(
     source: Source, dims: Sequence[str] | None
 ) -> tuple[tuple[str, ...], dict[str, str], dict[str, str], pa.Schema]:
-    """The dimensions, their kinds, the variables' kinds and the relation's schema."""
+    """The dimensions, their kinds, the variables' kinds and the relation's schema; column names
+    a store cannot hold are refused first (`check_names`)."""
+    check_names(source.columns, zarr=True)
     dims_t = dims_of(source, dims)
     kinds = dim_kinds(source, dims_t, "grid")
     schema = schema_of(source)
@@ -141,9 +144,13 @@ def grid_columns(
 
 #: Digits every integer of which a float64 holds exactly (10**15 < 2**53).
 _EXACT_DIGITS = 15
+#: HUGEINT's minimum, -2**127: a power of two, so float64 holds it exactly.
+_HUGEINT_MIN = -(2**127)
 
 
-def check_integers_as_doubles(source: Source, schema: pa.Schema) -> None:
+def check_integers_as_doubles(
+    source: Source, schema: pa.Schema, stored_in: str = "the float64 array a grid stores it in"
+) -> None:
     """Refuse a HUGEINT (or DECIMAL without a scale) column with a value float64 cannot hold.
 
     Such columns become float64 arrays, as DuckDB's `.df()` makes them: `sum()` of integers
@@ -155,17 +162,20 @@ def check_integers_as_doubles(source: Source, schema: pa.Schema) -> None:
             and f.type.precision > _EXACT_DIGITS]  # fmt: skip
     if not wide:
         return
+    own_types = dict(zip(source.columns, source.relation.types, strict=True))
     tests = []
     for name in wide:
-        q = quote(name)
-        bad = f"{q} IS NOT NULL AND TRY_CAST({q}::DOUBLE AS HUGEINT) IS DISTINCT FROM {q}"
+        q = quote(name)  # back in the column's own type: a UHUGEINT past 2**127 is no HUGEINT
+        bad = f"{q} IS NOT NULL AND TRY_CAST({q}::DOUBLE AS {own_types[name]}) IS DISTINCT FROM {q}"
+        if str(own_types[name]) == "HUGEINT":  # -2**127 is exact, but DuckDB 1.5 casts it back as NULL
+            bad += f" AND {q} <> ({_HUGEINT_MIN})::HUGEINT"
         tests += [f"count(*) FILTER (WHERE {bad})", f"min({q}) FILTER (WHERE {bad})::VARCHAR"]
     (row,) = source.relation.aggregate(", ".join(tests)).fetchall()
     for k, name in enumerate(wide):
         if row[2 * k]:
             raise UnwritableColumnError(
                 f"column '{name}' ({schema.field(name).type}, e.g. a HUGEINT or a sum()) has the value {row[2 * k + 1]}"
-                f", which the float64 array a grid stores it in cannot hold exactly; CAST it AS BIGINT when every "
+                f", which {stored_in} cannot hold exactly; CAST it AS BIGINT when every "
                 "value fits 64 bits, AS DOUBLE to accept the rounding, or AS VARCHAR to keep every digit"
             )
 
@@ -306,6 +316,7 @@ def write_chunks(
     chunk, plus the cell's offset inside it), and the variables. Both the chunk and the cell
     come back out of the key by division."""
     con = source.connection.duckdb
+    source = for_writing(source)  # an append's source, as a new store's: wide numbers cast by DuckDB
     token = uuid.uuid4().hex[:12]
     view = f"__zarrsql_write_{token}"
     names = [f"{view}_{k}" for k in range(len(grid.dims))]

@@ -26,10 +26,11 @@ from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
 from zarrsql.store.icechunk import is_session_location, writable_session
 from zarrsql.write.cells import Grid, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
-from zarrsql.write.commit import append_commit, existing_store
+from zarrsql.write.commit import append_commit
 from zarrsql.write.encoding import ArraySpec, missing_text_error
 from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
+from zarrsql.write.targets import existing_store
 
 __all__ = ["append_grid"]
 
@@ -69,6 +70,7 @@ def _append_grid(
     zarr_format: int | None,
 ) -> int | None:
     """`append_grid`, reading the existing store from `where` (`existing_store`)."""
+    _refuse_table_layout(store, _open_existing(store, where))
     dims, kinds, variables, schema = grid_columns(
         source, dims_given if dims_given is not None else _stored_dims(store, where)
     )
@@ -116,6 +118,20 @@ def _append_grid(
 
     append_commit(store, storage_options, write)
     return rows[0]
+
+
+def _refuse_table_layout(store: str, group: Any) -> None:
+    """A table-layout store has one `row` axis and columns, not variables over dimensions: a
+    grid append would fail on whatever it met first (a dimension not in the store, a column
+    named `row`). Refused up front, in the words the table append uses for the opposite case."""
+    from zarrsql.conventions.table import registered
+
+    if group is not None and registered(dict(group.attrs)):
+        raise AppendSchemaError(
+            f"'{store}' is a table-layout store (its root group registers the Zarr table convention), which a "
+            'grid append (append_dim=...) cannot grow; append its rows with layout="table", mode="a" and no '
+            "append_dim, or write a new grid store"
+        )
 
 
 def _stored_dims(store: str, where: Any) -> tuple[str, ...] | None:

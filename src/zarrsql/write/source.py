@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -27,14 +27,31 @@ BATCH_ROWS = 1 << 17
 
 @dataclass(frozen=True)
 class Source:
-    """A relation to write and the connection it belongs to."""
+    """A relation to write and the connection it belongs to, and the Arrow streams of its rows
+    the writer has opened (`open_reader`), so that `close_readers` ends them however the write
+    ended: DuckDB 2 refuses every other query on the connection while one is open."""
 
     relation: duckdb.DuckDBPyRelation
     connection: Any  # a zarrsql.Connection
+    readers: list[pa.RecordBatchReader] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def columns(self) -> list[str]:
         return list(self.relation.columns)
+
+    def open_reader(self, relation: duckdb.DuckDBPyRelation | None = None) -> pa.RecordBatchReader:
+        """The rows of `relation` (default: the source's) as an Arrow stream, kept to be closed."""
+        reader = arrow_reader(self.relation if relation is None else relation)
+        self.readers.append(reader)
+        return reader
+
+    def close_readers(self) -> None:
+        """Close every stream `open_reader` gave (closing one read to its end, or closed, is a
+        no-op). A write that failed midway may leave its stream referenced from the failure's
+        traceback, which a reference cycle (an asyncio future holding the I/O error) keeps
+        until the garbage collector runs: until then the connection "has an open result"."""
+        while self.readers:
+            self.readers.pop().close()
 
 
 def source_of(relation_or_sql: Any, connection: Any = None) -> Source:
@@ -316,9 +333,10 @@ def arrow_reader(relation: duckdb.DuckDBPyRelation, rows: int = BATCH_ROWS) -> p
 def schema_of(source: Source) -> pa.Schema:
     """The Arrow schema of the relation (no rows read)."""
     reader = arrow_reader(source.relation.limit(0), 1)
-    schema = reader.schema
-    reader.read_all()
-    return schema
+    try:
+        return reader.schema
+    finally:
+        reader.close()
 
 
 def batches(source: Source, relation: duckdb.DuckDBPyRelation | None = None) -> Iterator[pa.RecordBatch]:
@@ -327,7 +345,7 @@ def batches(source: Source, relation: duckdb.DuckDBPyRelation | None = None) -> 
     rel = source.relation if relation is None else relation
     reader = None
     try:
-        reader = arrow_reader(rel)
+        reader = source.open_reader(rel)
         while True:
             try:
                 batch = reader.read_next_batch()

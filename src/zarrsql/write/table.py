@@ -30,7 +30,7 @@ from zarrsql.conventions.table import UUID
 from zarrsql.errors import AppendSchemaError, ParameterError, UnwritableColumnError
 from zarrsql.write import commit
 from zarrsql.write import table_columns as tc
-from zarrsql.write.geometry_input import block_of, geometry_source
+from zarrsql.write.geometry_input import block_of, geometry_source, names_a_point
 from zarrsql.write.table_append import open_table, stored_kind
 
 #: Rows per chunk along the row axis when `chunks` is not given: about a megabyte of float64
@@ -45,6 +45,10 @@ REGISTRATION = {
 }
 _SAFE_NODE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _RESERVED_NODES = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata", "c"}
+#: The longest node name kept: a node is one file or directory, whose name has at most 255
+#: bytes on common file systems (a safe node name is ASCII: one byte a character), less the
+#: 48 a column that becomes nullable adds to its temporary name (`table_columns.move_node`).
+_NODE_CHARACTERS = 200
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,8 @@ def _unwritable(name: str, arrow: pa.DataType, fix: str) -> UnwritableColumnErro
 
 
 def _fix_for(arrow: pa.DataType) -> str:
+    if names_a_point(arrow):  # the names of a point, but a field is not a number
+        return "for a point, cast its fields to DOUBLE, e.g. {'x': x::DOUBLE, 'y': y::DOUBLE}"
     if pa.types.is_struct(arrow):
         return "split it into columns (SELECT col.* ...), or name its fields x, y[, z, m] for a point"
     if pa.types.is_list(arrow) or pa.types.is_large_list(arrow) or pa.types.is_list_view(arrow):
@@ -98,23 +104,27 @@ def plan_column(name: str, node: str, field: pa.Field) -> ColumnPlan:
 
 def node_names(names: list[str]) -> list[str]:
     """A child name per column: the column's own name when it is a safe node name (and not
-    one already taken, ignoring case, for case-insensitive file systems), else a cleaned one."""
+    one already taken, ignoring case, for case-insensitive file systems), else a cleaned one.
+    A safe node name is also short enough to be a file name: a longer one is cut (its
+    `table:columns` entry keeps the whole name)."""
     taken: set[str] = set()
     out = []
     for name in names:
-        node = name if _SAFE_NODE.match(name) and name not in _RESERVED_NODES else _clean(name)
+        safe = _SAFE_NODE.match(name) and name not in _RESERVED_NODES and len(name) <= _NODE_CHARACTERS
+        node = name if safe else _clean(name)
         base, k = node, 1
         while node.lower() in taken:
             k += 1
-            node = f"{base}_{k}"
+            suffix = f"_{k}"
+            node = f"{base[: _NODE_CHARACTERS - len(suffix)]}{suffix}"
         taken.add(node.lower())
         out.append(node)
     return out
 
 
 def _clean(name: str) -> str:
-    node = re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip(".") or "column"
-    return f"_{node}" if node in _RESERVED_NODES or not _SAFE_NODE.match(node) else node
+    node = re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip(".")[:_NODE_CHARACTERS] or "column"
+    return f"_{node[: _NODE_CHARACTERS - 1]}" if node in _RESERVED_NODES or not _SAFE_NODE.match(node) else node
 
 
 def plan_columns(schema: pa.Schema, index: str | None) -> list[ColumnPlan]:

@@ -6,7 +6,8 @@ NaN (text, as objects); an integer or boolean variable with a missing cell or a 
 float64 with NaN, as xarray's own pivot does. A dimension tuple given twice is an error
 naming it: nothing is silently kept or dropped. `pivot` reads the relation once when it is
 small, twice otherwise; memory: the output arrays, a byte per cell to find duplicates, and
-one batch of rows (or the rows of a small result).
+one batch of rows (or the rows of a small result). A column name given twice is refused;
+names a Zarr store could not hold ('/', 'v' beside 'V') are kept, as xarray keeps them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.write.allocator import returning_memory
-from zarrsql.write.cells import dim_kinds
+from zarrsql.write.cells import check_names, dim_kinds, for_writing
 from zarrsql.write.pivot import pivot
 from zarrsql.write.source import dims_of, kind_of, schema_of, source_of
 
@@ -40,7 +41,9 @@ def to_xarray(relation: Any, dims: Sequence[str] | None = None, *, template: Any
     import xarray as xr
 
     source = source_of(relation)
+    check_names(source.columns, zarr=False)  # 'v' and 'V' are two variables in memory
     dims_t = dims_of(source, dims)
+    source = for_writing(source)
     kinds = dim_kinds(source, dims_t, "xarray")
     schema = schema_of(source)
     variables = {f.name: kind_of(f.name, f.type, "xarray") for f in schema if f.name not in dims_t}
