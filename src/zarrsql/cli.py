@@ -18,10 +18,11 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from zarrsql.errors import ParameterError, SelectionError, ZarrSQLError
+from zarrsql.errors import ParameterError, SelectionError, StoreReadError, ZarrSQLError
 from zarrsql.results import FORMATS, Output, output_of, run_sql
 
 #: Set by Ctrl-C. DuckDB turns an interrupted query into its own error (a RuntimeError
@@ -29,6 +30,9 @@ from zarrsql.results import FORMATS, Output, output_of, run_sql
 _INTERRUPTED = threading.Event()
 #: The connections of the running command, for Ctrl-C to interrupt.
 _RUNNING: list[Any] = []
+#: Set while `query` mounts the store: it only reads metadata then, so Ctrl-C ends the process
+#: at once (a metadata read waits out its request, which neither DuckDB nor a scan can stop).
+_MOUNTING = threading.Event()
 
 #: Database names DuckDB keeps for itself; a store named like one is mounted as `<name>_store`.
 #: Names `USE` would take for a catalog or schema of DuckDB's own, not the mounted store.
@@ -156,25 +160,52 @@ def _read_sql_from_stdin(args: argparse.Namespace) -> None:
 
 #: Seconds an interrupted command gets to stop before the process exits regardless.
 GRACE_SECONDS = 5.0
+#: Seconds between two requests to stop during the grace: a query or scan the command starts
+#: after Ctrl-C (the scan after a metadata read that was under way) stops within this time.
+STOP_AGAIN_SECONDS = 0.05
 
 
 def _stop(finished: threading.Event, grace: float) -> NoReturn:
-    """Ctrl-C: stop the command's queries, give it `grace` seconds to wind down (`finished`
-    is set when it has), then end the process with status 130."""
+    """Ctrl-C: stop the command's queries and scans, give it `grace` seconds to wind down
+    (`finished` is set when it has; none while it mounts, see `_MOUNTING`), then end the
+    process with status 130. Nothing reaches standard output after the Ctrl-C."""
     _INTERRUPTED.set()
-    for con in _RUNNING:
-        with contextlib.suppress(Exception):  # closed already: nothing to stop
-            con.duckdb.interrupt()
+    _hush_stdout()
+    deadline = time.monotonic() + (0.0 if _MOUNTING.is_set() else grace)
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: end at once
-        finished.wait(grace)
+        while True:
+            _interrupt_running()
+            left = deadline - time.monotonic()
+            if left <= 0 or finished.wait(min(left, STOP_AGAIN_SECONDS)):
+                break
     demo = sys.modules.get("zarrsql.demo")
     if demo is not None:  # os._exit runs no `finally`: remove a half-written demo store here
         demo.discard_staging()
     _fail("interrupted", 130)
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
     sys.stderr.flush()
     os._exit(130)
+
+
+def _interrupt_running() -> None:
+    """Stop the command's queries (DuckDB's `interrupt`; `con.duckdb` would first install
+    zarrsql's functions, which on DuckDB 1.5 waits for the running statement while holding
+    the GIL its callbacks need) and every scan's queued units and remote fetches, which
+    DuckDB's interrupt does not end."""
+    for con in _RUNNING:
+        with contextlib.suppress(Exception):  # closed already: nothing to stop
+            con.interrupt()
+    reader = sys.modules.get("zarrsql.scan.reader")  # not loaded: no scan has started
+    if reader is not None:
+        reader.cancel_all()
+
+
+def _hush_stdout() -> None:
+    """Write out what was printed before Ctrl-C, then point standard output at /dev/null: a
+    result completed during the grace (it ended as the signal came) is never printed."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError):
+        _silence_stdout()
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -258,22 +289,44 @@ def _own_progress() -> bool:
 
 
 def _query(con: Any, store: str, sql: str, output: Output) -> None:
-    """Mount what the store names (possibly nothing: an OME-Zarr pyramid's levels have no
-    table names, and the SQL reads them with `array_path :=`), then run the SQL."""
+    """Mount what the store names, then run the SQL. Nothing is mounted for a store without
+    named tables (an OME-Zarr pyramid's levels have no table names) or one that cannot be
+    listed (plain HTTP without consolidated metadata): the SQL reads it with `read_zarr(...,
+    array_path := ...)`, and only if it then misses a table is the reason told."""
     import duckdb
 
-    mounted = _mount(con, store)
+    unlisted: StoreReadError | None = None
+    _MOUNTING.set()
+    try:
+        mounted = _mount(con, store)
+    except StoreReadError as err:
+        from zarrsql.store import open_store
+
+        if open_store(store).can_list:  # a listing that failed: the error itself
+            raise
+        mounted, unlisted = False, err
+    finally:
+        _MOUNTING.clear()
+    if _INTERRUPTED.is_set():  # Ctrl-C came as the mount ended: the SQL does not start
+        raise KeyboardInterrupt
     try:
         run_sql(con, sql, output)
     except duckdb.CatalogException as err:
         if mounted:
             raise
-        note = _unreadable_note(con, store)
-        raise SelectionError(
-            f"{err}\n(store '{store}' has no named tables, so nothing was mounted: read its arrays with "
-            f"read_zarr({_quote(store)}, array_path := '...'); list them with `zarrsql metadata`"
-            + (f"; {note})" if note else ")")
-        ) from err
+        raise SelectionError(f"{err}\n({_why_unmounted(con, store, unlisted)})") from err
+
+
+def _why_unmounted(con: Any, store: str, unlisted: StoreReadError | None) -> str:
+    """Why `query` mounted nothing, and how the SQL reads the store instead."""
+    if unlisted is not None:  # its own message says how: consolidate, or array_path :=
+        return f"nothing was mounted: {_message(unlisted)}"
+    note = _unreadable_note(con, store)
+    return (
+        f"store '{store}' has no named tables, so nothing was mounted: read its arrays with "
+        f"read_zarr({_quote(store)}, array_path := '...'); list them with `zarrsql metadata`"
+        + (f"; {note}" if note else "")
+    )
 
 
 def _mount(con: Any, store: str) -> bool:

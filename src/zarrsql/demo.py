@@ -169,8 +169,7 @@ def write_store(path: str, *, stop: threading.Event | None = None) -> str:
     own) is removed, and KeyboardInterrupt is raised for a stop.
     """
     parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".zarrsql-demo-", dir=parent)
+    staging = _staging_folder(path, parent)
     with _STAGING_LOCK:
         _STAGING.add(staging)
     try:
@@ -182,6 +181,35 @@ def write_store(path: str, *, stop: threading.Event | None = None) -> str:
         with _STAGING_LOCK:
             _STAGING.discard(staging)
     return path
+
+
+def _staging_folder(path: str, parent: str) -> str:
+    """A new temporary folder in `parent`, which is created if missing; an OS refusal (a
+    file where a folder must be, a place that cannot be written) is told in --path's words."""
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as err:
+        raise _unwritable(path, parent, err, "cannot be created") from err
+    try:
+        return tempfile.mkdtemp(prefix=".zarrsql-demo-", dir=parent)
+    except OSError as err:
+        raise _unwritable(path, parent, err, "cannot be written in") from err
+
+
+def _unwritable(path: str, parent: str, err: OSError, problem: str) -> ParameterError:
+    """The refusal of a --path whose folder `problem` (the OS's `err`): a file on the way is
+    named as such (the OS says only "File exists" or "Not a directory")."""
+    above = parent
+    while not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)  # the nearest part of the path that exists
+    if os.path.lexists(above) and not os.path.isdir(above):
+        what = f"'{above}' is a file, not a folder"
+    else:
+        what = f"its folder '{parent}' {problem} ({err.strerror or err})"
+    return ParameterError(
+        f"demo --path '{path}' cannot be written: {what}; give a --path in a folder you can write to, "
+        "e.g. --path demo.zarr"
+    )
 
 
 def discard_staging() -> None:

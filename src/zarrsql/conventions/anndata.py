@@ -12,14 +12,15 @@ A group with `encoding-type: anndata` (or `MuData` for a MuData root) has the ta
 `raw` (the matrix kept before genes were filtered, `adata.raw`) has tables of its own in
 group `raw`: `var` (raw/var), `obs_var` (raw/X, its observations the parent's obs index,
 since raw keeps obs) and `var_<key>_component` (raw/varm).
+An element whose parts disagree (a frame column of another length than its index, a matrix
+of another shape than obs and var give) is never left out: its table is listed without a
+name and reading it raises a DecodeError naming the element (anndata refuses the store).
 `uns`, data frames inside `obsm`/`uns` and awkward arrays give no table; their arrays are
 listed by `read_zarr_metadata`. Groups below an AnnData group are analysed here too, so
 their arrays carry AnnData's axis names.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from zarrsql.conventions.model import GroupInfo, ProblemKind, TableInfo, chunk_grid, resolve_names
 from zarrsql.conventions.records import Categorical, EncodedVariable, Nullable, SparseMatrix, Variable
@@ -54,8 +55,9 @@ def _encoding(tree: NodeTree, path: str) -> str | None:
 
 # ----------------------------------------------------------------------------- frames
 class _Misaligned(Exception):
-    """A frame column whose rows disagree with its frame's index (anndata refuses the store):
-    the frame's table is refused, naming the column, never read without it."""
+    """An element whose parts disagree (anndata refuses the store): a frame column whose rows
+    are not its frame's index's, a matrix whose shape is not the one obs and var give. Its
+    table is refused (a DecodeError on reading), naming the element, never read without it."""
 
 
 def _rows(path: str, what: str, shape: tuple[int, ...], n: int) -> None:
@@ -118,18 +120,57 @@ def _frame(tree: NodeTree, path: str) -> tuple[ArrayMeta | None, list[Variable],
 
 
 # ----------------------------------------------------------------------------- matrices
-def _matrix(tree: NodeTree, path: str, shape: tuple[int, int]) -> ArrayMeta | SparseMatrix | None:
+def _fits(path: str, found: object, shape: tuple[int, int], axes: str) -> None:
+    """Raise `_Misaligned` unless a matrix's shape (an array's, or a sparse group's `shape`
+    attribute) is the `shape` its axes give: read over them, its rows would be misnamed."""
+    if not isinstance(found, list | tuple) or tuple(found) != shape:
+        shown = list(found) if isinstance(found, list | tuple) else repr(found)
+        raise _Misaligned(
+            f"matrix '/{path}' has shape {shown}, not the {list(shape)} {axes}; its shape and its axes "
+            "disagree (anndata refuses the store too): rewrite the matrix"
+        )
+
+
+def _matrix(tree: NodeTree, path: str, shape: tuple[int, int], axes: str) -> ArrayMeta | SparseMatrix | None:
+    """The matrix at `path` over axes of `shape` (X, a layer, raw/X, an obsp/varp entry), or
+    None when `path` holds no matrix this layer reads (an unknown encoding: its arrays are
+    still listed by read_zarr_metadata). A matrix of another shape, or a sparse one missing
+    one of its three arrays, raises `_Misaligned` (anndata refuses such a store), so its table
+    is refused, never read without it; `axes` says where `shape` comes from, for the error
+    ("(n_obs, n_var) that obs and var give")."""
     array = _array(tree, path)
     if array is not None:
-        return array if array.shape == shape else None
+        _fits(path, array.shape, shape, axes)
+        return array
     enc = _encoding(tree, path)
     if enc not in ("csr_matrix", "csc_matrix"):
         return None
-    parts = [_array(tree, f"{path}/{p}") for p in ("data", "indices", "indptr")]
-    declared = tuple(tree.groups[path].attrs.get("shape") or ())
-    if any(p is None for p in parts) or declared != shape:
-        return None
-    return SparseMatrix(path, enc[:3], shape, *parts)  # type: ignore[arg-type]
+    parts = {p: _array(tree, f"{path}/{p}") for p in ("data", "indices", "indptr")}
+    absent = [p for p, a in parts.items() if a is None and f"{path}/{p}" not in tree.arrays]
+    if absent:
+        raise _Misaligned(f"sparse matrix '/{path}' has no '{absent[0]}' array; rewrite the matrix")
+    data, indices, indptr = parts["data"], parts["indices"], parts["indptr"]
+    if data is None or indices is None or indptr is None:
+        return None  # a part of unreadable metadata: refused where the read checks its nodes
+    _fits(path, tree.groups[path].attrs.get("shape"), shape, axes)
+    return SparseMatrix(path, enc[:3], shape, data, indices, indptr)
+
+
+def _matrices(tree: NodeTree, paths: list[str], shape: tuple[int, int], axes: str) -> tuple[list, str | None]:
+    """The readable matrices among `paths`, and the problem of the first that disagrees with
+    its axes (which refuses their table, pointing to the others), or None."""
+    found, problem = [], None
+    for path in paths:
+        try:
+            m = _matrix(tree, path, shape, axes)
+        except _Misaligned as err:
+            problem = problem or str(err)
+            continue
+        if m is not None:
+            found.append(m)
+    if problem and found:
+        problem += f"; the table's other matrices read alone with array_path := '{found[0].path}'"
+    return found, problem
 
 
 def _sparse_variable(m: SparseMatrix) -> EncodedVariable:
@@ -138,22 +179,24 @@ def _sparse_variable(m: SparseMatrix) -> EncodedVariable:
 
 
 def _matrix_table(
-    group: str, dims: tuple[str, str], shape: tuple[int, int], coords: tuple, mats: list, name: str | None = None
+    group: str, dims: tuple[str, str], shape: tuple[int, int], coords: tuple, mats: list, corrupt: str | None
 ) -> TableInfo | None:
-    if not mats:
+    """The table of matrices over `dims`; refused (listed without a name) when one of them is
+    `corrupt` (the problem naming it) or when they mix CSR and CSC."""
+    if not mats and not corrupt:
         return None
     sparse = [m for m in mats if isinstance(m, SparseMatrix)]
     variables = [_sparse_variable(m) if isinstance(m, SparseMatrix) else m for m in mats]
-    layout, problem, kind = "dense", None, None
-    if len(sparse) == len(mats):
+    layout, problem, kind = "dense", corrupt, ProblemKind.CORRUPT if corrupt else None
+    if mats and len(sparse) == len(mats):
         formats = {m.format for m in sparse}
         layout = formats.pop() if len(formats) == 1 else "dense"
-        if len(sparse) > 1 and {m.format for m in sparse} == {"csr", "csc"}:
+        if len(sparse) > 1 and {m.format for m in sparse} == {"csr", "csc"} and not corrupt:
             problem = (
                 f"it mixes CSR and CSC sparse matrices; read them one at a time with array_path := '{sparse[0].path}'"
             )
             kind = ProblemKind.CONVENTION
-    grid = chunk_grid(variables, 2)
+    grid = chunk_grid(variables, 2) if variables else (1, 1)
     return TableInfo(
         group,
         None,
@@ -164,18 +207,13 @@ def _matrix_table(
         coords,
         problem,
         layout=layout,
-        name_hint=name,
         problem_kind=kind,
     )
 
 
-def _named(mats: dict[str, Any]) -> list:
-    return [m for m in mats.values() if m is not None]
-
-
 def _frame_table(path: str, axis: str, index: ArrayMeta, cols: list[Variable], problem: str | None) -> TableInfo:
     grid = chunk_grid([index, *cols], 1)
-    kind = ProblemKind.CONVENTION if problem else None
+    kind = ProblemKind.CORRUPT if problem else None
     return TableInfo(path, None, (axis,), index.shape, grid, tuple(cols), (index,), problem, problem_kind=kind)
 
 
@@ -192,8 +230,8 @@ def _raw_tables(tree: NodeTree, root: str, path: str) -> list[TableInfo]:
     ]
     if obs_index is not None:
         shape = (obs_index.shape[0], var_index.shape[0])
-        x = _matrix(tree, _join(path, "X"), shape)
-        t = _matrix_table(path, ("obs", "var"), shape, (obs_index, var_index), [x] if x is not None else [])
+        x, problem = _matrices(tree, [_join(path, "X")], shape, "(n_obs, n_var) that obs and raw/var give")
+        t = _matrix_table(path, ("obs", "var"), shape, (obs_index, var_index), x, problem)
         tables[1:1] = [t] if t else []
     return tables
 
@@ -218,30 +256,41 @@ def _tables(tree: NodeTree, path: str) -> list[TableInfo]:
     if obs_index is None or var_index is None:
         return tables
     n_obs, n_var = obs_index.shape[0], var_index.shape[0]
-    mats = {"X": _matrix(tree, _join(path, "X"), (n_obs, n_var))}
-    for layer in tree.children(_join(path, "layers"))[0] + tree.children(_join(path, "layers"))[1]:
-        mats[layer] = _matrix(tree, layer, (n_obs, n_var))  # by path: a layer may be named X
-    t = _matrix_table(path, ("obs", "var"), (n_obs, n_var), (obs_index, var_index), _named(mats))
+    layers = tree.children(_join(path, "layers"))  # by path: a layer may be named X
+    paths = [_join(path, "X"), *layers[0], *layers[1]]
+    mats, problem = _matrices(tree, paths, (n_obs, n_var), "(n_obs, n_var) that obs and var give")
+    t = _matrix_table(path, ("obs", "var"), (n_obs, n_var), (obs_index, var_index), mats, problem)
     tables += [t] if t else []
     tables += _embeddings(tree, path, "obsm", "obs", obs_index) + _embeddings(tree, path, "varm", "var", var_index)
     for element, axis, index in (("obsp", "obs", obs_index), ("varp", "var", var_index)):
         n = index.shape[0]
         members = tree.children(_join(path, element))
-        pair = [_matrix(tree, p, (n, n)) for p in members[0] + members[1]]
-        t = _matrix_table(path, (axis, f"{axis}_2"), (n, n), (index, index), [m for m in pair if m is not None])
+        pair, problem = _matrices(tree, members[0] + members[1], (n, n), f"(n_{axis}, n_{axis}) that {axis} gives")
+        t = _matrix_table(path, (axis, f"{axis}_2"), (n, n), (index, index), pair, problem)
         tables += [t] if t else []
     return tables
 
 
 def _embeddings(tree: NodeTree, path: str, element: str, axis: str, index: ArrayMeta) -> list[TableInfo]:
+    """A table per 2-D `obsm`/`varm` array; one whose rows are not its axis's is refused,
+    naming it (anndata refuses the store), never left out without a word."""
     out = []
     for p in tree.children(_join(path, element))[1]:
         a = _array(tree, p)
-        if a is None or a.ndim != 2 or a.shape[0] != index.shape[0]:
+        if a is None or a.ndim != 2:
             continue
-        key = a.name
-        dims = (axis, f"{key}_component")
-        out.append(TableInfo(path, None, dims, a.shape, chunk_grid([a], 2), (a,), (index, None)))
+        dims = (axis, f"{a.name}_component")
+        grid = chunk_grid([a], 2)
+        if a.shape[0] == index.shape[0]:
+            out.append(TableInfo(path, None, dims, a.shape, grid, (a,), (index, None)))
+            continue
+        problem = (
+            f"array '/{p}' has shape {list(a.shape)} but {axis} has {index.shape[0]} rows; its rows and its "
+            "axis disagree (anndata refuses the store too): rewrite the array"
+        )
+        out.append(
+            TableInfo(path, None, dims, a.shape, grid, (a,), (None, None), problem, problem_kind=ProblemKind.CORRUPT)
+        )
     return out
 
 

@@ -27,6 +27,7 @@ class ProblemKind(enum.Enum):
     COORDINATE_LENGTH = "coordinate_length"
     CONVENTION = "convention"  # a rule of the group's convention is broken
     LEVEL = "level"  # one resolution level of a multiscale image
+    CORRUPT = "corrupt"  # an element's parts disagree (a matrix's shape with its axes'): a DecodeError
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@
 one). `entries(rows)` returns the stored entries of a set of compressed-axis positions —
 reading only the ranges of `indices`/`data` they point to, so a query for 100 cells of a
 50,000-cell matrix reads those cells' slices. A sparse matrix beside dense arrays is read
-densely with `DenseFromSparse`.
+densely with `DenseFromSparse`. Wherever entries become cells (`put_entries`), a cell
+stored twice (a non-canonical matrix: scipy allows it, anndata writes it unchanged) holds
+the sum of its entries, as scipy's `toarray()` gives.
 """
 
 from __future__ import annotations
@@ -179,9 +181,25 @@ def entries(
     return rows, minor.astype(_positions_dtype(other), copy=False), data
 
 
+def put_entries(target: np.ndarray, at: np.ndarray, values: np.ndarray, *, order: np.ndarray) -> None:
+    """`target[at] = values` for stored entries, except that entries landing on one cell are
+    added, as scipy's `toarray()` adds them (on booleans numpy's add is a logical or, as
+    scipy's is; integers wrap in their type, as scipy's do). `target` is 1-D and zero.
+
+    `order` is each entry's key in storage order (compressed position, then index); a
+    canonical matrix, as anndata and scipy write one, has it strictly increasing, which a
+    cheap check proves, and then no cell can be stored twice and plain assignment is exact.
+    Anything else (duplicates, or indices unsorted within a row) takes the slower adding."""
+    if len(order) < 2 or bool((order[1:] > order[:-1]).all()):
+        target[at] = values
+    else:
+        np.add.at(target, at, values)
+
+
 @dataclass(frozen=True)
 class DenseFromSparse:
-    """A sparse matrix read densely (in a table with dense arrays): zeros where not stored."""
+    """A sparse matrix read densely (in a table with dense arrays): zeros where not stored,
+    the sum of the entries where a cell is stored more than once (`put_entries`)."""
 
     matrix: SparseMatrix
     ptr: np.ndarray
@@ -200,7 +218,12 @@ class DenseFromSparse:
         rows, cols = (major, minor) if m.axis == 0 else (minor, major)
         keep = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
         block = np.zeros((r1 - r0, c1 - c0), dtype=m.data.dtype.numpy)
-        block[rows[keep] - r0, cols[keep] - c0] = data[keep]
+        # positions inside the block, in the narrowest type that numbers its cells
+        index = _positions_dtype(block.size)
+        rows, cols = (rows[keep] - r0).astype(index, copy=False), (cols[keep] - c0).astype(index, copy=False)
+        flat = rows * (c1 - c0) + cols  # row-major, the storage order of CSR
+        order = flat if m.axis == 0 else cols * (r1 - r0) + rows
+        put_entries(block.reshape(-1), flat, data[keep], order=order)
         return self.values.decode(select_cells(block, unit))
 
 

@@ -218,6 +218,7 @@ def _unpin(pinned: dict[str, int], names: list[str]) -> None:
 
 
 def _scan_udf(state: _State) -> Callable[[str], str]:
+    @interrupts.stopping(state.record)  # Ctrl-C while it opens the table (see `interrupts`)
     def scan_key(args: str) -> str:
         # DuckDB may call this several times while binding one statement, and again each time
         # a relation is fetched: answer once per statement.
@@ -257,6 +258,7 @@ def _check_udf(state: _State) -> Callable[[str], bool]:
     table); a remote one, whose tokens are requests, only when a later statement ran on the
     connection (until then a relation answers with what it bound, as a scan's does)."""
 
+    @interrupts.stopping(state.record)  # a check reads the store
     def answer_is_current(token: str) -> bool:
         entry = state.checks.get(token)
         if entry is None:
@@ -325,10 +327,28 @@ def _as_raised(err: ZarrSQLError) -> BaseException:
 def _interrupted(err: RuntimeError) -> BaseException:
     """DuckDB's own "Query interrupted" (it saw Ctrl-C between tasks) as KeyboardInterrupt."""
     if str(err) == "Query interrupted" and not isinstance(err, duckdb.Error):
-        from zarrsql.scan.reader import INTERRUPTED
-
-        return KeyboardInterrupt(INTERRUPTED)
+        return _ctrl_c()
     return err
+
+
+def _ctrl_c() -> KeyboardInterrupt:
+    """Ctrl-C as the connection's own methods raise it (docs/notebooks.md)."""
+    from zarrsql.scan.reader import INTERRUPTED
+
+    return KeyboardInterrupt(INTERRUPTED)
+
+
+def _failure(state: _State, signals: int) -> BaseException | None:
+    """What a statement that DuckDB failed raises instead of DuckDB's error, or None: the zarrsql error a
+    scan or function recorded (Ctrl-C as KeyboardInterrupt), or KeyboardInterrupt when Ctrl-C
+    came since `interrupts.mark()` gave `signals` (it met a callback before that callback
+    could record it, and DuckDB reported it as a Python failure, `interrupts`)."""
+    zerr = state.take_error()
+    if zerr is not None:
+        return _as_raised(zerr)
+    if interrupts.arrived_since(signals):
+        return _ctrl_c()
+    return None
 
 
 def _check_wrapped(state: _State, key: str, function: str, earlier: tuple[int, str] | None = None) -> None:
@@ -381,6 +401,7 @@ def _enum_view(scan: TableScan) -> str | None:
 def _action_udf(state: _State) -> Callable[[str, str], str]:
     """An action (mount, unmount, mounts) runs SQL, so it runs after binding, outside the query."""
 
+    @interrupts.stopping(state.record)
     def action_key(kind: str, args: str) -> str:
         from zarrsql.engine import params
 
@@ -449,6 +470,7 @@ def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def _list_udf(state: _State) -> Callable[[str, str], str]:
+    @interrupts.stopping(state.record)  # a listing reads the store's metadata
     def listing(kind: str, args: str) -> str:
         # DuckDB calls this in every binding round of a statement: the store's metadata is
         # validated (a request per document on a store without consolidated metadata) once
@@ -661,14 +683,15 @@ class Connection:
         """
 
         def run(*args: Any, **kwargs: Any) -> T:
+            signals = interrupts.mark()
             try:
                 return fetch(*args, **kwargs)
             except RuntimeError as err:
                 raise _interrupted(err) from err
             except duckdb.Error as err:
-                zerr = self._state.take_error()
-                if zerr is not None:
-                    raise _as_raised(zerr) from err
+                failure = _failure(self._state, signals)
+                if failure is not None:
+                    raise failure from err
                 raise
 
         return run
@@ -786,14 +809,15 @@ class Connection:
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:
         for _ in range(MAX_ROUNDS):
             self._state.take_error()
+            signals = interrupts.mark()
             try:
                 return action()
             except RuntimeError as err:
                 raise _interrupted(err) from err
             except duckdb.Error as err:
-                zerr = self._state.take_error()
-                if zerr is not None:
-                    raise _as_raised(zerr) from err
+                failure = _failure(self._state, signals)
+                if failure is not None:
+                    raise failure from err
                 if isinstance(err, duckdb.CatalogException) and self._names_missing_function(err):
                     self._install()  # a view calls a zarrsql function the text did not name: run it again
                     continue

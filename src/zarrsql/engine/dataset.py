@@ -8,10 +8,14 @@ The filter is an opaque Arrow expression, so pruning asks Arrow itself: each wor
 becomes a (never opened) fragment whose partition expression states the range of every
 coordinate inside it, and `get_fragments(filter=...)` returns the units the filter may
 match. A coordinate range holding NULL or NaN states nothing, so such units are kept.
+
+`count_rows` and `scanner` run in DuckDB's callback on the main thread, where Ctrl-C raises:
+they run under `interrupts.stopped`, so it reaches the connection as `QueryInterrupted`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -22,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
+from zarrsql.engine.interrupts import stopped
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.units import ScanPlan
@@ -55,6 +60,10 @@ class ZarrDataset(pads.Dataset):
         return self._schema
 
     def count_rows(self, **kwargs: Any) -> int:  # type: ignore[override]
+        with stopped(self._on_error):
+            return self._count_rows()
+
+    def _count_rows(self) -> int:
         scan = self._current()
         plan = scan.plan()
         rows = plan.rows()
@@ -63,6 +72,10 @@ class ZarrDataset(pads.Dataset):
         return rows
 
     def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
+        with stopped(self._on_error):
+            return self._scanner(columns, filter)
+
+    def _scanner(self, columns: list[str] | None, filter: Any) -> pads.Scanner:  # noqa: A002
         scan = self._current()
         by_name = {c.name: c for c in scan.columns}
         wanted = list(scan.columns) if columns is None else [by_name[n] for n in columns]
@@ -75,7 +88,8 @@ class ZarrDataset(pads.Dataset):
         schema = schema_of(wanted)
         plain = _plain(schema)
         if plain != schema:
-            batches = map(lambda b: b.cast(plain), batches)  # no Python frame between error and Arrow
+            # no Python frame between error and Arrow, nor one where Ctrl-C could land unrecorded
+            batches = map(functools.partial(pa.RecordBatch.cast, target_schema=plain), batches)
         return pads.Scanner.from_batches(batches, schema=plain, filter=filter)
 
     def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002

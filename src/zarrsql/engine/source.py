@@ -6,6 +6,9 @@ there, `ZarrSource` speaks it and prunes with every filter it accepts. Otherwise
 `ZarrDataset`, a thin `pyarrow.dataset.Dataset` shell, receives the projection and an opaque
 Arrow filter expression, which it applies exactly with Arrow to the streamed batches; results
 are the same, only WHERE pruning is lost (bounds := still prunes).
+
+DuckDB calls `rows`, `accepts` and `stream` from the main thread, where Ctrl-C raises: each
+runs under `interrupts.stopped`, so it reaches the connection as `QueryInterrupted`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from zarrsql.engine.filters import Untranslatable, translate
+from zarrsql.engine.interrupts import stopped
 from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.predicate import Predicate, conjoin
@@ -69,9 +73,10 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
     def rows(self) -> int | None:
         # an estimate for the optimizer, not checked against the store (`stream` is): a
         # relation fetched after the store changed may be planned with the old count
-        if self.scan.base_predicate is None:
-            return self.scan.num_rows
-        return self.scan.plan().rows()
+        with stopped(self.on_error):  # planning may read coordinates
+            if self.scan.base_predicate is None:
+                return self.scan.num_rows
+            return self.scan.plan().rows()
 
     def _current(self) -> TableScan:
         """The table as the store holds it now (`validity.refreshed`): DuckDB runs a relation
@@ -82,21 +87,23 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         return scan
 
     def accepts(self, predicate: Any) -> bool:
-        try:
-            translate(predicate, self._dims)
-        except (Untranslatable, RecursionError):  # too deep to walk: DuckDB applies it
-            return False
-        return True
+        with stopped(self.on_error):
+            try:
+                translate(predicate, self._dims)
+            except (Untranslatable, RecursionError):  # too deep to walk: DuckDB applies it
+                return False
+            return True
 
     def stream(self, columns: Sequence[int] | None, filters: Sequence[Any]) -> tuple[object, bool]:
-        scan = self._current()
-        cols = scan.columns if columns is None else [scan.columns[i] for i in columns]
-        parts = [translate(f, self._dims) for f in filters]
-        predicate = conjoin(parts)
-        log.debug("stream %d columns, %d filters", len(cols), len(parts))
-        with reported(self.on_error):  # planning may read coordinates, and fail
-            reader = _stream(scan, cols, predicate, self.on_error)
-        return reader.__arrow_c_stream__(), True
+        with stopped(self.on_error):
+            scan = self._current()
+            cols = scan.columns if columns is None else [scan.columns[i] for i in columns]
+            parts = [translate(f, self._dims) for f in filters]
+            predicate = conjoin(parts)
+            log.debug("stream %d columns, %d filters", len(cols), len(parts))
+            with reported(self.on_error):  # planning may read coordinates, and fail
+                reader = _stream(scan, cols, predicate, self.on_error)
+            return reader.__arrow_c_stream__(), True
 
 
 def make_source(scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> object:

@@ -2,9 +2,11 @@
 
 A table of one matrix has work units that are spans of its stored entries, whole chunks
 of `data` holding about `ENTRIES_PER_UNIT` entries: a row (CSR; a column for CSC) that
-straddles two spans is read in two parts, and no chunk is decoded by two units. Several
+straddles two spans is read in two parts, and no chunk is decoded by two units; a position
+the matrix stores twice (a non-canonical matrix) is two rows, one per stored entry. Several
 matrices of one table give the union of their stored positions, 0 for a matrix with nothing
-stored where another has; their units are blocks of rows (columns) of about
+stored where another has, and the sum of a matrix's entries where it stores a position
+twice (as scipy's `toarray()`); their units are blocks of rows (columns) of about
 `ENTRIES_PER_UNIT` entries. A pushed predicate that keeps some positions of the compressed
 axis plans only the units holding them and reads only those positions' slices of
 `indices`/`data`; every other predicate on the dimensions is applied exactly to each entry.
@@ -21,7 +23,7 @@ import numpy as np
 from zarrsql.conventions.records import SparseMatrix
 from zarrsql.decode.columns import column_codec
 from zarrsql.decode.logical import Labels
-from zarrsql.decode.sparse import entries, load_indptr
+from zarrsql.decode.sparse import entries, load_indptr, put_entries
 from zarrsql.expand.columns import Column
 from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 from zarrsql.scan.table import OpenedTable
@@ -174,7 +176,7 @@ class SparseScan(OpenedTable):
         out = []
         for (_, _, data), k in zip(got, keys, strict=True):
             full = np.zeros(len(union), dtype=data.dtype)
-            full[np.searchsorted(union, k)] = data
+            put_entries(full, np.searchsorted(union, k), data, order=k)  # a position stored twice: added
             out.append(full)
         return union // other, union % other, out
 

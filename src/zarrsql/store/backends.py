@@ -35,6 +35,7 @@ from zarrsql.store.options import (
     s3_pool,
     split_settings,
 )
+from zarrsql.store.redaction import redacted_text
 
 #: Bytes aiohttp buffers per response before it pauses reading the socket.
 READ_BUFFER = 1 << 21
@@ -555,10 +556,11 @@ def _secret_values(options: Mapping[str, Any], *, all_values: bool = False) -> l
 
 def scrubbed(text: str, options: Mapping[str, Any]) -> str:
     """`text` (an error from a filesystem) without the secrets of `options` in it, nor those
-    that URLs and connection strings carry: what a message may show."""
+    that URLs (their signatures, tokens and passwords) and connection strings carry: what a
+    message may show."""
     for value in sorted(_secret_values(options), key=len, reverse=True):
         text = text.replace(value, "***")
-    return _SECRET_IN_TEXT.sub(lambda m: m.group(1) + "***", text)
+    return redacted_text(_SECRET_IN_TEXT.sub(lambda m: m.group(1) + "***", text))
 
 
 def backend_for(scheme: str) -> Backend:

@@ -2,7 +2,9 @@
 
 Remote filesystems raise their own exception types (aiohttp, botocore, s3fs's and gcsfs's
 translations).
-`classify` decides by type and HTTP status only, never by message text:
+`classify` decides by type and HTTP status only, never by message text, with one exception:
+gcsfs reports a 403 as a bare OSError whose text alone names it ("Forbidden: <url>"), which is
+read only when gcsfs raised it.
 
 - MISSING: 404 (fsspec raises FileNotFoundError) — a key that does not exist;
 - DENIED: 401/403 (PermissionError) — never retried, credentials will not appear by waiting;
@@ -69,14 +71,38 @@ def _gcsfs_status(err: BaseException) -> int | None:
     return _status(err.code)
 
 
+#: The start of the plain OSError gcsfs raises for an HTTP 403 (`gcsfs.retry.validate_response`
+#: raises `OSError(f"Forbidden: {url}\n{body}")`, no status attached). A 401 comes as its
+#: HttpError with `.code`, a 404 as FileNotFoundError.
+_GCSFS_FORBIDDEN = "Forbidden: "
+
+
+def _gcsfs_forbidden(err: BaseException) -> int | None:
+    """403 for gcsfs's refusal, the one status gcsfs reports by its text alone. Only a bare
+    OSError (no errno, no subclass) that gcsfs itself raised is read, so no other library's
+    message can pass for a refusal."""
+    if type(err) is not OSError or err.errno is not None or not str(err).startswith(_GCSFS_FORBIDDEN):
+        return None
+    innermost = err.__traceback__
+    while innermost is not None and innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    module = "" if innermost is None else str(innermost.tb_frame.f_globals.get("__name__", ""))
+    return 403 if module.split(".", 1)[0] == "gcsfs" else None
+
+
 def status_of(err: BaseException) -> int | None:
     """The HTTP status an exception carries (aiohttp `.status`, azure-core's `.status_code`,
-    gcsfs's `.code`, botocore `.response`), if any; none for a response aiohttp could not
-    parse, whose "400" is aiohttp's own, never the server's."""
+    gcsfs's `.code` or its "Forbidden" OSError, botocore `.response`), if any; none for a
+    response aiohttp could not parse, whose "400" is aiohttp's own, never the server's."""
     if _malformed(err):
         return None
     for e in _chain(err):
-        status = _status(getattr(e, "status", None)) or _status(getattr(e, "status_code", None)) or _gcsfs_status(e)
+        status = (
+            _status(getattr(e, "status", None))
+            or _status(getattr(e, "status_code", None))
+            or _gcsfs_status(e)
+            or _gcsfs_forbidden(e)
+        )
         if status is not None:
             return status
         response: Any = getattr(e, "response", None)

@@ -41,6 +41,7 @@ from typing import Any
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import is_url
 from zarrsql.store.hdf5_chunks import checksummed_refs, unwritten_refs
+from zarrsql.store.redaction import redacted_text, redacted_url
 from zarrsql.store.references import ReferenceStore
 from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
 
@@ -240,12 +241,13 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
         # the frames of a failed scan hold h5py objects, and the error refers back to them:
         # let them go now rather than leave a cycle for a collection on another thread
         traceback.clear_frames(err.__traceback__)
-        raise MetadataError(f"cannot read the HDF5 file '{location}': {err}") from err
+        raise MetadataError(f"cannot read the HDF5 file '{redacted_url(location)}': {redacted_text(str(err))}") from err
     except (TypeError, ValueError, RuntimeError) as err:
         traceback.clear_frames(err.__traceback__)
         raise UnsupportedError(
-            f"the HDF5 file '{location}' holds something zarrsql cannot read in place ({err}); convert it "
-            f"once, e.g. xarray.open_dataset('{location}').to_zarr(...)"
+            f"the HDF5 file '{redacted_url(location)}' holds something zarrsql cannot read in place "
+            f"({redacted_text(str(err))}); convert it once, "
+            f"e.g. xarray.open_dataset('{redacted_url(location)}').to_zarr(...)"
         ) from err
     return refs
 

@@ -45,6 +45,7 @@ from zarrsql.store.base import METADATA_DOCUMENTS, ByteRange, check_key, is_url
 from zarrsql.store.choice import StoreChoice, container_access
 from zarrsql.store.icechunk_native import NativeChunks
 from zarrsql.store.options import split_settings
+from zarrsql.store.redaction import redacted_url
 from zarrsql.store.refsets import is_parquet_layout
 
 if TYPE_CHECKING:  # asyncio loads with the first repository, not with every local store's check
@@ -228,7 +229,8 @@ def _storage(location: str, theirs: dict[str, Any]) -> Any:
             raise ParameterError("an Icechunk repository on Azure needs storage_options := MAP {'account_name': '...'}")
         return _passed_on(icechunk.azure_storage, theirs, account=account, container=bucket, prefix=prefix)
     raise ParameterError(
-        f"'{location}' cannot hold an Icechunk repository: give a local path or an s3://, gs:// or az:// URL"
+        f"'{redacted_url(location)}' cannot hold an Icechunk repository: give a local path or an s3://, gs:// or "
+        "az:// URL"
     )
 
 

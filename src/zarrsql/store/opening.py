@@ -29,6 +29,7 @@ from zarrsql.store.base import Store, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error
 from zarrsql.store.local import LocalStore
+from zarrsql.store.redaction import redacted_url
 
 #: Remote names read as HDF5 files in place (`.h5ad` stays AnnData's, refused with a hint).
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4")
@@ -118,7 +119,8 @@ def _check_choice_applies(location: str, name: str, choice: StoreChoice) -> None
     reason = ", which has no versions" if versions else ""
     raise ParameterError(
         f"{' and '.join(p + ' :=' for p in given)} apply to {where}, but "
-        f"'{location}' is read as {_READ_AS[name]}{reason}; leave {'them' if len(given) > 1 else 'it'} out, or "
+        f"'{redacted_url(location)}' is read as {_READ_AS[name]}{reason}; "
+        f"leave {'them' if len(given) > 1 else 'it'} out, or "
         "pass format := 'icechunk' if it is an Icechunk repository"
     )
 

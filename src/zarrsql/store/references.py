@@ -37,6 +37,7 @@ from zarrsql.errors import StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
 from zarrsql.store.choice import container_access, normal_location, within_prefix
 from zarrsql.store.local import LocalStore
+from zarrsql.store.redaction import redacted_url
 from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
 
 #: Largest gap (bytes) between two ranges of one file that are still read as one request:
@@ -99,7 +100,7 @@ class ReferenceStore:
     ) -> None:
         self.refset = refset
         self._open_folder = open_folder
-        self.url = refset.location
+        self.url = redacted_url(refset.location)  # as messages name it: no secret of its URL
         self.storage_options = dict(storage_options or {})
         self._token = token
         self._containers = tuple((_container_prefix(p), container_access(p, v)) for p, v in virtual_chunks)
@@ -126,7 +127,7 @@ class ReferenceStore:
         for prefix, access in self._containers:
             if within_prefix(url, prefix):
                 return access
-        shown = url if is_url(url) else "file://" + url
+        shown = redacted_url(url) if is_url(url) else "file://" + url
         folder = shown.rsplit("/", 1)[0] + "/"
         raise StoreReadError(
             f"cannot read '{key}' of the reference set '{self.url}': it points at '{shown}', which no "
@@ -188,8 +189,8 @@ class ReferenceStore:
                 if len(piece) != t.length:
                     raise StoreReadError(
                         f"the reference set '{self.url}' points at bytes {t.offset}..{t.offset + (t.length or 0)} "
-                        f"of '{t.url}', but the file ends at byte {spans[k][0] + len(data)}; the file changed "
-                        "since the references were made: make them again"
+                        f"of '{redacted_url(t.url)}', but the file ends at byte {spans[k][0] + len(data)}; the "
+                        "file changed since the references were made: make them again"
                     )
                 got.append((i, piece))
         return got
@@ -197,7 +198,7 @@ class ReferenceStore:
     def _found(self, data: bytes | None, target: Target) -> bytes:
         if data is None:
             raise StoreNotFoundError(
-                f"the reference set '{self.url}' points at '{target.url}', which does not exist; the "
+                f"the reference set '{self.url}' points at '{redacted_url(target.url)}', which does not exist; the "
                 "referenced file moved or was deleted: restore it or make the references again"
             )
         return data

@@ -29,6 +29,7 @@ from typing import Any
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import Store, is_url
 from zarrsql.store.choice import normal_location
+from zarrsql.store.redaction import redacted_url
 
 #: Given (folder or URL, storage_options), the plain store of the keys below it.
 FolderOpener = Callable[[str, Mapping[str, Any] | None], Store]
@@ -175,7 +176,9 @@ def _read_bytes(location: str, storage_options: Mapping[str, Any], open_folder: 
         name = os.path.basename(location)
     data = open_folder(folder, storage_options).get(name)
     if data is None:
-        raise StoreNotFoundError(f"no reference set at '{location}': the file does not exist; check the path")
+        raise StoreNotFoundError(
+            f"no reference set at '{redacted_url(location)}': the file does not exist; check the path"
+        )
     return data
 
 
@@ -184,8 +187,8 @@ def _json_refset(location: str, storage_options: Mapping[str, Any], open_folder:
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise MetadataError(f"reference set '{location}' is not valid JSON: {err}") from err
-    return RefSet(location, parse_json_refs(doc, _folder(location), location))
+        raise MetadataError(f"reference set '{redacted_url(location)}' is not valid JSON: {err}") from err
+    return RefSet(location, parse_json_refs(doc, _folder(location), redacted_url(location)))
 
 
 def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_folder: FolderOpener) -> RefSet:
@@ -202,7 +205,7 @@ def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_fold
             raise ValueError("'metadata' must be an object and 'record_size' a positive number")
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise MetadataError(
-            f"'{location}' is not a kerchunk Parquet reference set: its .zmetadata lacks 'metadata' or "
+            f"'{redacted_url(location)}' is not a kerchunk Parquet reference set: its .zmetadata lacks 'metadata' or "
             f"'record_size' ({err})"
         ) from err
     records = ParquetRecords(location, metadata, record_size, open_folder(root, storage_options).get)

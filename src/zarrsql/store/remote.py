@@ -36,6 +36,7 @@ from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError, Z
 from zarrsql.store.backends import backend_for, scrubbed, split_options
 from zarrsql.store.base import ByteRange, check_key, note_changed
 from zarrsql.store.failures import Failure, classify, describe, tls_error
+from zarrsql.store.redaction import HIDDEN, redacted_url, url_secrets
 
 #: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
 #: extra HEAD requests on stores that legitimately leave many chunks unwritten.
@@ -62,24 +63,27 @@ class FsspecStore:
     def __init__(self, url: str, storage_options: dict[str, Any]) -> None:
         scheme, _, rest = url.partition("://")  # partitioned first: 's3://' stripped of '/' loses its '://'
         rest = rest.rstrip("/")
+        shown = redacted_url(url)  # messages never repeat a URL's signature, token or password
         # an HTTP store's keys would be appended after its query (object stores' keys may hold them)
         if scheme.lower() in ("http", "https") and ("?" in rest or "#" in rest):
             raise ParameterError(
-                f"the store URL '{url}' has a query string or fragment ('?...' or '#...'), which a store's keys "
+                f"the store URL '{shown}' has a query string or fragment ('?...' or '#...'), which a store's keys "
                 "cannot follow; give the store's root URL, and credentials or tokens in storage_options "
                 "(e.g. MAP {'headers': '{\"Authorization\": \"Bearer ...\"}'})"
             )
-        self.url = f"{scheme.lower()}://{rest}"  # URL schemes are case-insensitive (HTTP:// = http://)
-        self.protocol = _protocol(self.url)
+        #: The URL read, credentials included; `url` is the one messages name (store/redaction.py).
+        self._target = f"{scheme.lower()}://{rest}"  # URL schemes are case-insensitive (HTTP:// = http://)
+        self.url = redacted_url(self._target)
+        self.protocol = _protocol(self._target)
         self.backend = backend_for(self.protocol)
         word = self.backend.root_word
         if word is not None and not rest.strip("/"):
             raise ParameterError(
-                f"the store URL '{url}' names no {word}; give the store's full URL, "
+                f"the store URL '{shown}' names no {word}; give the store's full URL, "
                 f"e.g. '{self.protocol}://{word}/path/to/store.zarr'"
             )
         self.network, self.fs_options = split_options(self.protocol, storage_options)
-        self.fs, self.root = self._open_filesystem(url)
+        self.fs, self.root = self._open_filesystem(shown)
         self.root = self.root.rstrip("/")
         self.backend.one_attempt(self.fs)
         self.can_list = self.backend.can_list
@@ -87,7 +91,7 @@ class FsspecStore:
         self.metadata_ttl = self.network.metadata_ttl
         self.is_async = bool(getattr(self.fs, "async_impl", False))
         digest = hashlib.sha1(json.dumps(self.fs_options, sort_keys=True, default=repr).encode()).hexdigest()[:16]
-        self.cache_key = f"{self.url}#{digest}"
+        self.cache_key = f"{self._target}#{digest}"  # stores read with other credentials are others
         self._watched: tuple[str, str | None] | None = None  # (metadata key, its token), see `watch`
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
@@ -101,26 +105,35 @@ class FsspecStore:
         self._ahead: dict[str, list[Any]] = {}
 
     def _open_filesystem(self, url: str) -> tuple[Any, str]:
-        """The filesystem and the path of the store's root on it. Whatever building it raises
-        (a library's own errors: an auth library's, an HTTP client's) becomes a ZarrSQLError
-        without the options' secrets in its text."""
+        """The filesystem and the path of the store's root on it (`url` is the store's URL as
+        messages name it). Whatever building it raises (a library's own errors: an auth
+        library's, an HTTP client's) becomes a ZarrSQLError without the options' secrets, nor
+        the URL's, in its text."""
         try:
-            return self.backend.open(self.url, self.fs_options)
+            return self.backend.open(self._target, self.fs_options)
         except ImportError as err:
             raise StoreNotFoundError(
-                f"cannot open '{url}': the filesystem for {self.protocol}:// is not installed ({err}); "
+                f"cannot open '{url}': the filesystem for {self.protocol}:// is not installed ({self._scrub(err)}); "
                 f"install it with: pip install 'zarrsql[{self.backend.extra}]'"
             ) from err
         except ZarrSQLError:
             raise
         except (ValueError, TypeError, KeyError) as err:
-            cause = scrubbed(f"{type(err).__name__}: {err}", self.fs_options)
+            cause = self._scrub(f"{type(err).__name__}: {err}")
             raise ParameterError(f"cannot open '{url}' with these storage_options ({cause})") from err
         except Exception as err:  # a library's own error type while building: relayed, secrets removed
-            cause = scrubbed(f"{type(err).__name__}: {err}", self.fs_options)
+            cause = self._scrub(f"{type(err).__name__}: {err}")
             raise StoreReadError(
                 f"cannot open '{url}': setting up its filesystem failed ({cause}); {self.backend.credentials_hint}"
             ) from err
+
+    def _scrub(self, cause: object) -> str:
+        """A library's error text as a message may relay it: without the secrets of the
+        options or of the URL read (its password may appear whole, outside any URL)."""
+        text = scrubbed(str(cause), self.fs_options)
+        for secret in url_secrets(self._target):
+            text = text.replace(secret, HIDDEN)
+        return text
 
     def zarr_python_store(self) -> Any:
         """A zarr-python store on this store's filesystem, as an instance made for async use."""
@@ -185,7 +198,7 @@ class FsspecStore:
         raise self._error(key, err, kind, attempt) from err
 
     def _error(self, key: str, err: BaseException, kind: Failure, attempts: int) -> StoreReadError:
-        where, cause = self.where(key), scrubbed(describe(err, self.network.timeout), self.fs_options)
+        where, cause = self.where(key), self._scrub(describe(err, self.network.timeout))
         if kind is Failure.DENIED:
             return StoreReadError(f"access denied reading '{where}' ({cause}); {self.backend.credentials_hint}")
         if kind is Failure.TLS:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from zarrsql.conventions.model import GroupInfo, chunk_grid, display_path, find_coord
+from zarrsql.conventions.model import GroupInfo, ProblemKind, chunk_grid, display_path, find_coord
 from zarrsql.conventions.records import EncodedVariable, SparseMatrix, unreadable
 from zarrsql.discovery.roles import Member, effective_dims
-from zarrsql.errors import ParameterError, SelectionError, StoreReadError, UnsupportedError
+from zarrsql.errors import DecodeError, ParameterError, SelectionError, StoreReadError, UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta, attribute_dims_problem
 from zarrsql.metadata.tree import ArrayProblem, NodeTree, ancestors, problems_in, unreadable_error
 from zarrsql.store import Refusing, check_key
@@ -53,9 +53,9 @@ def _levels_hint(info: GroupInfo) -> str:
 
 def _read_table(t: TableInfo) -> ReadTable:
     if t.problem:
-        raise SelectionError(
-            f"table {list(t.dims)} of group '{display_path(t.group_path)}' cannot be read: {t.problem}"
-        )
+        # An element whose parts disagree is a fault of the store (DecodeError), not of the selection.
+        error = DecodeError if t.problem_kind is ProblemKind.CORRUPT else SelectionError
+        raise error(f"table {list(t.dims)} of group '{display_path(t.group_path)}' cannot be read: {t.problem}")
     bad = [a for a in t.data_vars if unreadable(a)]
     if bad:
         a = bad[0]
@@ -272,7 +272,8 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
                 f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares"
             )
         named = node.dimension_names or (True,) * node.ndim
-        coords = tuple(find_coord(tree, group, d) if named[k] else None for k, d in enumerate(dims))
+        held = _table_coords(tree, group, dims)
+        coords = tuple((find_coord(tree, group, d) or held.get(d)) if named[k] else None for k, d in enumerate(dims))
         coords = tuple(
             c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True)
         )
@@ -296,6 +297,21 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     return ReadTable(group, path, dims, node.shape, grid, coords, (column,), derived)
 
 
+def _table_coords(tree: NodeTree, group: str, dims: tuple[str, ...]) -> dict[str, ArrayMeta]:
+    """Coordinates of `dims` that the tables of the group (or its nearest ancestor with one)
+    bind where no array is named like the dimension: an AnnData axis's names are its frame's
+    index (`obs/_index`), so a dense matrix read alone is labelled by name, as a sparse one is."""
+    out: dict[str, ArrayMeta] = {}
+    for owner in [group, *ancestors(group)]:
+        if len(out) == len(set(dims)):
+            break
+        for t in analyze_group(tree, owner).tables:
+            for d, c in zip(t.dims, t.coords, strict=False):
+                if d in dims and c is not None:
+                    out.setdefault(d, c)
+    return out
+
+
 def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
     """A variable stored as a group (an AnnData sparse matrix) read alone, with the axes and
     coordinates of the table it belongs to; None when `path` is no such variable."""
@@ -312,7 +328,7 @@ def _encoded_read(tree: NodeTree, path: str) -> ReadTable | None:
                         t.shape,
                         chunk_grid([v], len(t.dims)),
                         t.coords,
-                        (DataColumn(v, v.name),),
+                        (DataColumn(v, _value_column(path, t.dims)),),
                         t.derived,
                         t.hidden,
                         layout,
