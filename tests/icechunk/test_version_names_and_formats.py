@@ -10,6 +10,7 @@ says a plain Zarr store or a reference set is no repository), zarr opens the pla
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -159,7 +160,9 @@ def test_format_icechunk_on_a_kerchunk_parquet_set_says_it_is_one(tmp_path: Path
 
     nc = tmp_path / "a.nc"
     xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(nc, engine="h5netcdf")
-    refs_to_dataframe(SingleHdf5ToZarr(str(nc)).translate(), str(tmp_path / "a.parq"), record_size=2)
+    with warnings.catch_warnings():  # kerchunk writes through pandas' fastparquet engine, deprecated in pandas 3
+        warnings.filterwarnings("ignore", message="The 'fastparquet' engine is deprecated")
+        refs_to_dataframe(SingleHdf5ToZarr(str(nc)).translate(), str(tmp_path / "a.parq"), record_size=2)
     assert not icechunk.Repository.exists(_icechunk_storage(tmp_path / "a.parq"))
     with pytest.raises(StoreNotFoundError) as err:
         zarrsql.sql(f"SELECT count(*) FROM read_zarr('{tmp_path / 'a.parq'}', format := 'icechunk')").fetchall()
