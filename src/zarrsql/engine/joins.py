@@ -173,8 +173,8 @@ def _qualified(ref: dict[str, Any]) -> tuple[str, str]:
     return (names[0].lower(), names[1]) if len(names) == 2 else ("", names[-1])
 
 
-def _template(conn: Connection, sql: str) -> dict[str, Any]:
-    return parsetree.serialize(conn._con, sql)
+def _template(conn: Connection, sql: str, *, keep: bool = True) -> dict[str, Any]:
+    return parsetree.serialize(conn._con, sql, keep=keep)
 
 
 def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
@@ -297,7 +297,7 @@ def _zarr_scan(conn: Connection, zarr: dict[str, Any]) -> TableScan:
 def _filtered(conn: Connection, zarr: dict[str, Any], where: str) -> dict[str, Any]:
     """A subquery node `(SELECT * FROM <zarr> WHERE <where>) AS <alias>` in place of `zarr`."""
     alias = zarr.get("alias") or (zarr.get("table_name") if zarr.get("type") == "BASE_TABLE" else "") or "z"
-    doc = _template(conn, f"SELECT * FROM (SELECT * FROM t WHERE {where}) AS {quote_ident(alias)}")
+    doc = _template(conn, f"SELECT * FROM (SELECT * FROM t WHERE {where}) AS {quote_ident(alias)}", keep=False)
     sub = doc["statements"][0]["node"]["from_table"]
     inner = copy.deepcopy(zarr)
     inner["alias"] = ""
@@ -342,7 +342,7 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
             continue
     if not added:
         return False
-    both = _template(conn, "SELECT * FROM t WHERE true AND (" + " AND ".join(f"({a})" for a in added) + ")")
+    both = _template(conn, "SELECT * FROM t WHERE true AND (" + " AND ".join(f"({a})" for a in added) + ")", keep=False)
     clause = both["statements"][0]["node"]["where_clause"]
     clause["children"][0] = where  # `<the statement's WHERE> AND <the pushed keys>`
     node["where_clause"] = clause

@@ -57,20 +57,27 @@ def cached(cache: dict[str, str], keys: list[str]) -> dict[str, str | None]:
         return {key: cache.get(key) for key in keys}
 
 
-def parsed_text(con: duckdb.DuckDBPyConnection, sql: str) -> str:
-    """DuckDB's parse of `sql` as JSON text, kept by statement text."""
-    return remembered(_PARSED, sql, lambda: str(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]))
+def parsed_text(con: duckdb.DuckDBPyConnection, sql: str, *, keep: bool = True) -> str:
+    """DuckDB's parse of `sql` as JSON text, kept by statement text unless `keep` is false
+    (a text made for one statement only, which would push reusable parses out)."""
+
+    def parse() -> str:
+        return str(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+
+    return remembered(_PARSED, sql, parse) if keep else parse()
 
 
-def parsed(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
+def parsed(con: duckdb.DuckDBPyConnection, sql: str, *, keep: bool = True) -> dict[str, Any]:
     """DuckDB's parse of `sql` as a fresh document (callers may change it)."""
-    return json.loads(parsed_text(con, sql))  # type: ignore[no-any-return]
+    return json.loads(parsed_text(con, sql, keep=keep))  # type: ignore[no-any-return]
 
 
-def serialize(con: duckdb.DuckDBPyConnection, sql: str, *, parameters: bool = False) -> dict[str, Any]:
+def serialize(
+    con: duckdb.DuckDBPyConnection, sql: str, *, parameters: bool = False, keep: bool = True
+) -> dict[str, Any]:
     """The parse of `sql`, which must be one statement DuckDB serializes, with parameters only
     if `parameters` (a rewrite that moves values about must not move a `?` from its argument)."""
-    doc = parsed(con, sql)
+    doc = parsed(con, sql, keep=keep)
     if doc.get("error") or len(doc.get("statements") or []) != 1:
         raise Decline("not one statement DuckDB serializes")
     if not parameters and doc["statements"][0].get("named_param_map"):
@@ -78,9 +85,9 @@ def serialize(con: duckdb.DuckDBPyConnection, sql: str, *, parameters: bool = Fa
     return doc
 
 
-def select_node(con: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
+def select_node(con: duckdb.DuckDBPyConnection, sql: str, *, keep: bool = True) -> dict[str, Any]:
     """The single statement's node of `sql` (without parameters), or decline."""
-    return serialize(con, sql)["statements"][0]["node"]  # type: ignore[no-any-return]
+    return serialize(con, sql, keep=keep)["statements"][0]["node"]  # type: ignore[no-any-return]
 
 
 def deserialize(con: duckdb.DuckDBPyConnection, doc: dict[str, Any]) -> str:

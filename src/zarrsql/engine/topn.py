@@ -111,7 +111,9 @@ def _rewrite(conn: Connection, query: str) -> str:
         raise Decline("no check function installed")
     # a scalar subquery: DuckDB runs the check once per execution, not once per row
     check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan))}))"
-    node["where_clause"] = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}")["where_clause"]
+    node["where_clause"] = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}", keep=False)[
+        "where_clause"
+    ]
     return parsetree.deserialize(conn._con, doc)
 
 
