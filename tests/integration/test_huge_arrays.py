@@ -162,6 +162,11 @@ def test_dataset_shell_does_not_list_units_past_its_cap(stores):
     dataset = ZarrDataset(scan)
     start = time.perf_counter()
     assert dataset.count_rows() == N * N
-    head = dataset.scanner(columns=["x", "y"], filter=pc.field("x") < 3).head(3)
-    assert head.column("x").to_pylist() == [0, 1, 2]
+    reader = dataset.scanner(columns=["x", "y"], filter=pc.field("x") < 3).to_reader()
+    xs: list[int] = []
+    for batch in reader:  # the first three rows, as `head(3)` takes them
+        xs += batch.column("x").to_pylist()
+        if len(xs) >= 3:
+            break
+    assert xs[:3] == [0, 1, 2]
     assert time.perf_counter() - start < GUARD

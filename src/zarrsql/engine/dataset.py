@@ -1,8 +1,9 @@
 """The DuckDB 1.5 fallback: a scan as a thin `pyarrow.dataset.Dataset` shell.
 
 DuckDB 1.5 has no scan-source protocol. It reads a registered pyarrow dataset by calling
-`scanner(columns=..., filter=...)` once per scan and trusts the scanner to apply the filter
-exactly; `Scanner.from_batches` does so with Arrow's semantics on the streamed batches.
+`scanner(columns=..., filter=...)` once per scan, then the scanner's `to_reader()`, and trusts
+the scan to apply the filter exactly; `ZarrScanner` does so with Arrow's semantics on each
+streamed batch, on DuckDB's thread.
 
 The filter is an opaque Arrow expression, so pruning asks Arrow itself: each work unit
 becomes a (never opened) fragment whose partition expression states the range of every
@@ -16,12 +17,14 @@ they run under `interrupts.stopped`, so it reaches the connection as `QueryInter
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.acero as acero
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
@@ -71,11 +74,11 @@ class ZarrDataset(pads.Dataset):
             rows = sum(b.num_rows for b in engine_batches(scan, plan, [], self._on_error))
         return rows
 
-    def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> pads.Scanner:  # type: ignore[override]  # noqa: A002
+    def scanner(self, columns: list[str] | None = None, filter: Any = None, **kwargs: Any) -> ZarrScanner:  # type: ignore[override]  # noqa: A002
         with stopped(self._on_error):
             return self._scanner(columns, filter)
 
-    def _scanner(self, columns: list[str] | None, filter: Any) -> pads.Scanner:  # noqa: A002
+    def _scanner(self, columns: list[str] | None, filter: Any) -> ZarrScanner:  # noqa: A002
         scan = self._current()
         by_name = {c.name: c for c in scan.columns}
         wanted = list(scan.columns) if columns is None else [by_name[n] for n in columns]
@@ -87,10 +90,13 @@ class ZarrDataset(pads.Dataset):
         batches: Iterator[pa.RecordBatch] = engine_batches(scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)
         plain = _plain(schema)
+        # `map`, not a generator: no Python frame between an error and Arrow, nor one where
+        # Ctrl-C could land unrecorded
         if plain != schema:
-            # no Python frame between error and Arrow, nor one where Ctrl-C could land unrecorded
             batches = map(functools.partial(pa.RecordBatch.cast, target_schema=plain), batches)
-        return pads.Scanner.from_batches(batches, schema=plain, filter=filter)
+        if filter is not None:
+            batches = itertools.chain.from_iterable(map(functools.partial(_matching, filter), batches))
+        return ZarrScanner(plain, batches)
 
     def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002
         """The units whose coordinate ranges Arrow cannot rule out for `filter`."""
@@ -110,6 +116,35 @@ class ZarrDataset(pads.Dataset):
         )
         kept = {int(f.path.rsplit("/", 1)[1]) for f in dataset.get_fragments(filter=filter)}
         return frozenset(units[i].index for i in kept)
+
+
+class ZarrScanner:
+    """What `ZarrDataset.scanner` returns: DuckDB 1.5 only calls its `to_reader()`.
+
+    Not `pyarrow.dataset.Scanner.from_batches`: that scanner pulls the batches and applies
+    the filter on Arrow's own thread pools, which go on working for a moment after DuckDB
+    stops reading (a LIMIT met, an error). Work still under way when the interpreter shuts
+    down needs the GIL to release the batches, and such a thread then aborts the process
+    ("terminate called without an active exception") or hangs its exit. This reader is
+    pulled by DuckDB's threads alone, and filters each batch before handing it over, so
+    nothing of the scan runs once DuckDB stops asking.
+    """
+
+    def __init__(self, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:  # noqa: D107
+        self.projected_schema = schema
+        self._batches = batches
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The batches as a stream; it can be taken once."""
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self._batches)
+
+
+def _matching(filter: pc.Expression, batch: pa.RecordBatch) -> list[pa.RecordBatch]:  # noqa: A002
+    """The rows of `batch` that `filter` keeps, with Arrow's semantics (DuckDB 1.5 trusts the
+    scan to apply it exactly), computed on the calling thread."""
+    source = acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch])))
+    kept = acero.Declaration.from_sequence([source, acero.Declaration("filter", acero.FilterNodeOptions(filter))])
+    return kept.to_table(use_threads=False).to_batches()
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:
