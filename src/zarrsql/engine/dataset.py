@@ -114,7 +114,12 @@ class ZarrDataset(pads.Dataset):
             filesystem=pafs.LocalFileSystem(),
             partitions=guarantees,
         )
-        kept = {int(f.path.rsplit("/", 1)[1]) for f in dataset.get_fragments(filter=filter)}
+        try:
+            kept = {int(f.path.rsplit("/", 1)[1]) for f in dataset.get_fragments(filter=filter)}
+        except pa.ArrowException:
+            # Arrow could not weigh the filter against a range (an `IN` list of BIGINTs against
+            # a UBIGINT range past 2**63): prune nothing, the filter still applies to the rows
+            return frozenset(unit.index for unit in units)
         return frozenset(units[i].index for i in kept)
 
 
