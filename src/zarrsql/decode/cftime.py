@@ -25,7 +25,11 @@ Contract:
   infinity to whole microseconds (DuckDB's TIMESTAMP has microsecond resolution). Float
   offsets are split into a whole part (exact integer arithmetic) and a fractional part,
   which is rounded to the nearest microsecond (ties to even); nanosecond fractions floor.
-  Reference-date seconds with more than six decimals are truncated to the microsecond.
+- A reference date's seconds keep nine decimals (digits past the nanosecond are cut, as pandas
+  reads them). Its nanoseconds below the microsecond (`ref_nanos`) join each nanosecond
+  offset before the floor, so reference + offset is floored to the microsecond exactly
+  (xarray writes "nanoseconds since <first value>" with such a reference); an offset in a
+  coarser unit is a whole number of microseconds (or rounded to one), which they never move.
 - The TIMESTAMP range is the int64 range minus its three reserved values (-2**63 is NULL,
   +-(2**63 - 1) are the infinities): [-(2**63 - 2), 2**63 - 2] microseconds.
 - A stored int64 -2**63 is NULL: it is how numpy and xarray write NaT.
@@ -91,7 +95,11 @@ _MONTH_STARTS = np.concatenate([np.zeros((2, 1), dtype=np.int64), np.cumsum(_MON
 
 @dataclass(frozen=True, slots=True)
 class TimeUnits:
-    """A parsed CF time `units` attribute and its calendar."""
+    """A parsed CF time `units` attribute and its calendar.
+
+    `ref_micros` is the reference instant floored to the microsecond; `ref_nanos` (0 to 999)
+    the nanoseconds it drops, which `to_micros` adds to nanosecond offsets before flooring.
+    """
 
     unit: str
     ref_micros: int
@@ -99,6 +107,7 @@ class TimeUnits:
     tz_offset_minutes: int
     calendar: str
     units_text: str
+    ref_nanos: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,8 +322,9 @@ def _parse_offset(zone: str, has_time: bool) -> int | None:
     return sign * (hours * 60 + minutes)
 
 
-def _parse_reference(text: str) -> tuple[_Fields, int] | None:
-    """((year, month, day, hour, minute, second, microsecond), tz minutes) of a date text."""
+def _parse_reference(text: str) -> tuple[_Fields, int, int] | None:
+    """((year, month, day, hour, minute, second, microsecond), tz minutes, nanoseconds below
+    the microsecond) of a date text; digits past the nanosecond are cut, as pandas does."""
     match = _REFERENCE_RE.fullmatch(text)
     if match is None:
         return None
@@ -322,11 +332,11 @@ def _parse_reference(text: str) -> tuple[_Fields, int] | None:
     offset = _parse_offset(match.group("zone"), has_time)
     if offset is None:
         return None
-    fraction = (match.group("fraction") or "")[:6].ljust(6, "0")
+    micro, nanos = divmod(int((match.group("fraction") or "")[:9].ljust(9, "0")), 1_000)
     year, month, day, hour, minute, second = (
         int(match.group(name) or 0) for name in ("year", "month", "day", "hour", "minute", "second")
     )
-    return (year, month, day, hour, minute, second, int(fraction)), offset
+    return (year, month, day, hour, minute, second, micro), offset, nanos
 
 
 def _valid_date(fields: tuple[int, ...], calendar: str) -> bool:
@@ -378,7 +388,7 @@ def parse_time_units(units: object, calendar: object = None) -> TimeUnits | None
     parsed = _parse_reference(match.group(2))
     if unit is None or parsed is None or not _valid_date(parsed[0], name):
         return None
-    fields, offset = parsed
+    fields, offset, nanos = parsed
     return TimeUnits(
         unit=unit,
         ref_micros=_reference_micros(fields, offset, name),
@@ -386,6 +396,7 @@ def parse_time_units(units: object, calendar: object = None) -> TimeUnits | None
         tz_offset_minutes=offset,
         calendar=name,
         units_text=units,
+        ref_nanos=nanos,
     )
 
 
@@ -431,8 +442,9 @@ def calendar_policy(tu: TimeUnits) -> Literal["decode", "if_all_real", "keep"]:
 # --------------------------------------------------------------------------- conversion
 
 
-def _split_int(values: np.ndarray, unit: _Unit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(whole days, microseconds into the day, ok) of integer offsets, exactly."""
+def _split_int(values: np.ndarray, unit: _Unit, ref_nanos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(whole days, microseconds into the day (may reach a day), ok) of integer offsets plus
+    the reference's `ref_nanos`, exactly."""
     if values.dtype.kind == "b":
         values = values.astype(np.int64)
     if unit.per_day == 0:
@@ -448,13 +460,17 @@ def _split_int(values: np.ndarray, unit: _Unit) -> tuple[np.ndarray, np.ndarray,
         rest = (values % per_day).astype(np.int64)
     else:
         days, rest = np.divmod(values.astype(np.int64), unit.per_day)
-    return days, _rest_micros(rest, unit), np.ones(values.shape, dtype=bool)
+    return days, _rest_micros(rest, unit, ref_nanos), np.ones(values.shape, dtype=bool)
 
 
-def _rest_micros(rest: np.ndarray, unit: _Unit) -> np.ndarray:
-    """Microseconds (floored) of a count of sub-day units below one day."""
+def _rest_micros(rest: np.ndarray, unit: _Unit, ref_nanos: int) -> np.ndarray:
+    """Microseconds (floored) of a count of sub-day units below one day, plus `ref_nanos`.
+
+    Only nanoseconds (`den` 1000) can gain from `ref_nanos` (< 1000): a whole number of any
+    coarser unit is whole microseconds, and adding less than one keeps its floor.
+    """
     if unit.den != 1:
-        return rest // unit.den
+        return (rest + ref_nanos) // unit.den
     return rest * unit.num if unit.num != 1 else rest
 
 
@@ -491,8 +507,9 @@ def _float_divmod(whole: np.ndarray, divisor: int) -> tuple[np.ndarray, np.ndarr
     return quotient, remainder
 
 
-def _split_float(values: np.ndarray, unit: _Unit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(whole days, microseconds into the day (may exceed a day), ok) of float offsets."""
+def _split_float(values: np.ndarray, unit: _Unit, ref_nanos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(whole days, microseconds into the day (may exceed a day), ok) of float offsets plus
+    the reference's `ref_nanos` (see `_rest_micros`)."""
     x = values.astype(np.float64)
     ok = np.isfinite(x)
     x[~ok] = 0.0
@@ -505,7 +522,7 @@ def _split_float(values: np.ndarray, unit: _Unit) -> tuple[np.ndarray, np.ndarra
     else:
         ok &= np.abs(whole) < float(unit.per_day) * 2.0**40
         days, rest = _float_divmod(np.where(ok, whole, 0.0), unit.per_day)
-        clock = _rest_micros(rest, unit)
+        clock = _rest_micros(rest, unit, ref_nanos)
     if unit.den == 1:  # nanosecond fractions are below a microsecond: they floor to 0
         clock += np.rint(fraction * float(unit.num)).astype(np.int64)
     return days, clock, ok
@@ -573,9 +590,9 @@ def to_micros(values: np.ndarray, tu: TimeUnits) -> tuple[np.ndarray, np.ndarray
     flat = array.reshape(-1)
     unit = _UNITS[tu.unit]
     if flat.dtype.kind in "biu":
-        days, clock, ok = _split_int(flat, unit)
+        days, clock, ok = _split_int(flat, unit, tu.ref_nanos)
     elif flat.dtype.kind == "f":
-        days, clock, ok = _split_float(flat, unit)
+        days, clock, ok = _split_float(flat, unit, tu.ref_nanos)
     else:
         raise UnsupportedError(
             f"time values with units {tu.units_text!r} have dtype {array.dtype}, "

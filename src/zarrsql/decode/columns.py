@@ -4,7 +4,7 @@ The rules are small and applied in one visible order by `ColumnCodec.decode`:
 0. `_Unsigned` reinterprets the stored integers as the other signedness (`storage_view`);
 1. the sentinel mask, on the stored values (so a packed sentinel is compared before scaling);
 2. CF packing (`scale_factor`/`add_offset` on integers, or floats → floating point, as
-   xarray chooses);
+   xarray chooses; each attribute one number or a one-element list, as netCDF writes it);
 3. CF time (numbers, unpacked first when packed, with `<unit> since <date>` units →
    microseconds since 1970), CF
    durations (numbers with a bare unit such as `hours`, as xarray writes timedeltas → exact
@@ -31,6 +31,7 @@ import numpy as np
 
 from zarrsql.decode import cftime
 from zarrsql.decode.sentinel import Sentinel, find_sentinel, has_nan, storage_view
+from zarrsql.errors import MetadataError
 from zarrsql.metadata.arrays import ArrayMeta
 
 
@@ -54,6 +55,26 @@ class DecodeOptions:
     zarr_fill_missing: bool = True
 
 
+def _packing_number(array: ArrayMeta, name: str) -> Any:
+    """The value of packing attribute `name` (None when absent or null), a one-element list
+    unwrapped as xarray unwraps it (netCDF attributes are arrays: converters write `[0.01]`).
+
+    Anything else that is no number (a longer or empty list, text) is refused, as xarray
+    fails to open it, rather than leaving the packed integers unscaled. A bool is returned
+    as it is: the caller declines it (the stored values then equal xarray's, times 1 or 0).
+    """
+    value = array.attrs.get(name)
+    while isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if value is None or isinstance(value, (int, float)):
+        return value
+    raise MetadataError(
+        f"array '{array.path}' has {name} {array.attrs.get(name)!r}, which is not one number; CF packing "
+        f"takes a number or a one-element list (as netCDF writes it), as xarray does: set {name} to one "
+        "number in the array's attributes"
+    )
+
+
 def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:
     """(scale, offset, float dtype) for a packed variable, following xarray's choice: an
     integer one, or a float one (xarray scales those too; the result is float64 then, as the
@@ -61,10 +82,9 @@ def _packing(array: ArrayMeta) -> tuple[Any, Any, np.dtype] | None:
     attrs = array.attrs
     if array.dtype.kind not in ("int", "uint", "float") or not ("scale_factor" in attrs or "add_offset" in attrs):
         return None
-    scale, offset = attrs.get("scale_factor"), attrs.get("add_offset")
-    for v in (scale, offset):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            return None
+    scale, offset = _packing_number(array, "scale_factor"), _packing_number(array, "add_offset")
+    if isinstance(scale, bool) or isinstance(offset, bool):
+        return None
     types = {np.dtype(type(v)) for v in (scale, offset) if v is not None}
     native = array.dtype.numpy
     assert native is not None, "an int, uint or float DType always has its numpy dtype"

@@ -152,6 +152,11 @@ class _State:
         #: by token, with the generation that made each: kept while a live relation reads one.
         self.check_function = ""
         self.checks: dict[str, tuple[int, Baseline]] = {}
+        #: The baseline of the table each scan name was bound to, for a relation fetched again
+        #: after other statements (`_kept_name`): kept while a live relation reads the name.
+        self.bound_baselines: dict[str, Baseline] = {}
+        #: The UDF a rewritten statement calls where its rows would be stale (`_refuse_udf`).
+        self.refuse_function = ""
 
     def pin(self, relation: object, names: Iterable[str]) -> None:
         """Keep `names` registered while `relation` lives: DuckDB runs a relation again at each
@@ -189,6 +194,8 @@ class _State:
         self.fresh = {}
         if self.checks:
             self.checks = {t: c for t, c in self.checks.items() if t in self.pinned_names}
+        if self.bound_baselines:
+            self.bound_baselines = {k: b for k, b in self.bound_baselines.items() if k in self.pinned_names}
 
     def answer_check(self, table: TableScan) -> str:
         """A token for the check of an answer computed from `table`'s kept state (its decoded
@@ -227,6 +234,7 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
             return memo[1]
         from zarrsql.engine import params
         from zarrsql.scan import open_table
+        from zarrsql.scan.validity import baseline
 
         try:
             request = params.read_request(params.parse_args(args))
@@ -237,16 +245,34 @@ def _scan_udf(state: _State) -> Callable[[str], str]:
         except ZarrSQLError as err:
             state.record(err)
             raise
-        key = _scan_name(scan)
+        key = _kept_name(state, _scan_name(scan), scan, memo)
         _check_wrapped(state, key, "read_zarr", memo)
         with state.lock:
             if key not in state.registered:
                 state.pending[key] = _registration(scan, state)
+            if key not in state.bound_baselines:
+                state.bound_baselines[key] = baseline(scan)
             state.scan_keys[args] = (state.generation, key)
             state.opened[args] = scan
         return key
 
     return scan_key
+
+
+def _kept_name(state: _State, key: str, scan: TableScan, earlier: tuple[int, str] | None) -> str:
+    """The scan name a relation fetched again after other statements reads (`earlier`: what
+    the same call read when it was bound): its own when the store changed since only in its
+    coordinates' values (`validity.same_metadata`), whose registered scan reads the store as
+    it is now (`validity.refreshed`); else `key`, the name of the table as it is now, which
+    only a statement can register (`_check_wrapped` says so)."""
+    if state.depth or earlier is None or key == earlier[1] or key in state.registered:
+        return key
+    from zarrsql.scan.validity import same_metadata
+
+    bound = state.bound_baselines.get(earlier[1])
+    if earlier[1] in state.registered and bound is not None and same_metadata(bound, scan):
+        return earlier[1]
+    return key
 
 
 def _check_udf(state: _State) -> Callable[[str], bool]:
@@ -283,6 +309,19 @@ def _check_udf(state: _State) -> Callable[[str], bool]:
         raise err
 
     return answer_is_current
+
+
+def _refuse_udf(state: _State) -> Callable[[str], bool]:
+    """What a rewritten statement calls where it can no longer give the statement's rows (a
+    join pruned with keys its other side no longer holds, `joins.py`): it fails with `message`,
+    recorded so that the wrapper raises it as the ZarrSQLError it is."""
+
+    def refuse(message: str) -> bool:
+        err = ZarrSQLError(message)
+        state.record(err)
+        raise err
+
+    return refuse
 
 
 def _literal_stores(text: str, seen: set[str]) -> list[str]:
@@ -396,35 +435,6 @@ def _enum_view(scan: TableScan) -> str | None:
         else:
             parts.append(quote_ident(c.name))
     return "SELECT " + ", ".join(parts) + " FROM {raw}"
-
-
-def _action_udf(state: _State) -> Callable[[str, str], str]:
-    """An action (mount, unmount, mounts) runs SQL, so it runs after binding, outside the query."""
-
-    @interrupts.stopping(state.record)
-    def action_key(kind: str, args: str) -> str:
-        from zarrsql.engine import params
-
-        parsed = params.parse_args(args)
-        digest = hashlib.sha1(f"{kind}:{args}".encode()).hexdigest()[:16]
-        key = f"__zarrsql_{kind}_{state.generation}_{digest}"
-        _check_wrapped(state, key, f"zarr_{kind}")
-        with state.lock:
-            if key not in state.registered and state.perform is not None:
-                perform = state.perform
-                state.pending[key] = lambda: _call_weakly(perform, kind, parsed, key)
-        return key
-
-    return action_key
-
-
-def _call_weakly(method: weakref.WeakMethod[Callable[..., T]], *args: Any) -> T:
-    """`method(*args)` of a connection that is still alive: a pending action runs between the
-    rounds of one of its statements, so it always is (it can only be dropped afterwards)."""
-    bound = method()
-    if bound is None:
-        raise ZarrSQLError("the zarrsql.Connection that asked for this action was closed or dropped")
-    return bound(*args)
 
 
 def list_rows(kind: str, args: dict[str, Any], mount_options: MountOptions | None = None) -> list[dict[str, Any]]:
@@ -619,15 +629,21 @@ class Connection:
                 # UDFs live in the database's catalog, shared with cursors; macros are per
                 # connection. Each connection therefore gets UDFs of its own, and its macros
                 # call those.
+                from zarrsql.engine import actions
+
                 suffix = uuid.uuid4().hex[:12]
                 scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
                 state.check_function = f"__zarrsql_check_{suffix}"
                 con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
                 con.create_function(list_udf, _list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
                 con.create_function(
-                    action_udf, _action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
+                    action_udf, actions.action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
                 )
                 con.create_function(state.check_function, _check_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True)
+                state.refuse_function = f"__zarrsql_refuse_{suffix}"
+                con.create_function(
+                    state.refuse_function, _refuse_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
+                )
                 state.perform = weakref.WeakMethod(self._perform)  # weakly: see `_State`
                 state.opener = SecretOpener(cast("duckdb.DuckDBPyConnection", weakref.proxy(con)), state.mount_options)
                 self._macro_text = macro_statements(scan_udf, list_udf, action_udf)
@@ -892,12 +908,13 @@ class Connection:
     def _register_missing(self, text: str | None) -> bool:
         import pyarrow as pa
 
+        from zarrsql.engine.actions import PendingAction  # an action: performed unless only bound
         from zarrsql.engine.source import HAS_SOURCES
 
         with self._state.lock:
             pending, self._state.pending = self._state.pending, {}
         for key, make in pending.items():
-            made = make()
+            made = make.result(self._con, text) if isinstance(make, PendingAction) else make()
             if isinstance(made, str):  # an action that made the view `key` over what it registered
                 self._state.registered.add(key)
                 self._state.order.append((key, made, True))
@@ -1016,7 +1033,7 @@ class Connection:
     def _perform(self, kind: str, args: dict[str, Any], key: str) -> pa.Table | str:
         """Run an action of the SQL surface (outside any query) and return its rows, or (for
         an action that creates the view `key` itself) the name of what it registered."""
-        from zarrsql.engine import mounts, params, sampling
+        from zarrsql.engine import actions, mounts, params, sampling
 
         try:
             database: Any = args.get("database")  # an SQL argument; mounts checks it is a name
@@ -1039,7 +1056,7 @@ class Connection:
                     return sampling.sample_view(self, args, key)
             if kind == "unmount":
                 return mounts.unmount_table(self, database)
-            return mounts.mounts(self, database)
+            return actions.mounts_view(self, database, key)  # a view: current at each fetch
         except ZarrSQLError as err:
             self._state.record(err)
             raise

@@ -11,13 +11,19 @@ for two shapes:
 2. `... FROM <zarr table> WHERE (dims) IN (SELECT ...) AND ...` (the IN a top-level conjunct).
 
 The other side (or the subquery) is run first, on its own, for its distinct keys; when there
-are at most `MAX_KEYS`, the zarr table is replaced by `(SELECT * FROM <it> WHERE (dim = k1
-AND ...) OR ...)` (on one dimension `dim IN (k1, ...)`; beyond `MAX_TUPLE_KEYS` keys of several
-dimensions, one IN list per dimension), with every key written as a literal
-of the other side's own type, so the comparison is the join's own. Rows that cannot match
-are the only ones removed, so the result is the same as without the rewrite; the pushed
-filter prunes the scan. Anything else (a correlated subquery, a CTE name, keys on data
-columns only, too many keys, an error on the way) leaves the statement as it was.
+are at most `MAX_KEYS`, the zarr table is replaced by `(SELECT * FROM <it> WHERE <keys>)`,
+every key a literal of the other side's own type (`join_keys`), so the comparison is the
+join's own. Rows that cannot match are the only ones removed, so the result is the same as
+without the rewrite; the pushed filter prunes the scan. Anything else (a correlated
+subquery, keys on data columns only, too many keys, an error on the way) leaves the
+statement as it was, and so does an other side whose keys, listed alone, may not be the ones
+the join compares with (`join_sides`: a name the statement defines as a CTE, a side that may
+give other rows when run again, keys under a collation).
+
+The keys are frozen when the statement is rewritten, while a relation fetched again (or a
+view made from it) runs the other side anew: each key column of the other side is therefore
+wrapped in a guard (`join_keys`) that fails, saying to run the statement again, on a row
+whose keys were not listed. A side that cannot be wrapped (itself a join) is not listed.
 
 Both sides may be zarrsql tables (two stores, two tables of one store): each is identified
 on its own (`_zarr_scan`). Listing the keys of a side that is itself a whole zarrsql table
@@ -31,14 +37,15 @@ from __future__ import annotations
 import copy
 import math
 import re
-import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from zarrsql.engine import parsetree
+from zarrsql.engine import join_keys, join_sides, parsetree
 from zarrsql.engine.answers import _check_from, _NoView, rewritten_or_same
+from zarrsql.engine.join_keys import MAX_KEYS as MAX_KEYS  # re-exported: the limits are joins'
+from zarrsql.engine.join_keys import MAX_TUPLE_KEYS as MAX_TUPLE_KEYS
 from zarrsql.engine.parsetree import Decline
-from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
+from zarrsql.engine.sqltext import claimable, quote_ident
 from zarrsql.scan import open_table
 from zarrsql.store import using_opener
 
@@ -46,13 +53,6 @@ if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
     from zarrsql.scan import TableScan
 
-#: The most distinct keys pushed as literals; a larger other side is not "small".
-MAX_KEYS = 1000
-#: The most keys of two or more dimensions pushed as an OR of tuples. DuckDB evaluates that OR
-#: term by term on every row the scan returns (a self-join of 729 cells on three dimensions took
-#: 3 s with it, 0.05 s unpruned), so more keys are pushed as one IN list per dimension: a
-#: looser filter (every combination of the listed values), still one the join then narrows.
-MAX_TUPLE_KEYS = 128
 _QUICK = re.compile(r"\bjoin\b|\bin\s*\(\s*select\b", re.IGNORECASE)
 
 
@@ -63,11 +63,30 @@ def rewrite(conn: Connection, query: Any, has_args: bool) -> Any:
 
 def _rewrite(conn: Connection, query: str) -> str:
     doc = parsetree.serialize(conn._con, query)
+    if not conn._state.refuse_function:
+        raise Decline("no failing function installed for the guard")
+    ctes = join_sides.check_statement(conn, doc)
+    _check_wrappable(doc)
     changed = False
     for node in list(_select_nodes(doc["statements"][0]["node"])):
-        changed |= _prune_joins(conn, node)
-        changed |= _prune_in(conn, node)
+        changed |= _prune_joins(conn, node, ctes)
+        changed |= _prune_in(conn, node, ctes)
     return parsetree.deserialize(conn._con, doc) if changed else query
+
+
+def _check_wrappable(tree: Any) -> None:
+    """Decline a statement naming a column the guard's `SELECT *` would hide: `rowid`, or a
+    column qualified with its schema (`main.st.lat`: the guard's subquery has only an alias)."""
+    if isinstance(tree, list):
+        for value in tree:
+            _check_wrappable(value)
+    elif isinstance(tree, dict):
+        if tree.get("class") == "COLUMN_REF":
+            names = tree.get("column_names") or []
+            if len(names) > 2 or (names and str(names[-1]).lower() == "rowid"):
+                raise Decline("a column the guard's subquery would hide")
+        for value in tree.values():
+            _check_wrappable(value)
 
 
 def _select_nodes(tree: Any) -> Iterator[dict[str, Any]]:
@@ -104,29 +123,38 @@ def _joins(table: dict[str, Any]) -> Iterator[dict[str, Any]]:
 _PRUNABLE = {"INNER": ("left", "right"), "SEMI": ("left",), "LEFT": ("right",), "RIGHT": ("left",)}
 
 
-def _prune_joins(conn: Connection, node: dict[str, Any]) -> bool:
+def _prune_joins(conn: Connection, node: dict[str, Any], ctes: frozenset[str]) -> bool:
+    """Prune one side of each join with the other's keys, that other side guarded. One side at
+    most: both sides are zarrsql tables when both could be, and then only the larger is."""
     changed = False
     for join in list(_joins(node.get("from_table") or {})):
         if join.get("ref_type") not in (None, "REGULAR"):
             continue
-        before = {"left": join["left"], "right": join["right"]}  # a side as written, not as pruned here
         for side in _PRUNABLE.get(join.get("join_type", ""), ()):
             other = "right" if side == "left" else "left"
             zarr, rest = join[side], join[other]
             if zarr.get("type") == "JOIN" or not _is_zarr(conn, zarr) or zarr.get("column_name_alias"):
                 continue
             pairs = _key_pairs(join, parsetree.alias(zarr), parsetree.alias(rest))
-            if not pairs:
+            if not pairs or rest.get("type") == "JOIN":  # a join cannot be wrapped in the guard
                 continue
             try:
+                join_sides.check_zarr_side(zarr, ctes)
+                join_sides.check_side(conn, rest, ctes)
                 scan = _zarr_scan(conn, zarr)
-                if _listing_costs_more(conn, scan, before[other]):
+                if _listing_costs_more(conn, scan, rest):
                     continue
-                pushed = _filter(conn, scan, [z for z, _ in pairs], _select(conn, rest, [o for _, o in pairs]))
+                others = _spelled(conn, rest, [o for _, o in pairs])
+                keys = join_keys.list_keys(
+                    conn, scan, [z for z, _ in pairs], _select(conn, rest, others), [quote_ident(o) for o in others]
+                )
+                guarded = join_keys.guarded_side(conn, rest, keys)
             except Decline:  # this side stays as written; the other may still be pruned
                 continue
-            join[side] = _filtered(conn, zarr, pushed)
+            join[side] = _filtered(conn, zarr, keys.where)
+            join[other] = guarded
             changed = True
+            break
     return changed
 
 
@@ -177,6 +205,20 @@ def _template(conn: Connection, sql: str, *, keep: bool = True) -> dict[str, Any
     return parsetree.serialize(conn._con, sql, keep=keep)
 
 
+def _spelled(conn: Connection, table: dict[str, Any], columns: list[str]) -> list[str]:
+    """`columns` of `table` as the table spells them (the guard replaces them by these names,
+    and the statement's result keeps their case), declined when one is not a single column."""
+    doc = _template(conn, "SELECT * FROM t")
+    doc["statements"][0]["node"]["from_table"] = copy.deepcopy(table)
+    names: dict[str, list[str]] = {}
+    for name in join_keys.column_names(conn, parsetree.deserialize(conn._con, doc)):
+        names.setdefault(name.lower(), []).append(name)
+    spelled = [names.get(c.lower(), []) for c in columns]
+    if any(len(found) != 1 for found in spelled):
+        raise Decline("a key column the other side does not have exactly once")
+    return [found[0] for found in spelled]
+
+
 def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
     """`SELECT DISTINCT <columns> FROM <table>` as SQL text, the table's tree reused."""
     doc = _template(conn, "SELECT DISTINCT " + ", ".join(f"__zarrsql_k{i}" for i in range(len(columns))) + " FROM t")
@@ -185,65 +227,6 @@ def _select(conn: Connection, table: dict[str, Any], columns: list[str]) -> str:
     for item, name in zip(node["select_list"], columns, strict=True):
         item["column_names"] = [name]
     return parsetree.deserialize(conn._con, doc)
-
-
-def _filter(conn: Connection, scan: TableScan, columns: list[str], keys_sql: str) -> str:
-    """The WHERE naming the distinct keys of `keys_sql` on the dimension columns among
-    `columns` of the zarr table `scan` (declined when none is one, or for too many keys)."""
-    dims = dict(scan.filterable())
-    use = [i for i, c in enumerate(columns) if c in dims]
-    if not use:
-        raise Decline("no join key is a dimension column")
-    listed = f"SELECT * FROM ({keys_sql}) LIMIT {MAX_KEYS + 1}"
-    types = [str(r[1]) for r in conn.sql("DESCRIBE " + listed).fetchall()]
-    texts = ", ".join(f"CAST(k.{quote_ident(n)} AS VARCHAR)" for n in _column_names(conn, listed))
-    rows = conn.sql(f"SELECT {texts} FROM ({listed}) AS k").fetchall()
-    if len(rows) > MAX_KEYS:
-        raise Decline("the other side is not small")
-    keys = {tuple(row[i] for i in use) for row in rows if all(row[i] is not None for i in use)}
-    narrowed = [j for j, i in enumerate(use) if dims[columns[i]] == "float32" and types[i] == "DOUBLE"]
-    for j in narrowed:
-        types[use[j]] = "FLOAT"
-    keys = {key for key in keys if all(_is_a_float32(key[j]) for j in narrowed)}
-    if not keys:  # a NULL key matches nothing
-        return "false"
-    if len(use) == 1:  # one IN list, not a chain of ORs DuckDB would nest a level per key
-        (i,) = use
-        return _in_list(columns[i], types[i], {k for (k,) in keys})
-    if len(keys) > MAX_TUPLE_KEYS:
-        return " AND ".join(_in_list(columns[i], types[i], {key[j] for key in keys}) for j, i in enumerate(use))
-    terms = (
-        " AND ".join(
-            f"{quote_ident(columns[i])} = CAST({quote_text(k)} AS {types[i]})" for i, k in zip(use, key, strict=True)
-        )
-        for key in sorted(keys)
-    )
-    return " OR ".join(f"({t})" for t in terms)
-
-
-def _is_a_float32(text: str) -> bool:
-    """Whether the DOUBLE key `text` is a float32 value. DuckDB compares a FLOAT dimension with
-    a DOUBLE key as `CAST(dim AS DOUBLE) = key`, which it cannot push into the scan; written as
-    a FLOAT literal instead, the key prunes, and the rows are the same: a float32 `v` matches
-    a double `k` exactly when `k` is a float32 value and `v` is it. Keys that are not float32
-    values match no cell and are left out. (NaN matches NaN in DuckDB, and stays.)"""
-    value = float(text)
-    if math.isnan(value):
-        return True
-    try:
-        return struct.unpack("<f", struct.pack("<f", value))[0] == value
-    except OverflowError:
-        return False
-
-
-def _in_list(column: str, type_name: str, values: set[str]) -> str:
-    """`column IN (...)` of `values` (the keys' text) cast back to the other side's type."""
-    listed = ", ".join(f"CAST({quote_text(v)} AS {type_name})" for v in sorted(values))
-    return f"{quote_ident(column)} IN ({listed})"
-
-
-def _column_names(conn: Connection, sql: str) -> list[str]:
-    return [str(r[0]) for r in conn.sql("DESCRIBE " + sql).fetchall()]
 
 
 def _dimension_columns(conn: Connection, zarr: dict[str, Any]) -> dict[str, str]:
@@ -305,11 +288,16 @@ def _filtered(conn: Connection, zarr: dict[str, Any], where: str) -> dict[str, A
     return sub  # type: ignore[no-any-return]
 
 
-def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
-    """`FROM <zarr> WHERE (dims) IN (SELECT ...)`: the subquery's keys pushed beside it."""
+def _prune_in(conn: Connection, node: dict[str, Any], ctes: frozenset[str]) -> bool:
+    """`FROM <zarr> WHERE (dims) IN (SELECT ...)`: the subquery's keys pushed beside it, the
+    subquery guarded."""
     table = node.get("from_table") or {}
     where = node.get("where_clause")
     if where is None or table.get("type") == "JOIN" or not _is_zarr(conn, table):
+        return False
+    try:
+        join_sides.check_zarr_side(table, ctes)
+    except Decline:
         return False
     scan: TableScan | None = None  # found at the first key subquery
     added = []
@@ -324,22 +312,29 @@ def _prune_in(conn: Connection, node: dict[str, Any]) -> bool:
         if not refs or any(_qualified(r)[0] not in ("", alias) for r in refs):
             continue
         columns = [_qualified(r)[1] for r in refs]
-        doc = {"statements": [{"node": copy.deepcopy(cond["subquery"]["node"]), "named_param_map": []}]}
+        subquery = cond["subquery"]["node"]
+        doc = {"statements": [{"node": copy.deepcopy(subquery), "named_param_map": []}]}
         sql = parsetree.deserialize(conn._con, {**_template(conn, "SELECT 1"), **doc})
-        names = _column_names(conn, sql)
+        names = join_keys.column_names(conn, sql)
         if len(names) != len(columns):
             continue
         keys = "SELECT DISTINCT " + ", ".join(
             f"s.{quote_ident(n)} AS {quote_ident(f'__zarrsql_k{i}')}" for i, n in enumerate(names)
         )
         try:
+            join_sides.check_side(conn, subquery, ctes)
             if scan is None:
                 scan = _zarr_scan(conn, table)
-            if _listing_costs_more(conn, scan, _whole_table_read(cond["subquery"]["node"])):
+            if _listing_costs_more(conn, scan, _whole_table_read(subquery)):
                 continue
-            added.append(_filter(conn, scan, columns, f"{keys} FROM ({sql}) AS s"))
+            renamed = [f"__zarrsql_k{i}" for i in range(len(names))]
+            found = join_keys.list_keys(
+                conn, scan, columns, f"{keys} FROM ({sql}) AS s", [quote_ident(n) for n in renamed]
+            )
         except Decline:
             continue
+        cond["subquery"]["node"] = join_keys.guarded_query(conn, subquery, renamed, found)
+        added.append(found.where)
     if not added:
         return False
     both = _template(conn, "SELECT * FROM t WHERE true AND (" + " AND ".join(f"({a})" for a in added) + ")", keep=False)

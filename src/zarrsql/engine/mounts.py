@@ -13,6 +13,10 @@ A mount's `storage_options` never enter its views' SQL, which anyone can read
 `MountOptions`) and the views name them by an opaque name. So views made with storage options
 read on the connection that mounted them and its cursors; in a later session (views kept in a
 database file) they ask to be mounted again.
+
+Run from SQL these are actions (engine/actions.py): `mounted_schema` and `MOUNTS_COLUMNS` give
+the columns of a call that a statement only binds (EXPLAIN, DESCRIBE, PREPARE), and
+`mounts_view` makes `zarr_mounts()` a view over DuckDB's catalog, current at each fetch.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import Any
 import pyarrow as pa
 
 from zarrsql import catalog
-from zarrsql.engine.sqltext import quote_ident, string_constants
+from zarrsql.engine.functions import TABLES_COLUMNS
+from zarrsql.engine.sqltext import quote_ident, quote_text, string_constants
 from zarrsql.errors import ParameterError, SelectionError
 from zarrsql.metadata.tree import cached_tree
 from zarrsql.store import is_url, open_store
@@ -170,15 +175,22 @@ def mount_table(
                 f"connection's own database is named '{current}' (pass that name to mount into it), or "
                 f"ATTACH 'file.duckdb' AS {quote_ident(database)} first, or leave existing out"
             )
+        _check_read_only(con, database, "mount the store into", ", or mount without existing := true")
         _check_clashes(con, rows, database)
         _apply(con, rows, database, fresh=False)
     else:
         _check_writable(con, database)
         if database.lower() in attached:
-            if not (replace and _is_zarr_mount(con, database, attached)):
+            if not replace:
                 raise ParameterError(
                     f"database name '{database}' is already in use; pick another name, "
                     f"DETACH {quote_ident(database)} first, or pass replace := true to remount a zarr mount"
+                )
+            if not _is_zarr_mount(con, database, attached):
+                raise ParameterError(
+                    f"replace := true only remounts a database that zarr_mount attached, and '{database}' is "
+                    f"{_what_database(con, database, attached)}; pick another name, DETACH {quote_ident(database)} "
+                    "first if you mean to drop it, or add the views to it with existing := true"
                 )
             con.execute(f"DETACH {quote_ident(database)}")
         con.execute(f"ATTACH ':memory:' AS {quote_ident(database)}")
@@ -198,6 +210,32 @@ def _check_writable(con: Any, database: str) -> None:
     )
 
 
+def _check_read_only(con: Any, database: str, doing: str, otherwise: str = "") -> None:
+    """Refuse to add or drop views in a database attached READ_ONLY (or the database of a
+    read-only connection): DuckDB would only name the statement type it refused."""
+    rows = con.execute(
+        "SELECT readonly FROM duckdb_databases() WHERE lower(database_name) = lower(?)", [database]
+    ).fetchall()
+    if not rows or not rows[0][0]:
+        return
+    raise ParameterError(
+        f"cannot {doing} database '{database}': it is attached read-only (READ_ONLY, or a connection opened with "
+        f"read_only=True), so no views can be created or dropped in it; DETACH {quote_ident(database)} and "
+        f"ATTACH it again without (READ_ONLY){otherwise}"
+    )
+
+
+def _what_database(con: Any, database: str, attached: dict[str, str]) -> str:
+    """What an attached database that is no zarr mount is, for the error refusing to replace it."""
+    path = attached.get(database.lower())
+    if path:
+        return f"the database file '{path}'"
+    others = [k for k in _objects(con, database).values() if k != "zarr view"]
+    if not others:
+        return "an empty in-memory database that zarr_mount did not attach"
+    return f"an in-memory database holding {len(others)} table(s) or view(s) that zarrsql did not create"
+
+
 def _is_zarr_mount(con: Any, database: str, attached: dict[str, str]) -> bool:
     objects = _objects(con, database)
     return attached.get(database.lower()) == "" and bool(objects) and all(k == "zarr view" for k in objects.values())
@@ -213,9 +251,15 @@ def _mounted_table(
     tree = cached_tree(open_store(store, storage_options, choice))
     tables = [t for t in catalog.list_tables(tree) if t["table_name"]]
     views = [r for r in rows if r["view_name"]]
-    out: dict[str, list[Any]] = {k: [t[k] for t in tables] for k in tables[0]} if tables else {}
+    schema = mounted_schema()
+    out = {k: [t[k] for t in tables] for k in schema.names if k != "view_name"}
     out["view_name"] = [v["view_name"] for v in views]
-    return pa.table({k: pa.array(v, type=_LIST_TYPES.get(k, pa.string())) for k, v in out.items()})
+    return pa.table(out, schema=schema)
+
+
+def mounted_schema() -> pa.Schema:
+    """The columns `zarr_mount` returns: `read_zarr_tables`' plus `view_name`."""
+    return pa.schema([(k, _LIST_TYPES.get(k, pa.string())) for k in [*TABLES_COLUMNS, "view_name"]])
 
 
 _LIST_TYPES = {
@@ -257,13 +301,36 @@ def mounts(con: Any, database: str | None = None) -> pa.Table:
     ).fetchall()
     out: dict[str, list[Any]] = {k: [] for k in MOUNTS_COLUMNS}
     for db_name, schema, view, sql in rows:
-        consts = _mount_view(sql)
-        if not consts or (database is not None and database.lower() != db_name.lower()):
+        parts = mount_parts(sql)
+        if not parts or (database is not None and database.lower() != db_name.lower()):
             continue
-        values = [db_name, schema, view, consts[0], "/" + consts[1] if len(consts) == 3 else "/", consts[-1]]
-        for k, v in zip(MOUNTS_COLUMNS, values, strict=True):
+        for k, v in zip(MOUNTS_COLUMNS, [db_name, schema, view, *parts], strict=True):
             out[k].append(v)
     return pa.table({k: pa.array(v, type=pa.string()) for k, v in out.items()})
+
+
+def mount_parts(sql: str) -> list[str]:
+    """The store, group path and table name a view's SQL mounts, or [] for a view no mount made."""
+    consts = _mount_view(sql)
+    if not consts:
+        return []
+    return [consts[0], "/" + consts[1] if len(consts) == 3 else "/", consts[-1]]
+
+
+def mounts_view(con: Any, database: Any, name: str, parts_function: str) -> str:
+    """Create the temporary view `name` answering `zarr_mounts(database)`: a query of DuckDB's
+    catalog, so a relation over it lists the mounts as they are each time it is fetched.
+    `parts_function` is the connection's scalar function `mount_parts`. Returns `name`."""
+    if database is not None and not isinstance(database, str):
+        raise ParameterError(f"zarr_mounts() takes a database name, got {database!r}: e.g. zarr_mounts('era5')")
+    only = "" if database is None else f" AND lower(database_name) = lower({quote_text(database)})"
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {quote_ident(name)} AS SELECT database_name, schema_name, view_name, "
+        "parts[1] AS store, parts[2] AS group_path, parts[3] AS table_name FROM (SELECT database_name, "
+        f"schema_name, view_name, {parts_function}(sql) AS parts FROM duckdb_views() WHERE NOT internal "
+        f"AND NOT temporary AND sql LIKE '%read_zarr(%'{only}) WHERE len(parts) = 3 ORDER BY ALL"
+    )
+    return name
 
 
 def unmount_table(con: Any, database: str) -> pa.Table:
@@ -279,6 +346,7 @@ def unmount_table(con: Any, database: str) -> pa.Table:
     if _is_zarr_mount(con, database, attached):
         con.execute(f"DETACH {quote_ident(database)}")
         return removed
+    _check_read_only(con, database, "unmount the zarr views of")
     for schema, view in zip(removed["schema_name"].to_pylist(), removed["view_name"].to_pylist(), strict=True):
         con.execute(f"DROP VIEW {quote_ident(database)}.{quote_ident(schema)}.{quote_ident(view)}")
     for schema in set(removed["schema_name"].to_pylist()) - {"main"}:
@@ -294,4 +362,4 @@ def unmount_table(con: Any, database: str) -> pa.Table:
     return removed
 
 
-__all__ = ["mount_table", "mounts", "unmount_table"]
+__all__ = ["mount_parts", "mount_table", "mounted_schema", "mounts", "mounts_view", "unmount_table"]

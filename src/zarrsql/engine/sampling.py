@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ MAX_CELL_TERMS = 512
 _QUERY = re.compile(r"^\s*(\(|select\b|with\b|from\b|values\b|table\b|pivot\b|unpivot\b)", re.IGNORECASE)
 _DURATION = "duration_us"
 _TIME_UNITS = {"timestamp_s": 1, "timestamp_ms": 10**3, "timestamp_us": 10**6, "timestamp_ns": 10**9}
+_INFINITE_TICKS = np.iinfo(np.int64).max  # how DuckDB hands an infinite TIMESTAMPTZ to Arrow
 
 
 def _points(conn: Connection, points: Any) -> pa.Table:
@@ -182,9 +184,40 @@ def _tolerances(conn: Connection, scan: TableScan, given: list[int], raw: Any) -
     return out
 
 
-def _targets(table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray:
-    """The points' values along one matched axis, in the axis' units (time: its ticks; a
-    duration: microseconds; a number: float64, which `match` rounds to the axis' float type)."""
+def _wall_times(conn: Connection, col: pa.ChunkedArray, column: str) -> pa.ChunkedArray:
+    """TIMESTAMPTZ points as the session's wall-clock times: what `CAST(point AS TIMESTAMP)`
+    gives, and so what a join or a WHERE compares with a TIMESTAMP dimension. Each instant
+    moves by its session `TimeZone` offset, which DuckDB's own cast gives per whole second
+    (offsets change on whole seconds), so its zone data and daylight-saving rules decide and
+    finer ticks are kept; an infinite point stays infinite."""
+    unit = col.type.unit
+    per_second = _TIME_UNITS[f"timestamp_{unit}"]
+    ticks = np.asarray(col.cast(pa.int64()).to_numpy(zero_copy_only=False))
+    finite = (ticks > -_INFINITE_TICKS) & (ticks < _INFINITE_TICKS)
+    seconds = np.unique(ticks[finite] // per_second)
+    name = f"__zarrsql_instants_{uuid.uuid4().hex[:16]}"
+    conn.duckdb.register(name, pa.table({"t": pa.array(seconds * 10**6, pa.timestamp("us", tz="UTC"))}))
+    try:
+        sql = f"SELECT epoch_us(CAST(t AS TIMESTAMP)) - epoch_us(t) AS o FROM {quote_ident(name)} ORDER BY t"
+        offsets = np.asarray(conn.duckdb.execute(sql).fetchnumpy()["o"], dtype=np.int64)
+    except duckdb.Error as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ParameterError(
+            f"the points' column '{column}' holds a TIMESTAMPTZ with no TIMESTAMP in the session's TimeZone "
+            f"({first}), as CAST({quote_ident(column)} AS TIMESTAMP) finds; give times inside TIMESTAMP's range"
+        ) from None
+    finally:
+        conn.duckdb.unregister(name)
+    offsets = offsets.astype("timedelta64[us]").astype(f"timedelta64[{unit}]").astype(np.int64)
+    local = ticks.copy()
+    local[finite] += offsets[np.searchsorted(seconds, ticks[finite] // per_second)]
+    return pa.chunked_array([pa.array(local, pa.timestamp(unit))])
+
+
+def _targets(conn: Connection, table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray:
+    """The points' values along one matched axis, in the axis' units (time: its ticks, of a
+    TIMESTAMPTZ point its session wall time, `_wall_times`; a duration: microseconds; a
+    number: float64, which `match` rounds to the axis' float type)."""
     col = table.column(column)
     if col.null_count:
         first = col.to_pylist().index(None)
@@ -196,9 +229,9 @@ def _targets(table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray
             raise ParameterError(
                 f"the points' column '{column}' must be a TIMESTAMP to match the time dimension '{dim}', got {col.type}"
             )
-        unit = logical.removeprefix("timestamp_")
-        tz = col.type.tz if pa.types.is_timestamp(col.type) else None
-        cast = col.cast(pa.timestamp(unit, tz=tz), safe=False)  # finer than the axis: truncated
+        if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+            col = _wall_times(conn, col, column)
+        cast = col.cast(pa.timestamp(logical.removeprefix("timestamp_")), safe=False)  # finer: truncated
         return np.asarray(cast.cast(pa.int64()).to_numpy(zero_copy_only=False))
     if logical == _DURATION:
         return _duration_micros(col, column, dim)
@@ -352,7 +385,7 @@ def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
     for j, k in enumerate(given):
         dv, logical = scan.dims[k], scan.dim_logical[k]
         _refuse_repeats(scan, k)
-        targets = _targets(points, dv.name, logical, dv.name)
+        targets = _targets(conn, points, dv.name, logical, dv.name)
         positions[:, j] = match(dv.values, dv.nulls, targets, method=method, tolerance=tolerances[k])
     found = (positions >= 0).all(axis=1)
     renamed = _point_names(points.column_names, [scan.dims[k].name for k in given], scan.columns)

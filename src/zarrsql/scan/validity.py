@@ -19,6 +19,9 @@ of the coordinates it decoded (`NodeTree.chunk_arrays`). It is taken once per op
   are the store's as it is now, provided the columns are still those the engine bound; if
   they are not, or the table no longer opens, `StoreReadError` says to run the statement
   again. Old coordinates are never paired with another version's chunks.
+- `same_metadata(baseline, table)`, when a relation is fetched after other statements and
+  its table, opened again, got another scan name: whether only coordinate chunks changed,
+  so that the relation's own scan (through `refreshed`) can read the store as it is now.
 - `ChangeGuard`, while a scan runs: a chunk found missing (`LocalStore.missing_seen`) is
   fill only while the table's documents are unchanged; if they changed, the store was
   rewritten under the scan, which raises instead of reading the rest as fill.
@@ -144,6 +147,21 @@ def refreshed(table: TableScan) -> TableScan:
     if _columns_signature(fresh) != _columns_signature(table):
         raise changed_error(table, changed[0], "and its columns are no longer the ones the statement was bound with")
     return table if _appended_to(table, fresh) else fresh
+
+
+def same_metadata(bound: Baseline, table: TableScan) -> bool:
+    """Whether `table`, opened again, comes from the same metadata documents (each with the
+    token it had) as the table `bound` was taken of, in a local store: then only the chunks
+    of its coordinates can differ, so a scan bound to that table still has the columns and
+    shape of `table`, and `refreshed` pairs the coordinates as they are now with the chunks.
+
+    False for a remote store (`refreshed` does not check it, so its kept coordinates would
+    meet the new chunks) and for any change of a document (an append, a new type or
+    encoding): a relation bound before such a change is refused, not read."""
+    if bound.remote:
+        return False
+    now = baseline(table)
+    return now.store.url == bound.store.url and dict(now.documents) == dict(bound.documents)
 
 
 def _appended_to(old: TableScan, new: TableScan) -> bool:
