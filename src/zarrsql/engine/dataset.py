@@ -3,7 +3,7 @@
 DuckDB 1.5 has no scan-source protocol. It reads a registered pyarrow dataset by calling
 `scanner(columns=..., filter=...)` once per scan, then the scanner's `to_reader()`, and trusts
 the scan to apply the filter exactly; `ZarrScanner` does so with Arrow's semantics on each
-streamed batch, on DuckDB's thread.
+streamed batch, before DuckDB's thread gets it.
 
 The filter is an opaque Arrow expression, so pruning asks Arrow itself: each work unit
 becomes a (never opened) fragment whose partition expression states the range of every
@@ -146,10 +146,12 @@ class ZarrScanner:
 
 def _matching(filter: pc.Expression, batch: pa.RecordBatch) -> list[pa.RecordBatch]:  # noqa: A002
     """The rows of `batch` that `filter` keeps, with Arrow's semantics (DuckDB 1.5 trusts the
-    scan to apply it exactly), computed on the calling thread."""
+    scan to apply it exactly). The calling thread waits for the plan to finish: Arrow's pool
+    helps with a long filter (an `IN` list of thousands of keys), and holds nothing of the
+    batch once it returns."""
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch])))
     kept = acero.Declaration.from_sequence([source, acero.Declaration("filter", acero.FilterNodeOptions(filter))])
-    return kept.to_table(use_threads=False).to_batches()
+    return kept.to_table(use_threads=True).to_batches()
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:
