@@ -1184,11 +1184,19 @@ def _open_in_memory(opening: concurrent.futures.Future[duckdb.DuckDBPyConnection
 def _close_unused() -> None:
     """At exit, close the in-memory databases no statement ever used (still held by their
     futures): left to the interpreter's last clean-up, after other native libraries' (gRPC's)
-    have shut down, DuckDB's destructor aborted the process."""
+    have shut down, DuckDB's destructor aborted the process.
+
+    Live connections are closed too. A result left partly read (`fetchmany`, a reader
+    given up after one batch) holds a stream of Python objects; DuckDB 1.5 released it during
+    the interpreter's finalization, when its threads can no longer take the GIL, and the
+    process aborted. Here, before finalization, the release is an ordinary one."""
     for opening in list(_OPENING):
         con = opening.result() if opening.exception() is None else None
         if con is not None:
             con.close()
+    for wrapper in list(_WRAPPERS):
+        with contextlib.suppress(Exception):  # closed already, or its database gone
+            wrapper.close()
 
 
 #: Every live zarrsql connection, for `wrapper_of`.
