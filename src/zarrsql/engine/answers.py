@@ -52,7 +52,7 @@ import pyarrow as pa
 from zarrsql.engine import params, parsetree
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
-from zarrsql.engine.sqltext import claimable, quote_ident, quote_text
+from zarrsql.engine.sqltext import catalog_match, claimable, quote_ident, quote_text, view_body
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
 from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, conjoin, leaf_truth
@@ -66,11 +66,6 @@ log = logging.getLogger(__name__)
 #: Views followed from the statement to `read_zarr` (a view over a view over a mount...).
 MAX_VIEW_DEPTH = 4
 _QUICK = re.compile(r"\b(?:count|min|max)\s*\(", re.IGNORECASE)
-_VIEW_HEAD = re.compile(
-    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+"
-    r'(?:(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\.){0,2}(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\s+AS\s+',
-    re.IGNORECASE | re.DOTALL,
-)
 #: Scalar functions an atom may call: deterministic built-ins (operators are functions too).
 _FUNCTIONS = frozenset(
     {
@@ -329,7 +324,7 @@ def _check_from(con: duckdb.DuckDBPyConnection, table: dict[str, Any], depth: in
         return
     if kind != "BASE_TABLE" or table.get("at_clause") or depth >= MAX_VIEW_DEPTH:
         raise Decline("not a table function or a view")
-    body = _VIEW_HEAD.sub("", _view_sql(con, table), count=1).rstrip().rstrip(";")
+    body = view_body(_view_sql(con, table))
     inner = parsetree.select_node(con, body)
     _plain_select(inner)
     star = inner["select_list"]
@@ -355,16 +350,12 @@ def _precheck(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> None:
 
 def _view_sql(con: duckdb.DuckDBPyConnection, table: dict[str, Any]) -> str:
     """The SQL of the one view `table` can name; decline a table or an ambiguous name."""
-    name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
-    match = (
-        "lower({n}) = lower(?) AND (? = '' OR lower(schema_name) = lower(?) OR lower(database_name) = lower(?))"
-        " AND (? = '' OR lower(database_name) = lower(?))"
-    )
-    args = [name, schema, schema, schema, catalog, catalog]
-    tables = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {match.format(n='table_name')}", args)
+    tables_match, args = catalog_match(table, "table_name")
+    tables = con.execute(f"SELECT count(*) FROM duckdb_tables() WHERE {tables_match}", args)
     if tables.fetchall()[0][0]:
         raise Decline("a table of that name")
-    views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {match.format(n='view_name')}", args).fetchall()
+    views_match, _ = catalog_match(table, "view_name")
+    views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {views_match}", args).fetchall()
     if not views:
         raise _NoView("no view of that name")
     if len(views) != 1 or not views[0][0]:

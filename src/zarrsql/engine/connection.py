@@ -1181,7 +1181,7 @@ def _open_in_memory(opening: concurrent.futures.Future[duckdb.DuckDBPyConnection
         opening.set_exception(err)
 
 
-def _close_unused() -> None:
+def _close_at_exit() -> None:
     """At exit, close the in-memory databases no statement ever used (still held by their
     futures): left to the interpreter's last clean-up, after other native libraries' (gRPC's)
     have shut down, DuckDB's destructor aborted the process.
@@ -1211,7 +1211,7 @@ def wrapper_of(con: duckdb.DuckDBPyConnection) -> Connection | None:
 
 #: In-memory databases being opened, or opened and not yet taken by their connection.
 _OPENING: weakref.WeakSet[concurrent.futures.Future[duckdb.DuckDBPyConnection]] = weakref.WeakSet()
-atexit.register(_close_unused)
+atexit.register(_close_at_exit)
 
 
 def _prepared_duckdb(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -30,10 +30,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.engine import parsetree
-from zarrsql.engine.answers import _VIEW_HEAD
 from zarrsql.engine.functions import FUNCTIONS
 from zarrsql.engine.parsetree import Decline
-from zarrsql.engine.sqltext import quote_text
+from zarrsql.engine.sqltext import catalog_match, quote_text, view_body
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -169,24 +168,19 @@ def _check_table_function(conn: Connection, node: dict[str, Any]) -> None:
 def _check_table(conn: Connection, table: dict[str, Any], functions: set[str], *, depth: int) -> None:
     """Follow every view `table` may name (in any schema, when unqualified) into its SQL, and
     decline a table whose `CREATE` text names a collation or is not DuckDB's own."""
-    name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
-    match = (
-        "lower({n}) = lower(?) AND (? = '' OR lower(schema_name) = lower(?) OR lower(database_name) = lower(?))"
-        " AND (? = '' OR lower(database_name) = lower(?))"
-    )
-    args = [name, schema, schema, schema, catalog, catalog]
+    tables_match, args = catalog_match(table, "table_name")
+    views_match, _ = catalog_match(table, "view_name")
     con = conn._con
-    for (sql,) in con.execute(f"SELECT sql FROM duckdb_tables() WHERE {match.format(n='table_name')}", args).fetchall():
+    for (sql,) in con.execute(f"SELECT sql FROM duckdb_tables() WHERE {tables_match}", args).fetchall():
         if not sql or "collate" in str(sql).lower():
             raise Decline("a table with a collation, or of another database")
-    views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {match.format(n='view_name')}", args).fetchall()
+    views = con.execute(f"SELECT sql FROM duckdb_views() WHERE {views_match}", args).fetchall()
     for (sql,) in views:
         if not sql:  # DuckDB 1.5's view of a registered Python object
             continue
         if depth >= MAX_VIEW_DEPTH:
             raise Decline("views nested too deep")
-        body = _VIEW_HEAD.sub("", str(sql), count=1).rstrip().rstrip(";")
-        _check_tree(conn, parsetree.select_node(con, body), frozenset(), functions, depth=depth + 1)
+        _check_tree(conn, parsetree.select_node(con, view_body(str(sql))), frozenset(), functions, depth=depth + 1)
 
 
 def _dicts(tree: Any, *, skip_table_function_names: bool = False) -> Iterator[dict[str, Any]]:

@@ -305,3 +305,28 @@ def show_tables(sql: str) -> bool:
     if ";" in words:  # several statements: left as they are
         return False
     return words[:2] == ["SHOW", "TABLES"] or words[:3] == ["SHOW", "ALL", "TABLES"]
+
+
+_VIEW_HEAD = re.compile(
+    r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+|TEMPORARY\s+)?VIEW\s+"
+    r'(?:(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\.){0,2}(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)\s+AS\s+',
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def view_body(sql: str) -> str:
+    """The query of a view's `CREATE VIEW ... AS <query>;` text, as `duckdb_views()` holds it."""
+    return _VIEW_HEAD.sub("", sql, count=1).rstrip().rstrip(";")
+
+
+def catalog_match(table: dict[str, Any], column: str) -> tuple[str, list[str]]:
+    """The WHERE (with its parameters) picking the rows of `duckdb_tables()` or
+    `duckdb_views()` (`column`: `table_name` or `view_name`) that the parse tree's table
+    reference `table` may name: its name in any letter case, in the schema or database it
+    gives, in any schema when unqualified."""
+    name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
+    where = (
+        f"lower({column}) = lower(?) AND (? = '' OR lower(schema_name) = lower(?) OR lower(database_name) = lower(?))"
+        " AND (? = '' OR lower(database_name) = lower(?))"
+    )
+    return where, [name, schema, schema, schema, catalog, catalog]
