@@ -139,7 +139,9 @@ class ColumnCodec:
             values = raw.astype(np.float32)
         else:
             values = raw
-        if self.nan_as_null and has_nan(values):
+        # a NaN sentinel has already marked every NaN of values still as stored
+        nan_marked = values is raw and self.sentinel is not None and self.sentinel.is_nan
+        if self.nan_as_null and not nan_marked and has_nan(values):
             nan = np.isnan(values)
             nulls = nan if nulls is None else (nulls | nan)
         if nulls is not None and not nulls.any():

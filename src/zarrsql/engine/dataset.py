@@ -2,8 +2,8 @@
 
 DuckDB 1.5 has no scan-source protocol. It reads a registered pyarrow dataset by calling
 `scanner(columns=..., filter=...)` once per scan, then the scanner's `to_reader()`, and trusts
-the scan to apply the filter exactly; `ZarrScanner` does so with Arrow's semantics on each
-streamed batch, before DuckDB's thread gets it.
+the scan to apply the filter exactly; the decoding threads do so with Arrow's semantics on
+each batch, before DuckDB's thread gets it (`_finished`).
 
 The filter is an opaque Arrow expression, so pruning asks Arrow itself: each work unit
 becomes a (never opened) fragment whose partition expression states the range of every
@@ -17,7 +17,6 @@ they run under `interrupts.stopped`, so it reaches the connection as `QueryInter
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -87,16 +86,12 @@ class ZarrDataset(pads.Dataset):
             if filter is not None and isinstance(plan, ScanPlan) and plan.units_total <= MAX_GUARANTEED_UNITS:
                 plan = replace(plan, only=self._units_matching(plan, filter))
         begin_coordinates(scan, wanted)
-        batches: Iterator[pa.RecordBatch] = engine_batches(scan, plan, wanted, self._on_error)
         schema = schema_of(wanted)
         plain = _plain(schema)
-        # `map`, not a generator: no Python frame between an error and Arrow, nor one where
-        # Ctrl-C could land unrecorded
-        if plain != schema:
-            batches = map(functools.partial(pa.RecordBatch.cast, target_schema=plain), batches)
-        if filter is not None:
-            batches = itertools.chain.from_iterable(map(functools.partial(_matching, filter), batches))
-        return ZarrScanner(plain, batches)
+        finish = None
+        if plain != schema or filter is not None:
+            finish = functools.partial(_finished, plain if plain != schema else None, filter)
+        return ZarrScanner(plain, engine_batches(scan, plan, wanted, self._on_error, finish))
 
     def _units_matching(self, plan: ScanPlan, filter: Any) -> frozenset[tuple[int, ...]]:  # noqa: A002
         """The units whose coordinate ranges Arrow cannot rule out for `filter`."""
@@ -131,8 +126,8 @@ class ZarrScanner:
     stops reading (a LIMIT met, an error). Work still under way when the interpreter shuts
     down needs the GIL to release the batches, and such a thread then aborts the process
     ("terminate called without an active exception") or hangs its exit. This reader is
-    pulled by DuckDB's threads alone, and filters each batch before handing it over, so
-    nothing of the scan runs once DuckDB stops asking.
+    pulled by DuckDB's threads alone, and its batches come filtered from the scan's own
+    decoding threads, so nothing of the scan runs once DuckDB stops asking.
     """
 
     def __init__(self, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> None:  # noqa: D107
@@ -144,14 +139,19 @@ class ZarrScanner:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self._batches)
 
 
-def _matching(filter: pc.Expression, batch: pa.RecordBatch) -> list[pa.RecordBatch]:  # noqa: A002
-    """The rows of `batch` that `filter` keeps, with Arrow's semantics (DuckDB 1.5 trusts the
-    scan to apply it exactly). The calling thread waits for the plan to finish: Arrow's pool
-    helps with a long filter (an `IN` list of thousands of keys), and holds nothing of the
-    batch once it returns."""
+def _finished(plain: pa.Schema | None, filter: pc.Expression | None, batch: pa.RecordBatch) -> list[pa.RecordBatch]:  # noqa: A002
+    """`batch` as DuckDB 1.5 takes it, on the thread that decoded it (`reader.Finish`): cast
+    to the declared `plain` schema, and only the rows `filter` keeps, with Arrow's semantics
+    (DuckDB 1.5 trusts the scan to apply it exactly). The filter plan runs on this thread
+    alone (`use_threads=False`), so nothing of it outlives the unit: the decoding threads
+    filter their units in parallel."""
+    if plain is not None:
+        batch = batch.cast(plain)
+    if filter is None:
+        return [batch]
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch])))
     kept = acero.Declaration.from_sequence([source, acero.Declaration("filter", acero.FilterNodeOptions(filter))])
-    return kept.to_table(use_threads=True).to_batches()
+    return kept.to_table(use_threads=False).to_batches()
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:

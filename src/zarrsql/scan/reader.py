@@ -56,6 +56,10 @@ from zarrsql.scan.workers import Workers
 from zarrsql.store import Prefetching
 
 T = TypeVar("T")
+#: What an engine adapter does to each batch before the engine takes it (a cast, the filter
+#: the engine trusts the scan to apply): run on the decoding threads, so that it runs in
+#: parallel and nothing of it runs once the engine stops taking batches.
+Finish = Callable[[pa.RecordBatch], list[pa.RecordBatch]]
 #: Worker threads: one per core (decoding is CPU bound), capped to keep memory predictable.
 THREADS = max(1, min(os.cpu_count() or 1, 8))
 #: Units in flight: one per thread and one more, so every thread has a unit to decode while
@@ -288,9 +292,10 @@ class _Columns:
 
     def __init__(
         self, pool: Workers, scan: TableScan, unit: Any, columns: Sequence[Column], schema: pa.Schema,
-        grid: tuple[int, ...] | None,
+        grid: tuple[int, ...] | None, finish: Finish | None = None,
     ) -> None:  # fmt: skip
         self.result: Future[list[pa.RecordBatch]] = Future()
+        self._finish = finish
         self.keys: list[str] = []
         self._lock = threading.Lock()
         self._left = len(columns)
@@ -323,7 +328,10 @@ class _Columns:
             return
         done = [t.result() for t in tasks]
         counters.count(work_units_read=self._merged, rows=done[0][0])
-        self.result.set_result(_piece_batches(done, self._schema))
+        try:
+            self.result.set_result(_finished(self._finish, _piece_batches(done, self._schema)))
+        except Exception as err:  # the engine's filter failed: the unit's reader raises it
+            self.result.set_exception(err)
 
     def drop(self) -> bool:
         """Cancel the columns not started; True when none is decoding (nothing to forget:
@@ -355,7 +363,11 @@ def reported(on_error: Callable[[ZarrSQLError], None] | None) -> Iterator[None]:
 
 
 def read_batches(
-    scan: TableScan, plan: Plan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
+    scan: TableScan,
+    plan: Plan,
+    columns: Sequence[Column],
+    on_error: Callable[[ZarrSQLError], None] | None = None,
+    finish: Finish | None = None,
 ) -> Generator[pa.RecordBatch, None, None]:
     """Batches of the planned units, in plan order, for `columns` in the given order.
 
@@ -365,7 +377,7 @@ def read_batches(
     `QueryInterrupted` the same way: a KeyboardInterrupt would reach DuckDB as an anonymous
     Python failure of the stream.
     """
-    yield from _guarded(_scanning(scan, plan, _unit_batches(scan, plan, columns)), on_error)
+    yield from _guarded(_scanning(scan, plan, _unit_batches(scan, plan, columns, finish)), on_error)
 
 
 def map_units(
@@ -407,7 +419,11 @@ INTERRUPTED = "the query was interrupted (Ctrl-C); its scans stopped and the con
 
 
 def engine_batches(
-    scan: TableScan, plan: Plan, columns: Sequence[Column], on_error: Callable[[ZarrSQLError], None] | None = None
+    scan: TableScan,
+    plan: Plan,
+    columns: Sequence[Column],
+    on_error: Callable[[ZarrSQLError], None] | None = None,
+    finish: Finish | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """`read_batches` for an engine that formats the Python error it meets (Arrow does).
 
@@ -416,12 +432,14 @@ def engine_batches(
     caught here and raised again by `codecs.strict_errors`, a C function that raises the
     exception it is given, driven by `map` after the batches run out: no Python frame is on
     the way, and the engine's message is the error's text without a traceback.
+
+    `finish` (see `Finish`) runs on each batch on the decoding threads.
     """
     failed: list[ZarrSQLError] = []
 
     def recorded() -> Iterator[pa.RecordBatch]:
         try:
-            yield from read_batches(scan, plan, columns, on_error)
+            yield from read_batches(scan, plan, columns, on_error, finish)
         except ZarrSQLError as err:
             failed.append(err.with_traceback(None))
 
@@ -580,7 +598,9 @@ def cancel_all() -> None:
         stop()
 
 
-def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Iterator[pa.RecordBatch]:
+def _unit_batches(
+    scan: TableScan, plan: Plan, columns: Sequence[Column], finish: Finish | None = None
+) -> Iterator[pa.RecordBatch]:
     """The units' batches: a local first unit split in a head and the rest, and decoded
     column by column; the window growing from one unit (see the module docstring)."""
     schema = schema_of(columns)
@@ -588,12 +608,21 @@ def _unit_batches(scan: TableScan, plan: Plan, columns: Sequence[Column]) -> Ite
 
     def apart(pool: Workers, threads: int, unit: Any) -> _Columns | None:
         if len(columns) > 1 and threads > 1 and getattr(scan, "columns_apart", False):
-            return _Columns(pool, scan, unit, columns, schema, grid)
+            return _Columns(pool, scan, unit, columns, schema, grid, finish)
         return None
 
-    return _unit_results(
-        scan, plan, columns, lambda unit: functools.partial(_unit_pieces, scan, unit, columns, schema, grid), apart
-    )
+    def work(unit: Any) -> Callable[[], list[pa.RecordBatch]]:
+        pieces = functools.partial(_unit_pieces, scan, unit, columns, schema, grid)
+        return pieces if finish is None else lambda: _finished(finish, pieces())
+
+    return _unit_results(scan, plan, columns, work, apart)
+
+
+def _finished(finish: Finish | None, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+    """`batches` through `finish`, on the thread that decoded them."""
+    if finish is None:
+        return batches
+    return [out for batch in batches for out in finish(batch)]
 
 
 def _unit_results(
