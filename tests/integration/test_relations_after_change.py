@@ -115,9 +115,9 @@ def test_relations_keep_their_scans_registered_while_they_live(tmp_path, monkeyp
     """Past `MAX_REGISTERED` reads the oldest scans are let go, never one a live relation
     reads (on DuckDB 2 a relation made from another keeps it alive; on 1.5 one made from a
     relation no longer referenced says to run the statement again)."""
-    from zarrsql.engine import connection
+    from zarrsql.engine import state
 
-    monkeypatch.setattr(connection, "MAX_REGISTERED", 2)
+    monkeypatch.setattr(state, "MAX_REGISTERED", 2)
     paths = [str(tmp_path / f"s{i}.zarr") for i in range(5)]
     for i, path in enumerate(paths):
         _write(path, i, 8)

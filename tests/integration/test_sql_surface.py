@@ -152,9 +152,9 @@ def test_store_change_is_seen(tmp_path: Path) -> None:
 
 
 def test_registrations_are_bounded_and_come_back(air: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from zarrsql.engine import connection
+    from zarrsql.engine import state
 
-    monkeypatch.setattr(connection, "MAX_REGISTERED", 3)
+    monkeypatch.setattr(state, "MAX_REGISTERED", 3)
     with zarrsql.connect() as con:
         lats = zarr.open_array(f"{air}/lat", mode="r")[...]
         for k, lat in enumerate(lats[:6]):  # six distinct reads (bounds differ): six scans

@@ -46,7 +46,7 @@ _DESCRIBING = frozenset({"DESCRIBE", "SHOW"})
 
 
 class ActionState(Protocol):
-    """What the action UDF reads and records of the connection's state (`connection._State`)."""
+    """What the action UDF reads and records of the connection's state (`state.ConnectionState`)."""
 
     lock: threading.Lock
     depth: int

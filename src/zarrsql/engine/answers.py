@@ -26,7 +26,7 @@ coordinate columns instead, without reading a data chunk:
    <type>)`, declined unless DuckDB reads the text back as the same value).
 
 The statement then runs as a constant `SELECT` whose `WHERE` is a check of the table's store
-(`_State.answer_check`): the answer came from coordinates decoded when it was computed, so a
+(`ConnectionState.answer_check`): the answer came from coordinates decoded when it was computed, so a
 relation holding it, fetched again after the store changed (a coordinate rewritten in place,
 an append), fails and says to run the statement again instead of repeating an old answer; a
 local store's check is a `stat` per document and coordinate chunk of the table, no chunk is

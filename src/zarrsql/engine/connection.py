@@ -17,6 +17,9 @@ Registration happens outside any running query, so DuckDB's no-re-entrancy rule 
 pyarrow and the Zarr core) are installed by the first statement that may read a store
 (`_install`), so a session of plain SQL, or the command line before its first query, never
 loads them. This module imports the rest of the engine inside the functions that use it.
+
+What DuckDB calls back while it binds (the UDFs, `udfs.py`), what they share with the
+connection (`state.py`) and what a failed statement raises (`failures.py`) live apart.
 """
 
 from __future__ import annotations
@@ -24,24 +27,22 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
-import hashlib
 import importlib
-import json
 import os
-import re
 import threading
 import uuid
 import weakref
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import duckdb
 
-from zarrsql.engine import interrupts
+from zarrsql.engine import interrupts, udfs
+from zarrsql.engine import state as kept_scans
+from zarrsql.engine.failures import bounds_hint, gone_store, interrupted, statement_failure
 from zarrsql.engine.frames import call_from, caller_frame
-from zarrsql.engine.functions import FUNCTIONS, METADATA_COLUMNS, TABLES_COLUMNS, VIEWS_COLUMNS, macro_statements
-from zarrsql.engine.secrets import MountOptions, SecretOpener
+from zarrsql.engine.functions import FUNCTIONS, macro_statements
+from zarrsql.engine.secrets import SecretOpener
 from zarrsql.engine.sqltext import (
     AGGREGATE_CALL,
     claimable,
@@ -53,12 +54,11 @@ from zarrsql.engine.sqltext import (
     show_tables,
     string_constants,
 )
+from zarrsql.engine.state import ConnectionState
 from zarrsql.errors import (
     ParameterError,
-    QueryInterrupted,
     SelectionError,
     StoreNotFoundError,
-    StoreReadError,
     ZarrSQLError,
 )
 from zarrsql.store import is_url, using_opener
@@ -69,7 +69,6 @@ if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of tha
     from duckdb import DuckDBPyRelation
 
     from zarrsql.scan import TableScan
-    from zarrsql.scan.validity import Baseline
 
 T = TypeVar("T")
 #: The prefix of every name zarrsql registers on a connection (scans, listings, actions).
@@ -77,9 +76,6 @@ INTERNAL_PREFIX = "__zarrsql_"
 #: Rounds of "register what binding asked for, run again" before giving up: one per distinct
 #: zarrsql read a statement binds in sequence (joins of many stores need several).
 MAX_ROUNDS = 32
-#: Registered scans and listings kept per connection; older ones are dropped (and registered
-#: again on demand), so a long session does not accumulate every store it ever read.
-MAX_REGISTERED = 256
 
 
 #: Connection methods that fetch the result of the last `execute`.
@@ -104,226 +100,6 @@ _FETCHES = frozenset(
 )
 
 
-class _State:
-    """Per-connection registry of scans and actions, and the last zarrsql error of a statement.
-
-    `pending` maps a name that binding asked for to the function that makes the object to
-    register under it (a scan source, or the result table of an action such as a mount).
-    `generation` counts top-level statements, so that an action runs once per statement.
-
-    DuckDB keeps the UDFs (and the scan sources registered) that hold this state in its C++
-    catalog, where Python's garbage collector cannot see them: the state therefore refers to
-    its `Connection` and the DuckDB connection only weakly, or a dropped connection would be
-    part of a cycle never collected (its database and every scan it registered with it).
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.registered: set[str] = set()
-        # a result table, or (scan source, SELECT over it or None)
-        self.pending: dict[str, Callable[[], pa.Table | str | tuple[object, str | None]]] = {}
-        self.literal_views: set[str] = set()
-        self.error: ZarrSQLError | None = None
-        self.generation = 0
-        self.depth = 0
-        # the wrapper's `_perform`, weakly (see the class docstring)
-        self.perform: weakref.WeakMethod[Callable[[str, dict[str, Any], str], Any]] | None = None
-        self.scan_keys: dict[str, tuple[int, str]] = {}
-        self.list_keys: dict[tuple[str, str], tuple[int, str]] = {}
-        self.opener: SecretOpener | None = None  # s3:// stores read with DuckDB secrets
-        self.mount_options = MountOptions()  # the storage options of this connection's mounts
-        self.order: deque[tuple[str, str, bool]] = deque()
-        self.copy_result = False  # execute() of a COPY to Zarr left its Count row to fetch
-        #: Why zarr_mount / zarr_unmount are refused here (a read-only server's cursor), or None.
-        self.catalog_locked: str | None = None
-        self.grouped: deque[tuple[str, int]] = deque()  # results of GROUP BY computed by the scan (grouped.py)
-        # registered names live relations read, with how many: not dropped while they live (`pin`)
-        self.pinned_names: dict[str, int] = {}
-        # (statement, generation, relation): a statement bound by a rewrite that then left it as it was
-        self.prepared: tuple[str, int, DuckDBPyRelation] | None = None
-        # the tables the scan UDF opened for this statement, by its arguments (`opened_scan`)
-        self.opened: dict[str, TableScan] = {}
-        # a statement's rewrites and the statement itself are one generation (`Connection._statement_scope`)
-        self.pinned = False
-        self.preregistered: set[str] = set()  # stores of `read_zarr('<store>')` calls (`_preregister`)
-        self.preopened: dict[str, TableScan] = {}  # their tables, opened before DuckDB was needed
-        self.fresh: dict[str, TableScan] = {}  # tables opened for this statement, by their request
-        #: The UDF a constant answer's check calls (`answer_check`), and the baselines it checks
-        #: by token, with the generation that made each: kept while a live relation reads one.
-        self.check_function = ""
-        self.checks: dict[str, tuple[int, Baseline]] = {}
-        #: The baseline of the table each scan name was bound to, for a relation fetched again
-        #: after other statements (`_kept_name`): kept while a live relation reads the name.
-        self.bound_baselines: dict[str, Baseline] = {}
-        #: The UDF a rewritten statement calls where its rows would be stale (`_refuse_udf`).
-        self.refuse_function = ""
-
-    def pin(self, relation: object, names: Iterable[str]) -> None:
-        """Keep `names` registered while `relation` lives: DuckDB runs a relation again at each
-        fetch, outside any statement of the wrapper, which then could not register them again."""
-        names = list(dict.fromkeys(names))
-        if not names:
-            return
-        for name in names:
-            self.pinned_names[name] = self.pinned_names.get(name, 0) + 1
-        weakref.finalize(relation, _unpin, self.pinned_names, names)
-
-    def let_go(self, entries: deque[Any], over: Callable[[], bool], spared: set[str]) -> list[Any]:
-        """Remove from `entries` (registrations, oldest first, each named by its first item) the
-        oldest ones while `over()` holds, never one in `spared` or that a live relation reads
-        (`pin`); return them, for the caller to unregister."""
-        candidates = [e for e in entries if e[0] not in self.pinned_names and e[0] not in spared]
-        gone = []
-        while candidates and over():
-            entry = candidates.pop(0)
-            entries.remove(entry)
-            gone.append(entry)
-        return gone
-
-    def bound_now(self) -> set[str]:
-        """The names of the scans, listings and answer checks the current statement bound."""
-        now = self.generation
-        bound = {k for g, k in list(self.scan_keys.values()) + list(self.list_keys.values()) if g == now}
-        return bound | {token for token, (g, _) in list(self.checks.items()) if g == now}
-
-    def new_statement(self) -> None:
-        """A top-level statement begins: a new generation, whose scans are opened anew; the
-        answer checks of earlier statements that no live relation reads are let go."""
-        self.generation += 1
-        self.opened = {}
-        self.fresh = {}
-        if self.checks:
-            self.checks = {t: c for t, c in self.checks.items() if t in self.pinned_names}
-        if self.bound_baselines:
-            self.bound_baselines = {k: b for k, b in self.bound_baselines.items() if k in self.pinned_names}
-
-    def answer_check(self, table: TableScan) -> str:
-        """A token for the check of an answer computed from `table`'s kept state (its decoded
-        coordinates, `answers.py`): the constant answer calls `check_function` with it each
-        time it runs, which fails once the table's store changed (`_check_udf`)."""
-        from zarrsql.scan.validity import baseline
-
-        token = uuid.uuid4().hex[:16]
-        self.checks[token] = (self.generation, baseline(table))
-        return token
-
-    def record(self, err: ZarrSQLError) -> None:
-        with self.lock:
-            self.error = err
-
-    def take_error(self) -> ZarrSQLError | None:
-        with self.lock:
-            err, self.error = self.error, None
-        return err
-
-
-def _unpin(pinned: dict[str, int], names: list[str]) -> None:
-    for name in names:
-        left = pinned.pop(name, 1) - 1
-        if left > 0:
-            pinned[name] = left
-
-
-def _scan_udf(state: _State) -> Callable[[str], str]:
-    @interrupts.stopping(state.record)  # Ctrl-C while it opens the table (see `interrupts`)
-    def scan_key(args: str) -> str:
-        # DuckDB may call this several times while binding one statement, and again each time
-        # a relation is fetched: answer once per statement.
-        memo = state.scan_keys.get(args)
-        if memo is not None and memo[0] == state.generation:
-            return memo[1]
-        from zarrsql.engine import params
-        from zarrsql.scan import open_table
-        from zarrsql.scan.validity import baseline
-
-        try:
-            request = params.read_request(params.parse_args(args))
-            scan = state.fresh.pop(repr(request), None)  # opened for this statement already
-            if scan is None:
-                with using_opener(state.opener):
-                    scan = open_table(request)
-        except ZarrSQLError as err:
-            state.record(err)
-            raise
-        key = _kept_name(state, _scan_name(scan), scan, memo)
-        _check_wrapped(state, key, "read_zarr", memo)
-        with state.lock:
-            if key not in state.registered:
-                state.pending[key] = _registration(scan, state)
-            if key not in state.bound_baselines:
-                state.bound_baselines[key] = baseline(scan)
-            state.scan_keys[args] = (state.generation, key)
-            state.opened[args] = scan
-        return key
-
-    return scan_key
-
-
-def _kept_name(state: _State, key: str, scan: TableScan, earlier: tuple[int, str] | None) -> str:
-    """The scan name a relation fetched again after other statements reads (`earlier`: what
-    the same call read when it was bound): its own when the store changed since only in its
-    coordinates' values (`validity.same_metadata`), whose registered scan reads the store as
-    it is now (`validity.refreshed`); else `key`, the name of the table as it is now, which
-    only a statement can register (`_check_wrapped` says so)."""
-    if state.depth or earlier is None or key == earlier[1] or key in state.registered:
-        return key
-    from zarrsql.scan.validity import same_metadata
-
-    bound = state.bound_baselines.get(earlier[1])
-    if earlier[1] in state.registered and bound is not None and same_metadata(bound, scan):
-        return earlier[1]
-    return key
-
-
-def _check_udf(state: _State) -> Callable[[str], bool]:
-    """The check a constant answer runs (`_State.answer_check`): true while the table it was
-    computed from is unchanged, else an error. A constant has no scan to read the store anew,
-    so a relation holding one fetched after the store changed must fail, not repeat it.
-
-    A local store is checked at every run (a `stat` per document and coordinate chunk of the
-    table); a remote one, whose tokens are requests, only when a later statement ran on the
-    connection (until then a relation answers with what it bound, as a scan's does)."""
-
-    @interrupts.stopping(state.record)  # a check reads the store
-    def answer_is_current(token: str) -> bool:
-        entry = state.checks.get(token)
-        if entry is None:
-            err: ZarrSQLError = ZarrSQLError(
-                "count/min/max answered from the coordinates: the check of this relation's answer was let go "
-                "(the relation it was made for is gone); run the statement again on the zarrsql.Connection "
-                "(con.sql(...))"
-            )
-        else:
-            made, base = entry
-            if base.remote and made == state.generation:
-                return True
-            changed = base.changed()
-            if not changed:
-                return True
-            err = StoreReadError(
-                "count/min/max answered from the coordinates: the store changed since this relation was made "
-                f"('{changed[0]}' of store '{base.store.url}' was rewritten or removed); run the statement again "
-                "on the zarrsql.Connection (con.sql(...)) to read the store as it is now"
-            )
-        state.record(err)
-        raise err
-
-    return answer_is_current
-
-
-def _refuse_udf(state: _State) -> Callable[[str], bool]:
-    """What a rewritten statement calls where it can no longer give the statement's rows (a
-    join pruned with keys its other side no longer holds, `joins.py`): it fails with `message`,
-    recorded so that the wrapper raises it as the ZarrSQLError it is."""
-
-    def refuse(message: str) -> bool:
-        err = ZarrSQLError(message)
-        state.record(err)
-        raise err
-
-    return refuse
-
-
 def _literal_stores(text: str, seen: set[str]) -> list[str]:
     """The plain Zarr stores of `read_zarr('<store>')` calls in `text` not in `seen`; none
     for a statement with a CTE, which DuckDB may leave unbound (`Connection._preregister`)."""
@@ -344,167 +120,6 @@ def _open_literal(store: str, opener: SecretOpener | None) -> TableScan:
             return open_table(params.read_request({"store": store}))
     except ZarrSQLError as err:
         raise err.with_traceback(None) from None
-
-
-def _scan_name(scan: TableScan) -> str:
-    """The name a scan is registered under: a changed store or request gets a new one."""
-    return "__zarrsql_" + scan.fingerprint()[:24]
-
-
-def _registration(scan: TableScan, state: _State) -> Callable[[], tuple[object, str | None]]:
-    """What registers a scan when the statement is run again: its source and ENUM view."""
-    return lambda: (_source(scan, state.record), _enum_view(scan))
-
-
-def _as_raised(err: ZarrSQLError) -> BaseException:
-    """A scan's recorded error as the statement raises it: Ctrl-C as KeyboardInterrupt."""
-    if isinstance(err, QueryInterrupted):
-        return KeyboardInterrupt(str(err))
-    return err.with_traceback(None)
-
-
-def _interrupted(err: RuntimeError) -> BaseException:
-    """DuckDB's own "Query interrupted" (it saw Ctrl-C between tasks) as KeyboardInterrupt."""
-    if str(err) == "Query interrupted" and not isinstance(err, duckdb.Error):
-        return _ctrl_c()
-    return err
-
-
-def _ctrl_c() -> KeyboardInterrupt:
-    """Ctrl-C as the connection's own methods raise it (docs/notebooks.md)."""
-    from zarrsql.scan.reader import INTERRUPTED
-
-    return KeyboardInterrupt(INTERRUPTED)
-
-
-def _failure(state: _State, signals: int) -> BaseException | None:
-    """What a statement that DuckDB failed raises instead of DuckDB's error, or None: the zarrsql error a
-    scan or function recorded (Ctrl-C as KeyboardInterrupt), or KeyboardInterrupt when Ctrl-C
-    came since `interrupts.mark()` gave `signals` (it met a callback before that callback
-    could record it, and DuckDB reported it as a Python failure, `interrupts`)."""
-    zerr = state.take_error()
-    if zerr is not None:
-        return _as_raised(zerr)
-    if interrupts.arrived_since(signals):
-        return _ctrl_c()
-    return None
-
-
-def _check_wrapped(state: _State, key: str, function: str, earlier: tuple[int, str] | None = None) -> None:
-    """Refuse a zarrsql read run outside the wrapper's statements that needs a scan not
-    registered yet: only the wrapper registers scans, so DuckDB would only say that an
-    internal table does not exist. Outside them is a relation fetched again (`earlier`: what
-    the same call read when the wrapper bound it) or the plain DuckDB connection (`con.duckdb`)."""
-    if state.depth == 0 and key not in state.registered:
-        if earlier is not None:
-            why = (
-                "the store changed since this relation was made (its metadata differs now)"
-                if earlier[1] != key
-                else f"its scan was let go after {MAX_REGISTERED} later reads on this connection"
-            )
-            raise ZarrSQLError(
-                f"{function}(): {why}; run the statement again on the zarrsql.Connection (con.sql(...)) "
-                "to read the store as it is now"
-            )
-        raise ZarrSQLError(
-            f"{function}() was run on the plain DuckDB connection (con.duckdb), which cannot register "
-            "zarrsql's scans; run the statement on the zarrsql.Connection instead (con.sql(...) or "
-            "con.execute(...))"
-        )
-
-
-def _source(scan: TableScan, on_error: Callable[[ZarrSQLError], None]) -> object:
-    """What DuckDB registers for a scan (`engine.source`: pyarrow, loaded with the first scan)."""
-    from zarrsql.engine.source import make_source
-
-    return make_source(scan, on_error)
-
-
-def _enum_view(scan: TableScan) -> str | None:
-    """The SELECT that gives categorical columns their ENUM type (Arrow dictionaries read as
-    VARCHAR), over the raw scan registered as `{raw}`; None when there is nothing to cast."""
-    from zarrsql.decode.logical import Enum
-
-    if not any(isinstance(c.logical, Enum) for c in scan.columns):
-        return None
-    parts = []
-    for c in scan.columns:
-        if isinstance(c.logical, Enum):
-            labels = ", ".join(quote_text(v) for v in c.logical.categories)
-            parts.append(f"CAST({quote_ident(c.name)} AS ENUM({labels})) AS {quote_ident(c.name)}")
-        else:
-            parts.append(quote_ident(c.name))
-    return "SELECT " + ", ".join(parts) + " FROM {raw}"
-
-
-def list_rows(kind: str, args: dict[str, Any], mount_options: MountOptions | None = None) -> list[dict[str, Any]]:
-    """The rows of a listing function (`metadata`, `tables`, `views`) for its arguments; the
-    views' statements name `storage_options` by a name `mount_options` holds, never inline."""
-    from zarrsql import catalog
-    from zarrsql.engine import params
-    from zarrsql.metadata.tree import cached_tree
-    from zarrsql.store import open_store
-
-    store = open_store(params.store_of(args), dict(params.storage_options_of(args)), params.store_choice_of(args))
-    tree = cached_tree(store)
-    sel = params.selection_of(args)
-    if kind == "metadata":
-        return catalog.list_metadata(tree, sel.group_path, sel.array_path)
-    if kind == "tables":
-        return catalog.list_tables(tree, sel.group_path, sel.array_path)
-    names = args.get("view_names")
-    if names is not None and not isinstance(names, dict):
-        raise params.ParameterError("view_names := must be a MAP of table keys to view names")
-    database = args.get("database")
-    if not isinstance(database, str):
-        raise params.ParameterError("read_zarr_views needs the database name as its second argument")
-    given = dict(params.storage_options_of(args))
-    name = (mount_options or MountOptions()).name_for(given) if given else None
-    return catalog.view_statements(
-        tree, params.store_of(args), database, names, params.store_choice_of(args), options_name=name
-    )
-
-
-LISTING_COLUMNS = {"metadata": METADATA_COLUMNS, "tables": TABLES_COLUMNS, "views": VIEWS_COLUMNS}
-
-
-def listing_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
-    """A listing's rows as an Arrow table with the columns API.md gives it."""
-    import pyarrow as pa
-
-    types = {"VARCHAR": pa.string(), "VARCHAR[]": pa.list_(pa.string()), "UBIGINT[]": pa.list_(pa.uint64())}
-    columns = LISTING_COLUMNS[kind]
-    return pa.table(
-        {name: pa.array([r[name] for r in rows], type=types[sql_type]) for name, sql_type in columns.items()}
-    )
-
-
-def _list_udf(state: _State) -> Callable[[str, str], str]:
-    @interrupts.stopping(state.record)  # a listing reads the store's metadata
-    def listing(kind: str, args: str) -> str:
-        # DuckDB calls this in every binding round of a statement: the store's metadata is
-        # validated (a request per document on a store without consolidated metadata) once
-        memo = state.list_keys.get((kind, args))
-        if memo is not None and memo[0] == state.generation:
-            return memo[1]
-        from zarrsql.engine import params
-
-        try:
-            with using_opener(state.opener):
-                rows = list_rows(kind, params.parse_args(args), state.mount_options)
-        except ZarrSQLError as err:
-            state.record(err)
-            raise
-        text = json.dumps(rows, sort_keys=True)
-        key = "__zarrsql_list_" + hashlib.sha1(f"{kind}:{text}".encode()).hexdigest()[:24]
-        _check_wrapped(state, key, f"read_zarr_{kind}", memo)
-        with state.lock:
-            if key not in state.registered:
-                state.pending[key] = lambda: listing_table(kind, rows)
-            state.list_keys[(kind, args)] = (state.generation, key)
-        return key
-
-    return listing
 
 
 def _may_read_zarr(text: Any) -> bool:
@@ -532,31 +147,6 @@ def _named_functions(text: Any) -> frozenset[str]:
     return frozenset(n for n in FUNCTIONS if n in lowered) | {"read_zarr"}
 
 
-_NO_TABLE = re.compile(r"Table with name (.+?) does not exist", re.IGNORECASE)
-
-
-def _gone_store(err: duckdb.Error) -> ZarrSQLError | None:
-    """A stored view over `FROM 'x.zarr'` whose store is gone: DuckDB says only that no table
-    has that name (a statement naming the string itself is told in `_register_missing`)."""
-    found = _NO_TABLE.search(str(err)) if isinstance(err, duckdb.CatalogException) else None
-    name = found.group(1) if found else ""
-    if not name.rstrip("/").lower().endswith(".zarr") or is_url(name) or os.path.exists(os.path.expanduser(name)):
-        return None
-    return StoreNotFoundError(
-        f"no Zarr store at '{name}' (named by a view): the path does not exist; check the path "
-        "(relative paths are resolved from the current directory) or recreate the view"
-    )
-
-
-def _bounds_hint(err: duckdb.Error, text: str | None) -> ZarrSQLError | None:
-    """The explanation of DuckDB refusing a `bounds :=` list, or None for any other error."""
-    if not isinstance(err, duckdb.ConversionException):
-        return None
-    from zarrsql.engine import params
-
-    return params.bounds_list_error(str(err), text)
-
-
 def _local_folder(text: str) -> bool:
     if is_url(text) and not text.lower().startswith("file://"):
         return False
@@ -580,7 +170,7 @@ class Connection:
         it when it first needs it (`_con`)."""
         self._duck: duckdb.DuckDBPyConnection | None = None
         self._opening: concurrent.futures.Future[duckdb.DuckDBPyConnection] | None = None
-        self._state = _State()
+        self._state = ConnectionState()
         self._install_lock = threading.Lock()
         self._installed = False  # the UDFs (and the scan machinery behind them)
         self._macros: set[str] = set()  # the zarrsql functions created on this connection
@@ -634,17 +224,21 @@ class Connection:
                 suffix = uuid.uuid4().hex[:12]
                 scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
                 state.check_function = f"__zarrsql_check_{suffix}"
-                con.create_function(scan_udf, _scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
-                con.create_function(list_udf, _list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False)
+                con.create_function(scan_udf, udfs.scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
+                con.create_function(
+                    list_udf, udfs.list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
+                )
                 con.create_function(
                     action_udf, actions.action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
                 )
-                con.create_function(state.check_function, _check_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True)
+                con.create_function(
+                    state.check_function, udfs.check_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
+                )
                 state.refuse_function = f"__zarrsql_refuse_{suffix}"
                 con.create_function(
-                    state.refuse_function, _refuse_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
+                    state.refuse_function, udfs.refuse_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
                 )
-                state.perform = weakref.WeakMethod(self._perform)  # weakly: see `_State`
+                state.perform = weakref.WeakMethod(self._perform)  # weakly: see `ConnectionState`
                 state.opener = SecretOpener(cast("duckdb.DuckDBPyConnection", weakref.proxy(con)), state.mount_options)
                 self._macro_text = macro_statements(scan_udf, list_udf, action_udf)
             missing = sorted(wanted - self._macros)
@@ -703,9 +297,9 @@ class Connection:
             try:
                 return fetch(*args, **kwargs)
             except RuntimeError as err:
-                raise _interrupted(err) from err
+                raise interrupted(err) from err
             except duckdb.Error as err:
-                failure = _failure(self._state, signals)
+                failure = statement_failure(self._state, signals)
                 if failure is not None:
                     raise failure from err
                 raise
@@ -829,15 +423,15 @@ class Connection:
             try:
                 return action()
             except RuntimeError as err:
-                raise _interrupted(err) from err
+                raise interrupted(err) from err
             except duckdb.Error as err:
-                failure = _failure(self._state, signals)
+                failure = statement_failure(self._state, signals)
                 if failure is not None:
                     raise failure from err
                 if isinstance(err, duckdb.CatalogException) and self._names_missing_function(err):
                     self._install()  # a view calls a zarrsql function the text did not name: run it again
                     continue
-                hint = _bounds_hint(err, text)
+                hint = bounds_hint(err, text)
                 if hint is not None:
                     raise hint from err
                 # DuckDB reads `FROM 'http(s)://...'` itself (httpfs) before any catalog lookup,
@@ -846,7 +440,7 @@ class Connection:
                     text
                 ):
                     continue
-                gone = _gone_store(err)  # not the statement's own string: a stored view's
+                gone = gone_store(err)  # not the statement's own string: a stored view's
                 if gone is not None:
                     raise gone from err
                 from zarrsql.engine import hints  # only for an error on its way to the caller
@@ -882,10 +476,10 @@ class Connection:
             state.preregistered.add(store)
             scan = state.preopened.pop(store, None) or _open_literal(store, state.opener)
             state.fresh[repr(scan.request)] = scan  # the scan UDF takes it, not opening it again
-            key = _scan_name(scan)
+            key = udfs.scan_name(scan)
             with state.lock:
                 if key not in state.registered:
-                    state.pending[key] = _registration(scan, state)
+                    state.pending[key] = udfs.registration(scan, state)
         self._register_missing(None)
 
     def _preopen(self, text: Any) -> None:
@@ -978,12 +572,12 @@ class Connection:
         )
 
     def _forget_oldest(self) -> None:
-        """Drop the oldest registrations past `MAX_REGISTERED`: each holds a scan (and its
+        """Drop the oldest registrations past `state.MAX_REGISTERED`: each holds a scan (and its
         decoded coordinates) that a later statement can register again if it needs it."""
         state = self._state
 
         def over() -> bool:
-            return len(state.order) > MAX_REGISTERED
+            return len(state.order) > kept_scans.MAX_REGISTERED
 
         for key, name, has_view in state.let_go(state.order, over, state.bound_now()):
             with state.lock:

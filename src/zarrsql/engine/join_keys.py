@@ -10,7 +10,7 @@ The guard (`Keys.guarded`, put in place by `guarded_side` and `guarded_query`) m
 relation safe: DuckDB runs a relation again at each fetch, and a view made from it
 (`create_view`) at each read, with the keys of the first run frozen in. Each key column of
 the other side becomes `CASE WHEN <the row's keys are listed ones, or NULL> THEN <column>
-WHEN <fail> THEN <column> END`. The failing call (`_State.refuse_function`, which raises a
+WHEN <fail> THEN <column> END`. The failing call (`ConnectionState.refuse_function`, which raises a
 ZarrSQLError saying to run the statement again) is reached only by a row holding keys the
 listing did not see: never when the statement runs at once, so the guard costs one
 membership test per row of the small side and no second run of it. It sits on the key

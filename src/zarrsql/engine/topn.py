@@ -33,7 +33,7 @@ leaves the statement as written.
 The bound comes from the coordinates as they were when the statement was rewritten, while a
 relation fetched again reads the store as it is then (`scan/validity.py`): after a coordinate
 was rewritten, the old bound could drop every row. So the bound is checked as a constant
-answer is (`_State.answer_check`, in a scalar subquery DuckDB evaluates once): a relation
+answer is (`ConnectionState.answer_check`, in a scalar subquery DuckDB evaluates once): a relation
 fetched after its store changed fails and says to run the statement again.
 """
 
