@@ -80,18 +80,33 @@ def _joined(m: Member) -> bool:
     return isinstance(m.array, ArrayMeta) and m.dims is not None and len(m.dims) < m.array.ndim
 
 
+def _text_encoding(a: ArrayMeta) -> str:
+    """A character array's `_Encoding` (UTF-8 without one; a non-text value as its repr, which
+    `decode.characters` then refuses by name)."""
+    encoding = a.attrs.get("_Encoding", "utf-8")
+    return encoding if isinstance(encoding, str) else repr(encoding)
+
+
+def _decodes(encoding: str) -> bool:
+    """Whether Python decodes bytes in `encoding` to text (a codec such as 'hex' does not)."""
+    try:
+        b"A".decode(encoding, "replace")
+    except LookupError:
+        return False
+    return True
+
+
 def _variable(m: Member) -> Variable:
     """The table variable of a data member: a character array as a `CharacterArray`."""
     a = m.array
     assert isinstance(a, ArrayMeta)
     if not _joined(m):
         return a
-    encoding = a.attrs.get("_Encoding", "utf-8")
     return EncodedVariable(
         a.path,
         a.shape[:-1],
         a.chunks[:-1],
-        CharacterArray(a, encoding if isinstance(encoding, str) else repr(encoding)),
+        CharacterArray(a, _text_encoding(a)),
         attrs=a.attrs,
         parts=(a.path,),
     )
@@ -128,7 +143,8 @@ def _coord_problem(coord: ArrayMeta | None, dim: str, n: int) -> str | None:
 def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[Variable]) -> tuple[AuxCoord, ...]:
     """The auxiliary coordinates the table's variables name in CF `coordinates` (as xarray
     writes its non-index coordinates), those over a subset of the table's dimensions, in the
-    order first named; dimension coordinates and names of data variables are left out."""
+    order first named; dimension coordinates and names of data variables are left out. A
+    character array (`station_name(station, name_strlen)`) is one, over its other dimensions."""
     members: dict[str, Member] = {}
     for p in [path, *ancestors(path)]:
         for member in _cf_members(tree, p):
@@ -143,14 +159,15 @@ def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[V
                 continue
             if not isinstance(m.array, ArrayMeta) or m.dims is None or not set(m.dims) <= set(dims):
                 continue
-            if _joined(m):  # the auxiliary coordinate reader does not join characters: left out
-                continue
             if len(set(m.dims)) != len(m.dims):
                 continue
             axes = tuple(dims.index(d) for d in m.dims)
             if any(m.array.shape[i] != arrays[0].shape[k] for i, k in enumerate(axes)):
                 continue
-            out[name] = AuxCoord(name, m.array, axes)
+            encoding = _text_encoding(m.array) if _joined(m) else None
+            if encoding is not None and not _decodes(encoding):
+                continue  # text no one can read: left out, where a data variable is refused by name
+            out[name] = AuxCoord(name, m.array, axes, encoding)
     return tuple(out.values())
 
 

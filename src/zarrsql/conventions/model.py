@@ -55,6 +55,9 @@ class AuxCoord:
     name: str
     array: ArrayMeta
     axes: tuple[int, ...]
+    #: A CF character array's text encoding: its last dimension (not among `axes`) holds the
+    #: characters of one string per cell of the others, as xarray joins them. None otherwise.
+    characters: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

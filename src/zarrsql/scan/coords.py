@@ -221,10 +221,14 @@ def load_bounds(
 MAX_AUX_CELLS = 2**27
 
 
-def load_aux(tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOptions) -> tuple[np.ndarray, Any, str]:
+def load_aux(
+    tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOptions, characters: str | None = None
+) -> tuple[np.ndarray, Any, str]:
     """An auxiliary coordinate read whole and decoded, in the array's own axis order:
-    (values, nulls or None, logical type), cached with the tree like a coordinate."""
-    key = ("aux", array.path, options)
+    (values, nulls or None, logical type), cached with the tree like a coordinate. A CF
+    character array (`characters`, its text encoding) is joined along its last axis into one
+    string per cell of the others, as its data-variable reading does (`decode.characters`)."""
+    key = ("aux", array.path, options, characters)
     hit = tree.derived.get(key)
     if hit is None:
         cells = int(np.prod(array.shape, dtype=np.int64))
@@ -239,11 +243,29 @@ def load_aux(tree: NodeTree, store: Store, array: ArrayMeta, options: DecodeOpti
         for k, token in zip(keys, store.token_many(keys), strict=True):
             tree.validators[k] = token
             tree.chunk_arrays[k] = array.path
-        flat = np.asarray(raw).reshape(-1)
-        codec = column_codec(array, options, is_coord=True, coord_values=flat)
-        values, nulls = codec.decode(flat)
-        values = np.asarray(values).reshape(array.shape)
-        nulls = None if nulls is None else np.asarray(nulls).reshape(array.shape)
-        hit = (values, nulls, codec.logical)
+        if characters is not None:
+            hit = _joined_text(array, np.asarray(raw), characters)
+        else:
+            flat = np.asarray(raw).reshape(-1)
+            codec = column_codec(array, options, is_coord=True, coord_values=flat)
+            values, nulls = codec.decode(flat)
+            values = np.asarray(values).reshape(array.shape)
+            nulls = None if nulls is None else np.asarray(nulls).reshape(array.shape)
+            hit = (values, nulls, codec.logical)
         tree.derived[key] = hit
     return cast("tuple[np.ndarray, Any, str]", hit)
+
+
+def _joined_text(array: ArrayMeta, raw: np.ndarray, encoding: str) -> tuple[np.ndarray, Any, str]:
+    """A character array's cells joined into text, with the cells its sentinels mark as nulls."""
+    from zarrsql.conventions.records import CharacterArray
+    from zarrsql.decode.characters import character_codec, join_characters
+
+    codec = character_codec(CharacterArray(array, encoding))  # refuses an unknown encoding by name
+    joined = join_characters(raw)
+    nulls = None
+    for value in codec.sentinels:
+        hit = joined == value
+        nulls = hit if nulls is None else (nulls | hit)
+    text = np.char.decode(joined, codec.encoding, errors="replace").astype(object)
+    return text, nulls if nulls is not None and nulls.any() else None, "string"

@@ -164,7 +164,7 @@ class OpenedTable:
         for a in self.table.aux:
             if a.name in taken:
                 continue
-            values, nulls, logical = load_aux(self.tree, self.store, a.array, self.request.options)
+            values, nulls, logical = load_aux(self.tree, self.store, a.array, self.request.options, a.characters)
             order = tuple(int(i) for i in np.argsort(a.axes))
             values = np.transpose(values, order)
             nulls = None if nulls is None else np.transpose(nulls, order)
