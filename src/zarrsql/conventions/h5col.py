@@ -117,9 +117,10 @@ def _labels(tree: NodeTree, table: str, name: str, array: ArrayMeta) -> ArrayMet
 
 
 def _with_fill(array: ArrayMeta) -> Variable:
-    """The column with its fill value as the missing-value sentinel (none for booleans)."""
+    """The column with its fill value as the missing-value sentinel (none for booleans, nor
+    for a fill the writer never set: store/hdf5.py's `UNSET_FILL`)."""
     fill = array.fill_value
-    if array.dtype.kind == "bool" or fill is None:
+    if array.dtype.kind == "bool" or fill is None or array.attrs.get("zarrsql:fill_unset") is True:
         return array
     if array.dtype.kind in _STRINGS:
         text = fill.decode("utf-8", "replace") if isinstance(fill, bytes) else str(fill)

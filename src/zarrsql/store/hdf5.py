@@ -156,6 +156,11 @@ def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
     h5.visititems(visit)
 
 
+#: The attribute marking an H5Col column whose HDF5 fill value the writer never set
+#: (read by conventions/h5col.py, which takes no missing-value marker from it then).
+UNSET_FILL = "zarrsql:fill_unset"
+
+
 def _keep_column_fill(refs: dict[str, Any], name: str, ds: Any) -> None:
     """The H5Col column `ds` keeps its HDF5 fill value (the dataset creation property) as the
     `.zarray` fill value, which conventions/h5col.py reads as the column's missing value.
@@ -167,7 +172,16 @@ def _keep_column_fill(refs: dict[str, Any], name: str, ds: Any) -> None:
     reading. A `_FillValue` attribute, which kerchunk would prefer, does not count: H5Col's
     fill value is the creation property. Numeric columns only: kerchunk keeps a string
     column's fill itself.
+
+    A fill the writer never set (HDF5's library default: 0, 0.0, empty bytes) marks nothing
+    missing: the column gets `UNSET_FILL`, so that its real zeros and empty strings read as
+    values, as h5py reads them (and as a Zarr fill of 0 never hides real zeros).
     """
+    import h5py
+
+    if ds.id.get_create_plist().fill_value_defined() != h5py.h5d.FILL_VALUE_USER_DEFINED:
+        _merge(refs, name, {UNSET_FILL: True})
+        return
     fill = ds.fillvalue
     if ds.dtype.kind not in "iuf" or ds.dtype.names is not None or fill is None:
         return
