@@ -61,19 +61,21 @@ def test_unset_fills_mark_nothing_and_set_ones_do(tmp_path: Path) -> None:
         tuple(None if isinstance(v, float) and v != v else v for v in r) for r in expected
     ]
     # the real zeros count; NaN in an unset-fill float column is NULL as any NaN (nan_as_null)
-    assert con.sql(f"SELECT count(n), sum(n), count(code) FROM read_zarr('{path}', group_path := 'obs')").fetchall() == [
-        (5, 2, 5)
-    ]
-    assert con.sql(f"SELECT count(n_set), count(code_set) FROM read_zarr('{path}', group_path := 'obs')").fetchall() == [
-        (3, 4)
-    ]
+    assert con.sql(
+        f"SELECT count(n), sum(n), count(code) FROM read_zarr('{path}', group_path := 'obs')"
+    ).fetchall() == [(5, 2, 5)]
+    assert con.sql(
+        f"SELECT count(n_set), count(code_set) FROM read_zarr('{path}', group_path := 'obs')"
+    ).fetchall() == [(3, 4)]
 
 
 def test_variable_and_fixed_length_strings_agree_on_empty_text(tmp_path: Path) -> None:
     path = tmp_path / "strings.h5"
     with h5py.File(path, "w") as f:
         g = f.create_group("obs")
-        g.attrs.update({"CLASS": "COLUMN_TABLE", "VERSION": "1.0", "NROWS": np.uint64(2), "column-order": ["fixed", "vlen"]})
+        g.attrs.update(
+            {"CLASS": "COLUMN_TABLE", "VERSION": "1.0", "NROWS": np.uint64(2), "column-order": ["fixed", "vlen"]}
+        )
         g.create_dataset("fixed", data=np.array([b"", b"a"], "S4"))
         g.create_dataset("vlen", data=np.array(["", "a"], dtype=object), dtype=h5py.string_dtype())
         oracle = [(a.decode(), b.decode()) for a, b in zip(g["fixed"][:], g["vlen"][:], strict=True)]
