@@ -5,17 +5,21 @@ NULL) of the rows to show, plus the true row count. When some rows are left out,
 before `gap` are the first of the result and the rest its last, with a row of dots between
 and a footer such as `2008800 rows (40 shown)`. A control character in a name or value
 (an ANSI escape, a carriage return, a newline) is shown as an escape such as `\\x1b` or
-`\\r`, never sent to the terminal. This module imports nothing heavy.
+`\\r`, never sent to the terminal. Cells are padded and clipped by display width, as
+DuckDB's own renderer does: an East Asian wide or full-width character takes two columns and
+a combining mark none, so rows with `東京` line up with rows with `Zurich`. This module
+imports nothing heavy.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Longest text of one cell; longer values end in an ellipsis. Bounds the table's width
-#: for long strings and lists; a user who needs every character writes csv or json.
+#: Widest text of one cell, in terminal columns; wider values end in an ellipsis. Bounds the
+#: table's width for long strings and lists; a user who needs every character writes csv or json.
 MAX_CELL = 60
 
 _SHORT_TYPES = {
@@ -35,6 +39,10 @@ _NUMERIC = re.compile(r"^(u?int\d+|float|double|decimal\(.*\))$")
 #: ANSI sequences that recolour or move the cursor, CR rewrites the line), DEL, the Unicode
 #: line and paragraph separators and the bidirectional overrides that reorder what follows.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: Unicode categories that take no column: non-spacing and enclosing marks, format characters
+#: (zero-width space, joiners). The soft hyphen is a format character terminals show as `-`.
+_ZERO_WIDTH_CATEGORIES = frozenset({"Mn", "Me", "Cf"})
+_SOFT_HYPHEN = "\u00ad"
 #: How the commonest controls show; any other shows as its code, `\x1b` or `\u202e`.
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -62,15 +70,46 @@ def _visible(match: re.Match[str]) -> str:
     return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
+def _display_width(text: str) -> int:
+    """Terminal columns `text` takes: East Asian wide and full-width characters two, combining
+    marks and format characters (zero-width space, joiners) none, every other character one."""
+    return sum(_char_width(char) for char in text)
+
+
+def _char_width(char: str) -> int:
+    if unicodedata.east_asian_width(char) in ("W", "F"):
+        return 2
+    if char != _SOFT_HYPHEN and unicodedata.category(char) in _ZERO_WIDTH_CATEGORIES:
+        return 0
+    return 1
+
+
 def _clip(text: str) -> str:
     """`text` on one line, each control character written as an escape (a value must not
-    recolour, move or clear the terminal), and at most MAX_CELL characters long."""
+    recolour, move or clear the terminal), and at most MAX_CELL columns wide: a wider text
+    keeps the characters that fit in MAX_CELL - 1 columns (never half a wide character) and
+    ends in `…`."""
     text = _CONTROL.sub(_visible, text)
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+    if _display_width(text) <= MAX_CELL:
+        return text
+    kept: list[str] = []
+    used = 0
+    for char in text:
+        used += _char_width(char)
+        if used > MAX_CELL - 1:
+            break
+        kept.append(char)
+    return "".join(kept) + "…"
 
 
-def _cell(text: str, width: int, *, right: bool) -> str:
-    return text.rjust(width) if right else text.ljust(width)
+def _cell(text: str, width: int, *, right: bool, center: bool = False) -> str:
+    """`text` padded with spaces to `width` display columns: right-aligned, left-aligned, or
+    centred (the odd space placed as `str.center` places it)."""
+    pad = max(0, width - _display_width(text))
+    if center:
+        left = pad // 2 + (pad & width & 1)
+        return " " * left + text + " " * (pad - left)
+    return " " * pad + text if right else text + " " * pad
 
 
 def render(shown: Shown) -> str:
@@ -79,7 +118,8 @@ def render(shown: Shown) -> str:
     names = [_clip(c) for c in shown.columns]
     body = [["NULL" if v is None else _clip(v) for v in row] for row in shown.rows]
     widths = [
-        max([len(n), len(t), *(len(r[i]) for r in body)]) for i, (n, t) in enumerate(zip(names, labels, strict=True))
+        max([_display_width(n), _display_width(t), *(_display_width(r[i]) for r in body)])
+        for i, (n, t) in enumerate(zip(names, labels, strict=True))
     ]
     right = [bool(_NUMERIC.match(t)) for t in labels]
 
@@ -87,7 +127,7 @@ def render(shown: Shown) -> str:
         return left + mid.join("─" * (w + 2) for w in widths) + end
 
     def row(cells: Sequence[str], *, center: bool = False) -> str:
-        parts = [c.center(w) if center else _cell(c, w, right=r) for c, w, r in zip(cells, widths, right, strict=True)]
+        parts = [_cell(c, w, right=r, center=center) for c, w, r in zip(cells, widths, right, strict=True)]
         return "│ " + " │ ".join(parts) + " │"
 
     out = [line("┌", "┬", "┐"), row(names, center=True), row(labels, center=True), line("├", "┼", "┤")]

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zarrsql.catalog import schema_name
 from zarrsql.conventions import CONVENTIONS
 from zarrsql.conventions.model import display_path
 from zarrsql.engine.api import default_connection, read_zarr_metadata, read_zarr_tables, store_location
@@ -42,6 +43,8 @@ ROLE_REASONS = {
     "data": "a variable no table reads",
 }
 _PARAMS = ("group_path", "storage_options")
+#: The problem of an unnamed table its convention's analysis does not list (the listing is that analysis).
+_NO_NAME = "this table cannot be read by name"
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,19 @@ class StoreDescription:
         return _html(self)
 
 
-def describe(store: Any, *, connection: Any = None, **params: Any) -> StoreDescription:
+def describe(store: Any, *positional: Any, connection: Any = None, **params: Any) -> StoreDescription:
     """Describe a store: groups, tables, columns, conventions and the arrays left out.
 
     `params` are `group_path` (describe that group and below) and `storage_options`, as the
-    listing functions take them. Reads metadata only.
+    listing functions take them, by keyword only (a second positional argument is refused
+    with a ParameterError, not taken as a group). Reads metadata only.
     """
+    if positional:
+        example = f"group_path={positional[0]!r}" if isinstance(positional[0], str) else "group_path='...'"
+        raise ParameterError(
+            f"describe() takes the store as its only positional argument and got {1 + len(positional)}; "
+            f"pass group_path and storage_options by keyword, as in describe(store, {example})"
+        )
     unknown = sorted(set(params) - set(_PARAMS))
     if unknown:
         raise ParameterError(
@@ -140,10 +150,10 @@ def describe(store: Any, *, connection: Any = None, **params: Any) -> StoreDescr
     array_rows = _rows(read_zarr_metadata(path, connection=con, **kept))
     tree = cached_tree(open_store(path, dict(kept.get("storage_options") or {})))
     attrs = {r["name"]: json.loads(r["attrs"] or "{}") for r in array_rows}
-    groups = _groups(con, path, tree, table_rows, attrs, kept)
-    return StoreDescription(
-        path, groups, _unread(tree, table_rows, array_rows, groups), con, tuple(sorted(kept.items()))
-    )
+    problems = _problems(tree, table_rows)
+    groups = _groups(con, path, tree, table_rows, problems, attrs, kept)
+    unread = _unread(tree, table_rows, problems, array_rows)
+    return StoreDescription(path, groups, unread, con, tuple(sorted(kept.items())))
 
 
 def _rows(relation: Any) -> list[dict[str, Any]]:
@@ -158,33 +168,69 @@ def _convention(tree: NodeTree, path: str) -> str:
     return "xarray / CF"
 
 
+def _problems(tree: NodeTree, table_rows: list[dict[str, Any]]) -> list[str | None]:
+    """Why each table of the listing cannot be read by name (None for a named one), as its
+    convention's analysis says. A row is matched to the analysis's table by its group,
+    dimensions, shape and arrays, never by its default name: the levels of an image pyramid
+    share dimensions and name, and each has its own advice (`level := 0`, `level := 1`, ...)."""
+    pending: dict[tuple[Any, ...], list[str | None]] = {}
+    for group in sorted({r["group_path"] for r in table_rows}):
+        for t in analyze_group(tree, group.strip("/")).tables:
+            if t.name is None:
+                arrays = ([v.path for v in t.data_vars], [c.path for c in t.coords if c is not None])
+                pending.setdefault(_table_key(group, t.dims, t.shape, *arrays), []).append(t.problem)
+    out: list[str | None] = []
+    for r in table_rows:
+        if r["table_name"]:
+            out.append(None)
+            continue
+        found = pending.get(_table_key(r["group_path"], r["dims"], r["shape"], r["data_vars"], r["coord_vars"]))
+        out.append((found.pop(0) if found else None) or _NO_NAME)
+    return out
+
+
+def _table_key(
+    group: str, dims: Sequence[str], shape: Sequence[int], data_vars: Sequence[str], coord_vars: Sequence[str]
+) -> tuple[Any, ...]:
+    return (group, tuple(dims), tuple(shape), tuple(data_vars), tuple(coord_vars))
+
+
 def _groups(
     con: Connection,
     store: str,
     tree: NodeTree,
     table_rows: list[dict[str, Any]],
+    problems: list[str | None],
     attrs: dict[str, dict[str, Any]],
     params: dict[str, Any],
 ) -> tuple[GroupInfo, ...]:
     out = []
-    for path in sorted({r["group_path"] for r in table_rows} | _groups_in(tree, params.get("group_path"))):
+    for path in _shown_groups(tree, table_rows, params.get("group_path")):
         inner = path.strip("/")
-        problems = {t.default_name: t.problem for t in analyze_group(tree, inner).tables if t.name is None}
         tables = []
-        for r in (r for r in table_rows if r["group_path"] == path):
-            name = r["table_name"]
-            columns, problem = _columns(con, store, inner, r, attrs, params) if name else ((), None)
-            if not name:
-                problem = problems.get("_".join(r["dims"]), "this table cannot be read by name")
-            tables.append(
-                TableInfo(path, name, tuple(r["dims"]), tuple(r["shape"]), tuple(r["chunk_shape"]), columns, problem)
-            )
-        out.append(GroupInfo(path, inner or "main", _convention(tree, inner), tuple(tables)))
+        for r, problem in zip(table_rows, problems, strict=True):
+            if r["group_path"] != path:
+                continue
+            columns, unreadable = _columns(con, store, inner, r, attrs, params) if r["table_name"] else ((), None)
+            dims, shape, chunks = tuple(r["dims"]), tuple(r["shape"]), tuple(r["chunk_shape"])
+            tables.append(TableInfo(path, r["table_name"], dims, shape, chunks, columns, problem or unreadable))
+        out.append(GroupInfo(path, schema_name(tree, inner), _convention(tree, inner), tuple(tables)))
     return tuple(out)
 
 
-def _groups_in(tree: NodeTree, group_path: str | None) -> set[str]:
+def _shown_groups(tree: NodeTree, table_rows: list[dict[str, Any]], group_path: str | None) -> list[str]:
+    """The groups shown, as `read_zarr_tables` and `mount` see them: each group with a table,
+    the groups above those (the tree that holds them) in scope, and the scope's own group.
+    Groups that hold no table and none below (an AnnData store's element groups such as
+    `/obs` or `/layers`, which its root's tables read, or an empty group) are no schema of
+    a mount, so they are not shown; their arrays are listed with the reason no table reads them."""
     scope = (group_path or "").strip("/")
+    with_tables = {r["group_path"] for r in table_rows}
+    above = {p for p in _groups_in(tree, scope) if any(t.startswith(p.rstrip("/") + "/") for t in with_tables)}
+    return sorted(with_tables | above | ({display_path(scope)} if scope else set()))
+
+
+def _groups_in(tree: NodeTree, scope: str) -> set[str]:
     return {display_path(g) for g in tree.groups if not scope or g == scope or g.startswith(scope + "/")}
 
 
@@ -222,28 +268,41 @@ def _text(value: Any) -> str | None:
 
 
 def _unread(
-    tree: NodeTree, table_rows: list[dict[str, Any]], array_rows: list[dict[str, Any]], groups: Sequence[GroupInfo]
+    tree: NodeTree, table_rows: list[dict[str, Any]], problems: list[str | None], array_rows: list[dict[str, Any]]
 ) -> tuple[ArrayInfo, ...]:
-    """Arrays that no named table reads, with the reason (a table's problem, or their role)."""
+    """Arrays that no named table reads, with the reason (their table's problem, or their role)."""
     named = {p for r in table_rows if r["table_name"] for p in [*r["data_vars"], *r["coord_vars"]]}
     unnamed = {
-        p: t.problem
-        for g in groups
-        for t in g.tables
-        if t.name is None
-        for r in table_rows
-        if r["group_path"] == g.path and r["table_name"] is None and tuple(r["dims"]) == t.dims
+        p: problem
+        for r, problem in zip(table_rows, problems, strict=True)
+        if not r["table_name"]
         for p in [*r["data_vars"], *r["coord_vars"]]
     }
     out = []
     for r in array_rows:
         path = r["name"]
-        if path in named:
+        if _variable_of(tree, path, named) is not None:
             continue
+        owner = _variable_of(tree, path, unnamed)
         error = json.loads(r["attrs"] or "{}").get("error") if r["role"] == "unsupported" else None
-        reason = error or unnamed.get(path) or ROLE_REASONS.get(r["role"], "no table reads it")
+        problem = unnamed[owner] if owner is not None else None
+        reason = error or problem or ROLE_REASONS.get(r["role"], "no table reads it")
         out.append(ArrayInfo(path, r["dtype"], tuple(r["shape"]), str(reason)))
     return tuple(out)
+
+
+def _variable_of(tree: NodeTree, array_path: str, variables: Collection[str]) -> str | None:
+    """The variable among `variables` that reads `array_path`: the array itself, or the encoded
+    group it is a part of (an AnnData categorical's codes and categories, a sparse matrix's
+    data, indices and indptr), which `read_zarr_tables` lists by the group's path."""
+    if array_path in variables:
+        return array_path
+    parts = array_path.split("/")
+    for end in range(len(parts) - 1, 0, -1):
+        group = "/".join(parts[:end])
+        if group in variables and group in tree.groups:
+            return group
+    return None
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -258,9 +317,14 @@ def _column_text(c: ColumnInfo) -> str:
     return f"{c.name} {c.type}" + (f"  {extra}" if extra else "")
 
 
+def _count(tables: Sequence[TableInfo]) -> str:
+    """`5 table(s), 5 not readable by name`: the same count in the text and the HTML views."""
+    unnamed = sum(1 for t in tables if not t.name)
+    return f"{len(tables)} table(s)" + (f", {unnamed} not readable by name" if unnamed else "")
+
+
 def _text_lines(d: StoreDescription) -> list[str]:
-    n_tables = sum(1 for t in d.table_list() if t.name)
-    lines = [f"<zarrsql.describe {d.store!r}: {len(d.groups)} group(s), {n_tables} table(s)>"]
+    lines = [f"<zarrsql.describe {d.store!r}: {len(d.groups)} group(s), {_count(d.table_list())}>"]
     for g in d.groups:
         lines.append(f"group {g.path} (schema {g.schema}, {g.convention})")
         for t in g.tables:
@@ -310,9 +374,10 @@ def _html_table(t: TableInfo) -> str:
 
 
 def _html(d: StoreDescription) -> str:
-    parts = [_STYLE, "<div class='zarrsql-describe'>", f"<div><b>zarrsql store</b> {_e(d.store)}</div>"]
+    totals = _muted(f"{len(d.groups)} group(s), {_count(d.table_list())}")
+    parts = [_STYLE, "<div class='zarrsql-describe'>", f"<div><b>zarrsql store</b> {_e(d.store)} {totals}</div>"]
     for g in d.groups:
-        summary = f"group <b>{_e(g.path)}</b> {_muted(f'schema {g.schema}, {g.convention}, {len(g.tables)} table(s)')}"
+        summary = f"group <b>{_e(g.path)}</b> {_muted(f'schema {g.schema}, {g.convention}, {_count(g.tables)}')}"
         parts.append(f"<details open><summary>{summary}</summary>{''.join(_html_table(t) for t in g.tables)}</details>")
     if d.unread:
         rows = "".join(_tr(a.path, a.dtype, _shape(a.shape), a.reason) for a in d.unread)
