@@ -112,6 +112,7 @@ def _publish_local(
     store: str, path: Path, mode: str, write: Callable[[StoreTarget], None], zarr_format: int, *, consolidated: bool
 ) -> None:
     check_not_inside(store, path)
+    path = _link_target(path)
     check_replaceable(store, path, mode)
     if mode == "w-" and occupied(path):
         raise exists_error(store)
@@ -124,6 +125,17 @@ def _publish_local(
         if held is not None:
             writer_lock.release(held)
         raise
+
+
+def _link_target(path: Path) -> Path:
+    """The directory a symbolic link at `path` points to (through every link), which a write
+    replaces or fills as xarray's does through the link; the link stays. Renaming the link
+    itself aside would replace the link by a directory and leave its target as it was, with
+    the writer lock of mode "w" in it. A link to nothing or to a file is left for the checks
+    to refuse (nothing is written through it)."""
+    if path.is_symlink() and path.is_dir():
+        return Path(os.path.realpath(path))
+    return path
 
 
 def _stage_and_move(

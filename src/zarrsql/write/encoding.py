@@ -11,7 +11,11 @@ place). Every array is compressed with zstd.
 An append writes into arrays as another writer stored them (`grid_append`): CF-packed ones
 (`scale_factor` / `add_offset`) get their values packed as xarray packs them, code =
 (value - add_offset) / scale_factor, rounded for an integer dtype, NULL as `_FillValue`; a
-time axis stored as float counts of `<unit> since <origin>` gets float counts.
+time axis stored as float counts of `<unit> since <origin>` gets float counts. Whatever the
+stored dtype cannot hold is refused, never wrapped or made infinite by numpy's cast: a time
+count outside an integer dtype's range (2100 as seconds since 2000 in int32), a NaT where an
+integer array has no code for it (neither a `_FillValue` nor int64's NaT), a finite number
+beyond a narrower float's range (1e300 into float32).
 """
 
 from __future__ import annotations
@@ -69,10 +73,32 @@ class ArraySpec:
             out = data.astype(np.float64)
             if nulls is not None:
                 out[nulls] = np.nan
-            return out
+            return self._narrow_floats(out, data)  # an integer beyond float16's range too
         if self.kind == "string":
             return np.asarray(data, dtype=object)
+        if np.dtype(self.dtype).kind == "f":
+            return self._narrow_floats(data, data)
         return data
+
+    def _narrow_floats(self, floats: np.ndarray, given: np.ndarray, packed: str = "") -> np.ndarray:
+        """`floats` in the stored float dtype, refused when a finite one becomes infinite there
+        (numpy would store inf and warn). `given` are the relation's values, named in the refusal;
+        an infinity or NaN they hold is kept as it is."""
+        stored = np.dtype(self.dtype)
+        if floats.dtype == stored:
+            return floats
+        with np.errstate(over="ignore"):
+            out = floats.astype(stored)
+        grown = np.isinf(out) & np.isfinite(floats)
+        if grown.any():
+            bad = given[np.argmax(grown)]
+            limit = np.finfo(stored).max
+            raise AppendSchemaError(
+                f"column '{self.name}' has the value {bad}{packed}, beyond the largest value ({limit:g}) of the "
+                f"store's {stored} array '{self.name}', where it would become infinite; filter or clip the "
+                "values, or write a new store"
+            )
+        return out
 
     def _pack(self, data: np.ndarray, nulls: np.ndarray | None, scale: float, offset: float) -> np.ndarray:
         """Values as CF codes, as xarray packs them: (value - offset) / scale, rounded half to
@@ -83,7 +109,7 @@ class ArraySpec:
         missing = np.zeros(codes.shape, dtype=bool) if nulls is None else nulls.copy()
         if stored.kind == "f":
             codes[missing] = np.nan
-            return codes.astype(stored)
+            return self._narrow_floats(codes, data, f" (packed code (value - {offset}) / {scale})")
         codes = np.around(codes)
         missing |= np.isnan(codes)
         if missing.any() and self.fill_value is None:
@@ -107,32 +133,77 @@ class ArraySpec:
 
     def _encode_time(self, data: np.ndarray) -> np.ndarray:
         """Counts of the unit since the origin; a value the unit cannot hold exactly is refused
-        (it would be truncated), unless the counts are floats (NaT as NaN)."""
+        (it would be truncated), unless the counts are floats (NaT as NaN). An integer count
+        outside the stored dtype's range, or a NaT the array has no code for, is refused too: the
+        cast into the stored dtype would wrap it (2100-01-01 as int32 seconds since 2000 would
+        read back as 1963)."""
+        stored = np.dtype(self.dtype)
         origin = np.datetime64(0, "ns") if self.time_origin is None else self.time_origin.astype("datetime64[ns]")
-        delta = data.astype("datetime64[ns]") - origin
+        raw = data.astype("datetime64[ns]").view(np.int64)
+        finite = ~np.isnat(data)
         step = _NS[self.time_code or "us"]
-        raw = delta.view(np.int64)
-        finite = ~np.isnat(delta)
-        if np.dtype(self.dtype).kind == "f":
-            counts = raw.astype(np.float64) / step
-            counts[~finite] = np.nan
-            return counts.astype(self.dtype)
-        if (raw[finite] % step).any():
-            bad = data[finite][np.argmax(raw[finite] % step != 0)]
+        start = np.int64(origin.astype(np.int64))
+        with np.errstate(over="ignore"):
+            delta = np.where(finite, raw, start) - start
+        # the distance to the origin must itself fit int64 nanoseconds (292 years): it wrapped
+        # when raw and origin differ in sign and the difference's sign is not raw's
+        far = finite & (((raw ^ start) & (raw ^ delta)) < 0)
+        if far.any():
+            raise self._time_refused(data[np.argmax(far)], "more than 292 years from the origin")
+        if stored.kind == "f":
+            fractional = delta.astype(np.float64) / step
+            fractional[~finite] = np.nan
+            return fractional.astype(stored)
+        if (delta[finite] % step).any():
+            bad = data[finite][np.argmax(delta[finite] % step != 0)]
             units = self.attributes.get("units")
             raise WriteError(
                 f"time column '{self.name}' has the value {bad}, which the array's units '{units}' cannot hold "
                 "exactly; round it (date_trunc) or write to a new store"
             )
-        out = raw // step
-        out[~finite] = NAT
-        return out
+        counts = delta // step
+        info = np.iinfo(stored)
+        outside = finite & ((counts < info.min) | (counts > info.max))
+        if outside.any():
+            at = int(np.argmax(outside))
+            raise self._time_refused(data[at], f"{counts[at]}, outside {stored}'s range ({info.min} to {info.max})")
+        nat = self._missing_time()
+        if nat is None and not finite.all():
+            raise AppendSchemaError(
+                f"time column '{self.name}' has a NULL (NaT), which the store's {stored} time array '{self.name}' "
+                "cannot mark (it has no _FillValue, and only int64 has a NaT code); COALESCE it to a time, or "
+                "write a new store"
+            )
+        counts[~finite] = 0 if nat is None else nat
+        return counts.astype(stored)
+
+    def _time_refused(self, value: np.datetime64, count: str) -> AppendSchemaError:
+        """The refusal of a time whose count the stored array cannot hold (`count` says why)."""
+        units = self.attributes.get("units")
+        return AppendSchemaError(
+            f"time column '{self.name}' has the value {value}, whose count of '{units}' is {count}: the store's "
+            f"{np.dtype(self.dtype)} array '{self.name}' cannot hold it; filter such times out, or write them to a "
+            "new store (zarrsql writes int64 counts)"
+        )
+
+    def _missing_time(self) -> Any:
+        """What a NaT (a NULL, or a cell no row fills) is stored as in a time array: NaN in a
+        float one; in an integer one its fill value (what xarray masks: `_FillValue`), else
+        int64's minimum in an int64 array (xarray reads it as NaT whatever the attributes say);
+        None when the array has no code for it."""
+        stored = np.dtype(self.dtype)
+        if stored.kind == "f":
+            return np.nan
+        if self.fill_value is not None:
+            return self.fill_value
+        return NAT if stored == np.dtype(np.int64) else None
 
     def empty(self, shape: tuple[int, ...]) -> np.ndarray:
         """A chunk buffer holding only the fill value."""
         if self.kind == "string":
             return np.full(shape, "", dtype=object)
-        return np.full(shape, 0 if self.fill_value is None else self.fill_value, dtype=self.dtype)
+        fill = self._missing_time() if self.kind == "time" else self.fill_value
+        return np.full(shape, 0 if fill is None else fill, dtype=self.dtype)
 
 
 def time_unit(values: np.ndarray) -> tuple[str, str]:

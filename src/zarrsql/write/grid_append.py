@@ -91,7 +91,8 @@ def _append_grid(
     coord_spec = _stored_spec(store, group[append_dim], append_dim, kinds[append_dim], True)
     full, start = _full_grid(store, old, new, append_dim)
     block = Grid(dims, tuple(full.indexes[k] if d != append_dim else new.indexes[k] for k, d in enumerate(dims)))
-    complete = completeness(source, block, variables)
+    # a time variable is asked too: an integer time array without `_FillValue` has no NaT code
+    complete = completeness(source, block, {n: "int" if k == "time" else k for n, k in variables.items()})
     specs = {name: _stored_spec(store, group[name], name, kind, complete[name]) for name, kind in variables.items()}
     axis = dims.index(append_dim)
     fresh = np.asarray(full.indexes[axis][start:])
@@ -245,9 +246,11 @@ def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -
     stored_kind = _stored_kind(dtype, attrs)
     if stored_kind == "string" and kind == "string" and not complete:
         raise missing_text_error(name)  # as a new store refuses it: a text array has no missing marker
-    fill = _declared_fill(array, attrs) if stored_kind == "packed" else array.fill_value
+    # a packed or time array marks a missing cell by what xarray masks (`_FillValue`), not by
+    # Zarr's fill value (xarray's v3 arrays have 0 there, which would read as a value)
+    fill = _declared_fill(array, attrs) if stored_kind in ("packed", "time") else array.fill_value
     fits = {
-        "time": kind == "time" and stored_kind == "time",
+        "time": kind == "time" and stored_kind == "time" and (complete or _marks_nat(dtype, fill)),
         "float": kind in ("float", "int", "bool") and stored_kind == "float",
         "int": kind in ("int", "bool") and stored_kind in ("int", "bool") and complete,
         "bool": kind == "bool" and stored_kind == "bool" and complete,
@@ -264,8 +267,10 @@ def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -
 
 def _misfit(store: str, array: Any, name: str, kind: str, stored_kind: str, complete: bool) -> AppendSchemaError:
     """The refusal of a column the stored array cannot take, with the fix for that array."""
-    holes = " and would have missing cells" if stored_kind in ("int", "bool", "packed") and not complete else ""
-    if stored_kind == "time":
+    holes = " and would have missing cells" if stored_kind in ("int", "bool", "packed", "time") and not complete else ""
+    if stored_kind == "time" and kind == "time":
+        fix = "the time array cannot mark a missing time (no _FillValue, not int64): COALESCE it, or write a new store"
+    elif stored_kind == "time":
         fix = "the array holds times: give TIMESTAMP values (CAST the column AS TIMESTAMP), or write a new store"
     elif stored_kind == "packed":
         fix = "the packed array has no _FillValue for missing cells: fill them (COALESCE), or write a new store"
@@ -276,8 +281,14 @@ def _misfit(store: str, array: Any, name: str, kind: str, stored_kind: str, comp
     )
 
 
+def _marks_nat(dtype: np.dtype[Any] | None, fill: Any) -> bool:
+    """Whether a time array can mark a missing time (`ArraySpec` stores it so): NaN in a float
+    one, its `_FillValue`, or NaT in an int64 one."""
+    return dtype is not None and (dtype.kind == "f" or fill is not None or dtype == np.dtype(np.int64))
+
+
 def _declared_fill(array: Any, attrs: Mapping[str, Any]) -> Any:
-    """The fill value xarray masks in a packed array: `_FillValue` (Zarr v3 keeps it in the
+    """The fill value xarray masks in a packed or time array: `_FillValue` (Zarr v3 keeps it in the
     attributes, a float one as base64 of a little-endian double; v2 as the array's fill value),
     None when there is none (then a missing cell has no code)."""
     declared = attrs.get("_FillValue")

@@ -136,15 +136,20 @@ def scalar_dtype(name: str, arrow: pa.DataType) -> np.dtype | None:
     return None
 
 
-def _doubles(name: str, block: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """A DECIMAL block as float64, refused unless every value casts back to itself (a double
-    holds about 15 significant digits: SQL literals and money amounts fit)."""
-    doubles = block.cast(pa.float64())
+def _doubles(name: str, block: pa.ChunkedArray | pa.Array, caster: Any) -> pa.ChunkedArray:
+    """A DECIMAL block as float64, each value DuckDB's own `::DOUBLE` of it (as the grid layout
+    and `to_xarray` store it; pyarrow's cast differs in the last digit, 3.300 as
+    3.3000000000000003), cast on `caster`, a DuckDB connection of the column's writer. Refused
+    unless every value casts back to itself (a double holds about 15 significant digits: SQL
+    literals and money amounts fit)."""
+    table = pa.table({"value": block})
+    doubles = caster.from_arrow(table).project('"value"::DOUBLE AS "value"').to_arrow_table().column(0)
     back = pc.cast(doubles, block.type, safe=False)
-    same = pc.all(pc.or_kleene(pc.equal(back, block), pc.is_null(block))).as_py()
-    if same is False:
+    changed = pc.and_kleene(pc.not_equal(back, block), pc.is_valid(block))
+    if pc.any(changed).as_py():
+        bad = block[pc.index(changed, True).as_py()]
         raise UnwritableColumnError(
-            f"column '{name}' ({block.type}) has values with more digits than a double holds "
+            f"column '{name}' ({block.type}) has the value {bad}, with more digits than a double holds "
             "exactly, and the table layout stores decimals as float64; CAST(col AS DOUBLE) to accept "
             "the rounding, or AS VARCHAR to keep every digit"
         )
@@ -214,6 +219,7 @@ class ScalarColumn:
     layout: Layout
     values: Any = None
     mask: Any = None
+    caster: Any = None  # the DuckDB connection a DECIMAL column is cast on, opened by its first block
 
     def create(self) -> None:
         dims = [self.layout.row_dim]
@@ -241,7 +247,11 @@ class ScalarColumn:
 
     def write(self, block: pa.ChunkedArray, start: int) -> None:
         if pa.types.is_decimal(block.type):
-            block = _doubles(self.name, block)
+            if self.caster is None:
+                import duckdb
+
+                self.caster = duckdb.connect(config={"threads": 1})  # one cast per block: no thread pool
+            block = _doubles(self.name, block, self.caster)
         values, mask = _numpy(self.name, block, self.dtype)
         if mask is not None and self.mask is None:
             self._become_nullable(start)
@@ -250,7 +260,11 @@ class ScalarColumn:
             grow(self.mask, np.zeros(len(values), bool) if mask is None else mask, start)
 
     def finish(self) -> None:
-        """Nothing is left to write at the end."""
+        """Nothing is left to write at the end; the DuckDB connection of a DECIMAL column is closed
+        (a failed write leaves it to the garbage collector)."""
+        if self.caster is not None:
+            self.caster.close()
+            self.caster = None
 
     def _become_nullable(self, rows: int) -> None:
         """Move the plain array written so far to `<node>/values` and add an empty mask."""

@@ -40,6 +40,7 @@ def to_xarray(relation: Any, dims: Sequence[str] | None = None, *, template: Any
     """
     import xarray as xr
 
+    opened = None if template is None else _open_template(template)  # refused before any row is read
     source = source_of(relation)
     check_names(source.columns, zarr=False)  # 'v' and 'V' are two variables in memory
     dims_t = dims_of(source, dims)
@@ -50,21 +51,35 @@ def to_xarray(relation: Any, dims: Sequence[str] | None = None, *, template: Any
     with returning_memory(source.connection.duckdb):
         grid, data, _ = pivot(source, dims_t, kinds, variables)
     ds = xr.Dataset({name: (dims_t, values) for name, values in data.items()}, coords=grid.coords())
-    return ds if template is None else _apply_template(ds, template)
+    return ds if opened is None else _apply_template(ds, opened)
 
 
-def _apply_template(ds: xr.Dataset, template: Any) -> xr.Dataset:
-    """Attributes, encodings and non-dimension coordinates back from `template`."""
+def _open_template(template: Any) -> xr.Dataset:
+    """`template` as a Dataset: a path is opened with `xr.open_zarr`, and a path that holds no
+    Zarr store is a `StoreNotFoundError` naming it (xarray's own error names neither the
+    parameter nor the fix)."""
     import xarray as xr
+    from zarr.errors import NodeNotFoundError
+
+    from zarrsql.errors import ParameterError, StoreNotFoundError
 
     if isinstance(template, (str, os.PathLike)):
-        template = xr.open_zarr(template)
+        try:
+            template = xr.open_zarr(template)
+        except (FileNotFoundError, NodeNotFoundError) as err:
+            raise StoreNotFoundError(
+                f"template '{os.fspath(template)}' is not a Zarr store xarray can open ({err}); pass the path of "
+                "an existing Zarr store, or an xarray Dataset"
+            ) from err
     if not isinstance(template, xr.Dataset):
-        from zarrsql.errors import ParameterError
-
         raise ParameterError(
             f"template must be an xarray Dataset or the path of a store xarray opens, got {type(template).__name__}"
         )
+    return template
+
+
+def _apply_template(ds: xr.Dataset, template: xr.Dataset) -> xr.Dataset:
+    """Attributes, encodings and non-dimension coordinates back from `template`."""
     ds = ds.assign_coords(_template_coords(ds, template))
     ds.attrs = dict(template.attrs)
     for name in ds.variables:
