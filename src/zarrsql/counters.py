@@ -16,6 +16,9 @@ _active: list[Trace] = []
 #: (on_start, on_end) pairs told when a scan starts and ends reading: the progress display
 #: (`zarrsql.notebook.progress`) groups the scans running together this way.
 _watchers: list[tuple[Callable[[int], None], Callable[[], None]]] = []
+#: Callbacks told when a connection begins a top-level statement: the progress display gives
+#: each statement a display of its own.
+_statement_watchers: list[Callable[[], None]] = []
 
 
 @dataclass
@@ -75,6 +78,17 @@ def unwatch(on_start: Callable[[int], None], on_end: Callable[[], None]) -> None
 
 def watched() -> bool:
     return bool(_watchers)
+
+
+def watch_statements(on_statement: Callable[[], None]) -> None:
+    """Call `on_statement()` when a connection begins a top-level statement (on its thread)."""
+    with _lock:
+        _statement_watchers.append(on_statement)
+
+
+def statement_started() -> None:
+    for on_statement in tuple(_statement_watchers):
+        on_statement()
 
 
 def scan_started(units: int) -> None:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from zarrsql import counters
 from zarrsql.engine.secrets import MountOptions, SecretOpener
 from zarrsql.errors import ZarrSQLError
 
@@ -116,6 +117,7 @@ class ConnectionState:
     def new_statement(self) -> None:
         """A top-level statement begins: a new generation, whose scans are opened anew; the
         answer checks of earlier statements that no live relation reads are let go."""
+        counters.statement_started()  # the progress display: a display per statement
         self.generation += 1
         self.opened = {}
         self.fresh = {}

@@ -2,10 +2,13 @@
 
 DuckDB's progress bar stays at 0 for Python Arrow scans, so zarrsql keeps its own: the reader
 tells `counters` when a scan starts (with the units it will read) and ends, and counts units
-and bytes as they are read. A `Monitor` watches that. Scans that overlap, or follow each other
-within `GRACE` seconds (the two sides of a join), share one display, which appears only once
-the work has lasted `DELAY` seconds and is refreshed every `TICK` seconds by one thread, so
-the scan itself does no more than add to counters.
+and bytes as they are read. A `Monitor` watches that. The scans of one statement share one
+display: scans that overlap, or follow each other within `GRACE` seconds (the two sides of a
+join), until a connection begins its next statement (`counters.statement_started`) or the
+notebook its next cell; a display appears only once the work has lasted `DELAY` seconds and
+is refreshed every `TICK` seconds by one thread, so the scan itself does no more than add to
+counters. The option is read as each scan starts: a scan started with it off shows nothing,
+and joins no display already open.
 
 Where it shows: a `tqdm.auto` bar in Jupyter (a widget when ipywidgets is installed), a
 one-line bar on standard error in a terminal; nothing when standard error is piped, under CI
@@ -136,6 +139,11 @@ class _Session:
     idle_since: float | None = None
     trace: counters.Trace = field(default_factory=counters.Trace)
     bar: Any = None
+    #: No scan joins it any more: a new statement or cell began, or a scan started with the
+    #: option off. Once its scans have ended it stops counting and its display closes.
+    sealed: bool = False
+    #: Its trace is attached to the counters (it counts the reads of the scans running).
+    counting: bool = True
     #: The notebook cell that ran the scans raised (see the module docstring).
     failed: bool = False
     #: The display has closed (shown as complete unless `failed` was set before).
@@ -143,12 +151,16 @@ class _Session:
 
 
 class Monitor:
-    """Groups running scans into sessions and keeps one display per session."""
+    """Groups running scans into sessions, one per statement, with one display each."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._active = 0
+        #: The session a scan that starts now joins: that of the statement running.
         self._session: _Session | None = None
+        #: The sessions whose display thread still runs: the current one, and sealed ones
+        #: whose scans have not all ended or whose display has not closed yet.
+        self._live: list[_Session] = []
         #: Every display opened, for tests and benchmarks (bounded: the last few).
         self.shown: list[Any] = []
         #: The sessions started during the notebook cell running now.
@@ -157,17 +169,19 @@ class Monitor:
     def started(self, units: int) -> None:
         with self._lock:
             self._active += 1
+            if not settings.get_option("progress"):  # read at every scan: set_option counts at once
+                self._seal()
+                return
             session = self._session
             if session is not None:
                 session.idle_since = None
                 session.planned += units
                 return
-            if not settings.get_option("progress"):
-                return
             kind = display_kind()
             if kind is None:
                 return
             session = self._session = _Session(time.monotonic(), planned=units)
+            self._live.append(session)
             self._cell.append(session)
             counters.attach(session.trace)
         if kind == "notebook":
@@ -177,13 +191,42 @@ class Monitor:
     def ended(self) -> None:
         with self._lock:
             self._active = max(0, self._active - 1)
-            if self._active == 0 and self._session is not None:
-                self._session.idle_since = time.monotonic()
+            if self._active:
+                return
+            now = time.monotonic()
+            for session in self._live:
+                if session.idle_since is None:
+                    session.idle_since = now
+                if session.sealed:  # its statement is over: the next one's reads are not its
+                    self._stop_counting(session)
+
+    def statement_started(self) -> None:
+        """A connection begins a top-level statement: its scans get a display of their own."""
+        with self._lock:
+            self._seal()
 
     def cell_started(self, info: object = None) -> None:
         """IPython's `pre_run_cell`: the sessions that start now are this cell's."""
         with self._lock:
+            self._seal()
             self._cell = []
+
+    def _seal(self) -> None:
+        """(Under the lock.) No scan that starts from now on joins the current session; if its
+        scans have all ended, it stops counting at once (its display closes at the next tick)."""
+        session, self._session = self._session, None
+        if session is None:
+            return
+        session.sealed = True
+        if session.idle_since is not None:
+            self._stop_counting(session)
+
+    @staticmethod
+    def _stop_counting(session: _Session) -> None:
+        """(Under the lock.) Detach the session's trace from the counters, once."""
+        if session.counting:
+            session.counting = False
+            counters.detach(session.trace)
 
     def cell_ended(self, result: object = None) -> None:
         """IPython's `post_run_cell`: when the cell raised, the displays of the statement
@@ -217,10 +260,13 @@ class Monitor:
             time.sleep(TICK)
             with self._lock:
                 now = time.monotonic()
-                over = session.idle_since is not None and now - session.idle_since >= GRACE
+                idle = session.idle_since
+                over = idle is not None and (session.sealed or now - idle >= GRACE)
                 if over:
-                    self._session = None
-                    counters.detach(session.trace)
+                    if self._session is session:
+                        self._session = None
+                    self._live.remove(session)
+                    self._stop_counting(session)
                 done, planned, nbytes = session.trace.work_units_read, session.planned, session.trace.bytes_read
             if session.bar is None and not over and time.monotonic() - session.started >= DELAY:
                 session.bar = self._open(kind, session.started, done, planned)
@@ -268,3 +314,4 @@ def install() -> None:
             return
         _installed = True
     counters.watch(MONITOR.started, MONITOR.ended)
+    counters.watch_statements(MONITOR.statement_started)
