@@ -21,7 +21,7 @@ import os
 import stat
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from zarrsql import counters
 from zarrsql.errors import StoreReadError
@@ -80,6 +80,8 @@ class _Many:
         self.hint = 0
 
 
+#: What `LocalStore._read_no_follow` answers when the resolving way must read the key.
+_RESOLVE = object()
 #: Folders whose real paths a store remembers (`LocalStore._checked_folder`); past it they
 #: are forgotten together.
 MAX_FOLDERS = 4096
@@ -176,16 +178,27 @@ class LocalStore:
             real = many.folders[folder] = real + os.sep if self._inside(real) else ""
         if not real:  # the folder leads outside the store: `get` refuses by name
             return self._read(key, None)
-        path = real + name  # the folder as resolved: only the file's own name is left
+        # the folder as resolved: only the file's own name is left
+        data = self._read_no_follow(real + name, None, many.hint)
+        if data is _RESOLVE:  # a link as the last part, or any other failure: `get` says which
+            return self._read(key, None)
+        if isinstance(data, bytes) and len(data) * 2 + 4096 > many.hint:  # room for siblings up to twice its size
+            many.hint = 0 if len(data) * 2 + 4096 > MAX_HINT else len(data) * 2 + 4096
+        return cast("bytes | None", data)
+
+    def _read_no_follow(self, path: str, byte_range: ByteRange | None, hint: int = 0) -> bytes | None | object:
+        """The file at `path`, whose folder is resolved inside the store, read without following
+        a link as its last part: its bytes; None when it is absent (counted as missing);
+        `_RESOLVE` when the resolving way must decide (a link, any other failure to open)."""
         try:
             fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
             self._not_found()
             return None
-        except OSError:  # a link as the last part (ELOOP), or any other failure: `get` says which
-            return self._read(key, None)
+        except OSError:
+            return _RESOLVE
         try:
-            data = _read_file(fd, many.hint)
+            data = _read_file(fd, hint) if byte_range is None else _read_range(fd, byte_range)
         except IsADirectoryError:
             self._not_found()
             return None
@@ -193,8 +206,6 @@ class LocalStore:
             raise StoreReadError(f"cannot read '{path}': {err.strerror or err}") from err
         finally:
             os.close(fd)
-        if len(data) * 2 + 4096 > many.hint:  # room for siblings up to twice this one's size
-            many.hint = 0 if len(data) * 2 + 4096 > MAX_HINT else len(data) * 2 + 4096
         counters.count(requests=1, bytes_read=len(data))
         return data
 
@@ -224,26 +235,10 @@ class LocalStore:
     def _read(self, key: str, byte_range: ByteRange | None) -> bytes | None:
         folder, _, name = check_key(key).rpartition("/")
         real = self._checked_folder(folder) if name else None
-        if real is None:  # the root, or a folder outside, absent or unreadable: named below
+        data = _RESOLVE if real is None else self._read_no_follow(real + name, byte_range)
+        if data is _RESOLVE:  # the root, a folder outside, absent or unreadable, a link: named below
             return self._read_resolved(key, byte_range)
-        try:
-            fd = os.open(real + name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            self._not_found()
-            return None
-        except OSError:  # a link as the last part (ELOOP), or any other failure: said below
-            return self._read_resolved(key, byte_range)
-        try:
-            data = _read_file(fd) if byte_range is None else _read_range(fd, byte_range)
-        except IsADirectoryError:
-            self._not_found()
-            return None
-        except OSError as err:
-            raise StoreReadError(f"cannot read '{real + name}': {err.strerror or err}") from err
-        finally:
-            os.close(fd)
-        counters.count(requests=1, bytes_read=len(data))
-        return data
+        return cast("bytes | None", data)
 
     def _checked_folder(self, folder: str) -> str | None:
         """The real path of `folder` (with a trailing separator) when it is inside the store,
