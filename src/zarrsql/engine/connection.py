@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import functools
 import importlib
 import os
 import threading
@@ -53,6 +54,7 @@ from zarrsql.engine.sqltext import (
     quote_text,
     show_tables,
     string_constants,
+    table_info_names,
 )
 from zarrsql.engine.state import ConnectionState
 from zarrsql.errors import (
@@ -352,9 +354,27 @@ class Connection:
         state.depth += 1
         frame = caller_frame()
         try:
+            if state.depth == 1 and isinstance(text, str):
+                self._bind_info_tables(text)
             return self._rounds(lambda: call_from(frame, fn, *args, **kwargs), text)
         finally:
             state.depth -= 1
+
+    def _bind_info_tables(self, text: str) -> None:
+        """Bind the tables the statement names as text to `pragma_table_info('<name>')`,
+        `pragma_show('<name>')` or `PRAGMA table_info(<name>)`, registering the scans of a view
+        over zarrsql's functions now. DuckDB binds such a view only when the result is read,
+        after `_run` (a relation fetched later; every statement of the Flight SQL server), where
+        no scan can be registered any more (`udfs._check_wrapped`): on a cursor, which shares
+        the views but not the scans its parent registered, the statement failed. A name that
+        binds to nothing is left for the statement itself to report."""
+        lowered = text.lower()
+        if "table_info" not in lowered and "pragma_show" not in lowered:
+            return
+        for name in dict.fromkeys(table_info_names(text)):
+            probe = f"SELECT * FROM {'.'.join(quote_ident(part) for part in name)} LIMIT 0"
+            with contextlib.suppress(duckdb.Error):  # no such table: the statement says so in its own words
+                self._rounds(functools.partial(self._con.sql, probe), None)
 
     def _copy_to_zarr(self, query: Any) -> DuckDBPyRelation | None:
         """Run `COPY ... TO 'x.zarr'` / `(FORMAT zarr)` with zarrsql's writers (DuckDB alone would

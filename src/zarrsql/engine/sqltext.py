@@ -25,6 +25,7 @@ __all__ = [
     "quote_text",
     "show_tables",
     "string_constants",
+    "table_info_names",
     "zarrsql_calls",
 ]
 
@@ -245,6 +246,57 @@ def literal_stores(sql: str) -> list[str]:
         if len(value) == 1 and value[0].kind == "string_const" and value[0].text.startswith("'"):
             out.append(_quoted(sql, value[0].pos))
     return out
+
+
+#: DuckDB's table functions and PRAGMAs that take a table's name as their argument and bind
+#: that table (a view's query) only when their result is read (`table_info_names`).
+TABLE_INFO_FUNCTIONS = frozenset({"pragma_table_info", "table_info", "pragma_show"})
+
+
+def table_info_names(sql: str) -> list[tuple[str, ...]]:
+    """The qualified names (catalog, schema, table: one to three parts, unquoted) that
+    `sql`'s `pragma_table_info('<name>')`, `pragma_show('<name>')` and `PRAGMA
+    table_info(<name>)` calls give, as a string or as a bare name; an argument of any other
+    form (an expression, a parameter) is left out."""
+    out = []
+    for call in zarrsql_calls(sql, TABLE_INFO_FUNCTIONS):
+        if len(call.arguments) != 1 or call.arguments[0].name is not None:
+            continue
+        value = call.arguments[0].value
+        if len(value) == 1 and value[0].kind == "string_const" and value[0].text.startswith("'"):
+            name = _qualified_name(_quoted(sql, value[0].pos))
+        elif len(value) in (1, 3, 5) and all(
+            t.text == "." if k % 2 else t.kind in ("identifier", "keyword") for k, t in enumerate(value)
+        ):
+            name = tuple(_name_of(t) for t in value[::2])
+        else:
+            continue
+        if name is not None:
+            out.append(name)
+    return out
+
+
+def _qualified_name(text: str) -> tuple[str, ...] | None:
+    """`text` split as DuckDB splits a qualified name: at dots outside double quotes, a
+    quote doubled inside quotes standing for itself; None for an empty part or more than three."""
+    parts, current, quoted, k = [], [], False, 0
+    while k < len(text):
+        char = text[k]
+        if char == '"' and quoted and text[k + 1 : k + 2] == '"':
+            current.append('"')
+            k += 1
+        elif char == '"':
+            quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        k += 1
+    parts.append("".join(current))
+    if quoted or len(parts) > 3 or not all(p.strip() for p in parts):
+        return None
+    return tuple(parts)
 
 
 def named_equals(sql: str, functions: frozenset[str]) -> str:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from zarrsql.engine.sqltext import quote_ident
-from zarrsql.errors import ZarrSQLError
+from zarrsql.errors import ParameterError, ZarrSQLError
 from zarrsql.server import catalog, commands, sqlinfo
 from zarrsql.server import protocol as pb
 from zarrsql.server.policy import CATALOG_REFUSAL, Statement, StatementRefused, classify
@@ -126,6 +126,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         are their own ticket."""
         if isinstance(command, (commands.StatementQuery, commands.PreparedQuery)):
             statement, rows = self._statement_of(command)
+            _check_parameters(statement, rows)
             peer = context.peer()
             if statement.query:
                 known = (
@@ -154,6 +155,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         a client checks that a stream's schema is the one GetFlightInfo announced."""
         if statement.parameters and not rows:
             return None
+        _check_parameters(statement, rows)
         with self._session(context).lease(self.registry.spare_cursor) as cursor:
             try:
                 rel = cursor.sql(statement.text, params=list(rows[0])) if rows else cursor.sql(statement.text)
@@ -271,6 +273,7 @@ class FlightSqlService(flight.FlightServerBase):  # type: ignore[misc]
         The DB-API `execute` + `fetchall` gives the result on every DuckDB version (1.5's
         `sql()` runs a write at once and returns no relation); a write's result is a few rows.
         """
+        _check_parameters(statement, rows)
         result = pa.table({})
         with self._session(context).lease(self.registry.spare_cursor) as cursor:
             for params in rows or [()]:
@@ -438,6 +441,25 @@ def _parameter_rows(reader: Any) -> list[tuple[Any, ...]]:
         columns = [c.to_pylist() for c in batch.columns]
         rows.extend(zip(*columns, strict=True))
     return rows
+
+
+def _check_parameters(statement: Statement, rows: tuple[tuple[Any, ...], ...]) -> None:
+    """Refuse a run whose values do not match the statement's parameters, before it runs:
+    DuckDB's own errors differ by version and say neither count (1.5, given no values:
+    "Unexpected prepared parameter. This type of statement can't be prepared!")."""
+    takes = statement.parameters
+    for index, given in enumerate([len(row) for row in rows] or [0]):
+        if given != takes:
+            where = f" (parameter row {index + 1} of {len(rows)})" if len(rows) > 1 else ""
+            raise ParameterError(
+                f"the statement takes {_counted_noun(takes, 'parameter')} (a '?' or '$1' in its SQL) and was "
+                f"given {_counted_noun(given, 'value')}{where}; pass one value per parameter, e.g. "
+                "cursor.execute(sql, (value, ...)) with ADBC's DB-API"
+            )
+
+
+def _counted_noun(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _parameter_schema(count: int) -> pa.Schema | None:
