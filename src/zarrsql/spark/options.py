@@ -146,12 +146,12 @@ def spark_read(options: Mapping[str, str]) -> SparkRead:
     pushdown = False
     for raw_key, value in options.items():
         key = raw_key.lower()
-        if key.startswith(STORAGE_PREFIX):
-            storage[key[len(STORAGE_PREFIX) :]] = value
-            continue
         name = _parameter_name(key)
         if name in SPARK_KEYS or (name != key and name in options):
             continue  # Spark's bookkeeping, or a duplicate `option.x` of an option `x`
+        if name.startswith(STORAGE_PREFIX):
+            storage[name[len(STORAGE_PREFIX) :]] = value
+            continue
         if name not in KNOWN:
             raise ParameterError(
                 f"unknown option {raw_key!r} for the zarr data source; the options are "
@@ -202,9 +202,12 @@ def is_secret(name: str) -> bool:
 
 
 def shareable(options: Mapping[str, str]) -> dict[str, str]:
-    """The options safe to store in a table's schema: every one but secret storage options."""
-    return {
-        k: v
-        for k, v in options.items()
-        if not (k.lower().startswith(STORAGE_PREFIX) and is_secret(k[len(STORAGE_PREFIX) :]))
-    }
+    """The options safe to store in a table's schema: every one but secret storage options,
+    whether given as `storage_options.<name>` or as Spark SQL's `option.storage_options.<name>`
+    copy of a `CREATE TABLE ... OPTIONS` entry."""
+    return {k: v for k, v in options.items() if not _secret_storage_option(k)}
+
+
+def _secret_storage_option(key: str) -> bool:
+    name = _parameter_name(key.lower())
+    return name.startswith(STORAGE_PREFIX) and is_secret(name[len(STORAGE_PREFIX) :])

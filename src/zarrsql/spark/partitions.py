@@ -9,22 +9,28 @@ predicate, or none), and only a predicate that is not separable lists the plan's
 
 On the executor the table is planned again from the same request and predicate (cheap:
 coordinates and metadata only) and each ordinal becomes its unit: its region, and the rows
-the plan keeps in it, computed the way `plan.units` computes them.
+the plan keeps in it, computed the way `plan.units` computes them. An ordinal means that unit
+only on the version of the table it was planned on, so a partition also carries `planned_on`
+(a digest of that version) and the executor refuses a table that is not the same.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from zarrsql.decode.logical import Labels
 from zarrsql.expand.columns import Column
 from zarrsql.plan.predicate import Leaf, evaluate, leaf_truth
 from zarrsql.plan.units import ScanPlan, WorkUnit
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.scan.sparse import ENTRIES_PER_UNIT, SparsePlan
+from zarrsql.scan.validity import baseline
 
 Runs = tuple[tuple[int, int], ...]
 _SCALAR_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "float32": 4}
@@ -44,6 +50,30 @@ def unit_bytes(scan: TableScan, columns: Sequence[Column]) -> int:
     if not scan.rows_are_cells:  # a sparse table: units of about ENTRIES_PER_UNIT entries
         return ENTRIES_PER_UNIT * row
     return int(np.prod(scan.table.chunk_grid, dtype=np.int64)) * row
+
+
+def planned_on(scan: TableScan) -> str:
+    """A digest of the version of the table a plan's ordinals refer to: the store (an Icechunk
+    store's `cache_key` names its snapshot), the tokens of the table's metadata documents, of
+    its coordinates' chunks on a local store, its shape, chunk grid and columns.
+
+    The same on the driver and on every executor while the table is unchanged, whatever else
+    their processes read before: `TableScan.fingerprint()` is not, since it holds the tokens
+    of every coordinate chunk the process has decoded, and a remote table decodes its
+    coordinates at their first read. So a remote table is compared by its documents (each a
+    request to check) and not by its coordinates' chunks, which a local table decodes when it
+    is opened (a `stat` each). Call it after `scan.plan(...)`."""
+    base = baseline(scan)
+    version = {
+        "store": str(getattr(scan.store, "cache_key", scan.store.url)),
+        "documents": sorted((k, t or "") for k, t in base.documents),
+        "coordinates": [] if base.remote else sorted((k, t or "") for k, t in base.coordinates),
+        "shape": list(scan.table.shape),
+        "grid": list(scan.table.chunk_grid),
+        # a string coordinate's labels are its values (the tokens above), not its type
+        "columns": [(c.name, "labels" if isinstance(c.logical, Labels) else repr(c.logical)) for c in scan.columns],
+    }
+    return hashlib.sha1(json.dumps(version, default=str).encode()).hexdigest()
 
 
 def _n_chunks(n: int, g: int) -> int:

@@ -16,6 +16,13 @@ every work unit and Spark filters the rows; `ZarrPushdownReader` adds `pushFilte
 reuses it for a later query on the same DataFrame without calling `reader()`, `pushFilters`
 or `partitions()` again, so the later query silently gets the earlier filter's rows; nothing
 in Python can notice, hence the safe default.
+
+Spark keeps a DataFrame's partitions as well: a later query on it (a second `df.count()`,
+a sum after a count, a query on a temporary view made from it) reads the partitions planned
+the first time, again without asking the source. A partition names its work units by ordinal
+on the version of the table it was planned on, so it carries that version (`planned_on`)
+and an executor that opens another version refuses with `StoreReadError` rather than read
+units of another chunk grid: the rows would be of neither version.
 """
 
 from __future__ import annotations
@@ -30,24 +37,28 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 
-from zarrsql.errors import ParameterError, ZarrSQLError
+from zarrsql.errors import ParameterError, StoreReadError, ZarrSQLError
 from zarrsql.plan.predicate import Predicate, conjoin
 from zarrsql.scan import Column, TableScan, begin_coordinates, open_table, read_request
+from zarrsql.scan.contract import Plan
 from zarrsql.scan.entry import select_columns
 from zarrsql.spark.filters import Untranslatable, exact, pruning
 from zarrsql.spark.options import SparkRead, refuse_repeated, shareable, spark_read
-from zarrsql.spark.partitions import PartitionPlan, Runs, group, kept_ordinals, unit_bytes
+from zarrsql.spark.partitions import PartitionPlan, Runs, group, kept_ordinals, planned_on, unit_bytes
 from zarrsql.spark.types import arrow_target, spark_schema, spark_type, to_spark
+from zarrsql.store.base import note_changed
 
 OPTIONS_KEY = "zarrsql.options"
 
 
 class ZarrPartition(InputPartition):
-    """A partition: runs of unit ordinals (see `spark/partitions.py`); small to pickle."""
+    """A partition: runs of unit ordinals (see `spark/partitions.py`) and the digest of the
+    table version they were planned on (`planned_on`); small to pickle."""
 
-    def __init__(self, runs: Runs) -> None:
+    def __init__(self, runs: Runs, planned: str) -> None:
         super().__init__(runs)
         self.runs = runs
+        self.planned_on = planned
 
     def __repr__(self) -> str:
         units = sum(b - a for a, b in self.runs)
@@ -125,16 +136,19 @@ class ZarrReader(DataSourceReader):
         read = spark_read(self.options)
         if self._scan is None:
             self._scan = _open(read)
+        return read, self._scan, self._columns(self._scan)
+
+    def _columns(self, scan: TableScan) -> list[Column]:
         refuse_repeated(self.names, "schema", "give each column once")
-        columns = list(select_columns(self._scan, self.names))
+        columns = list(select_columns(scan, self.names))
         for col, f in zip(columns, self.schema.fields, strict=True):
             if spark_type(col.logical) != f.dataType:
                 raise ParameterError(
-                    f"schema: column '{col.name}' of table '{self._scan.table.label}' is "
+                    f"schema: column '{col.name}' of table '{scan.table.label}' is "
                     f"{spark_type(col.logical).simpleString()}, not {f.dataType.simpleString()}; "
                     "leave the schema out or give that type"
                 )
-        return read, self._scan, columns
+        return columns
 
     def predicate(self) -> Predicate | None:
         return conjoin([*self.exact, *self.pruning])
@@ -145,7 +159,8 @@ class ZarrReader(DataSourceReader):
         plan = scan.plan(self.predicate())
         per_partition = read.partition_bytes // max(1, unit_bytes(scan, columns))
         runs = group(kept_ordinals(plan), per_partition)
-        return [ZarrPartition(r) for r in runs] or [ZarrPartition(())]
+        planned = planned_on(scan)
+        return [ZarrPartition(r, planned) for r in runs] or [ZarrPartition((), planned)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from zarrsql.scan.reader import read_batches
@@ -154,15 +169,40 @@ class ZarrReader(DataSourceReader):
         if not runs:
             return
         try:
-            _, scan, columns = self._table()
+            scan, plan = self._plan_as_planned(getattr(partition, "planned_on", ""))
+            columns = self._columns(scan)
             target = arrow_target(self.schema)
-            plan = PartitionPlan(scan.plan(self.predicate()), runs)
             begin_coordinates(scan, columns)
-            batches = read_batches(scan, plan, columns)  # type: ignore[arg-type]
+            batches = read_batches(scan, PartitionPlan(plan, runs), columns)  # type: ignore[arg-type]
             for batch in batches:
                 yield to_spark(batch, target)
         except ZarrSQLError as err:
             raise err.with_traceback(None) from None
+
+    def _plan_as_planned(self, planned: str) -> tuple[TableScan, Plan]:
+        """The table and plan on an executor, when they are the version the partition was
+        planned on; its ordinals mean other units of any other version, so that refuses.
+
+        A mismatch is checked once more with the store's metadata read again: this Python
+        worker may hold metadata cached before the driver's (`metadata_ttl`)."""
+        read = spark_read(self.options)
+        for attempt in range(2):
+            scan = _open(read)
+            plan = scan.plan(self.predicate())
+            if planned_on(scan) == planned:
+                return scan, plan
+            if attempt == 0:
+                note_changed(str(getattr(scan.store, "cache_key", scan.store.url)))
+        version = getattr(scan.store, "version", None)  # an Icechunk store's branch, tag or snapshot
+        where = f"store '{scan.store.url}'" + (f" ({version})" if isinstance(version, str) else "")
+        raise StoreReadError(
+            f"{where} changed after this Spark query was planned: table "
+            f"'{scan.table.label}' is no longer the version its partitions name, and reading them "
+            "would mix the two versions. Spark plans a DataFrame's scan once and reuses that plan "
+            "in later queries on the DataFrame, so load the DataFrame again "
+            "(spark.read.format('zarr')...load(...)), and make any temporary view of it again, to "
+            "read the store as it is now"
+        )
 
 
 class ZarrPushdownReader(ZarrReader):
