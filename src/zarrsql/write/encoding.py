@@ -36,7 +36,16 @@ NAT = np.iinfo(np.int64).min
 #: exactly is used, as xarray does, so `days since ...` for daily data.
 _UNITS = (("days", "D"), ("hours", "h"), ("minutes", "m"), ("seconds", "s"), ("milliseconds", "ms"),
           ("microseconds", "us"), ("nanoseconds", "ns"))  # fmt: skip
+
+
 #: Nanoseconds in one of each numpy time unit used here.
+def _whole_micros(origin: np.datetime64 | None) -> bool:
+    """Whether a time origin is a whole number of microseconds (then counts work in them)."""
+    if origin is None or np.datetime_data(origin.dtype)[0] not in ("ps", "fs", "as", "ns"):
+        return True
+    return int(origin.astype("datetime64[ns]").astype(np.int64)) % 1000 == 0
+
+
 _NS = {"D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 #: zstd level: 3 is zstd's own default, a good speed/size balance for numeric arrays.
 ZSTD_LEVEL = 3
@@ -138,14 +147,21 @@ class ArraySpec:
         cast into the stored dtype would wrap it (2100-01-01 as int32 seconds since 2000 would
         read back as 1963)."""
         stored = np.dtype(self.dtype)
-        origin = np.datetime64(0, "ns") if self.time_origin is None else self.time_origin.astype("datetime64[ns]")
-        raw = data.astype("datetime64[ns]").view(np.int64)
         finite = ~np.isnat(data)
-        step = _NS[self.time_code or "us"]
-        start = np.int64(origin.astype(np.int64))
+        # counted in microseconds (int64: 292,000 years each way, so "days since 0001-01-01"
+        # fits) unless the unit or the origin is finer; nanoseconds span only 1677-2262
+        res = "us" if _NS[self.time_code or "us"] % 1000 == 0 and _whole_micros(self.time_origin) else "ns"
+        step = _NS[self.time_code or "us"] // (1000 if res == "us" else 1)
+        if res == "us" and data.dtype == np.dtype("datetime64[ns]"):
+            finer = finite & (data.view(np.int64) % 1000 != 0)
+            if finer.any():
+                raise self._time_inexact(data[np.argmax(finer)])
+        unit = np.dtype(f"datetime64[{res}]")
+        raw = data.astype(unit).view(np.int64)
+        start = np.int64(0 if self.time_origin is None else self.time_origin.astype(unit).astype(np.int64))
         with np.errstate(over="ignore"):
             delta = np.where(finite, raw, start) - start
-        # the distance to the origin must itself fit int64 nanoseconds (292 years): it wrapped
+        # the distance to the origin must itself fit int64 (292 years of nanoseconds): it wrapped
         # when raw and origin differ in sign and the difference's sign is not raw's
         far = finite & (((raw ^ start) & (raw ^ delta)) < 0)
         if far.any():
@@ -155,12 +171,7 @@ class ArraySpec:
             fractional[~finite] = np.nan
             return fractional.astype(stored)
         if (delta[finite] % step).any():
-            bad = data[finite][np.argmax(delta[finite] % step != 0)]
-            units = self.attributes.get("units")
-            raise WriteError(
-                f"time column '{self.name}' has the value {bad}, which the array's units '{units}' cannot hold "
-                "exactly; round it (date_trunc) or write to a new store"
-            )
+            raise self._time_inexact(data[finite][np.argmax(delta[finite] % step != 0)])
         counts = delta // step
         info = np.iinfo(stored)
         outside = finite & ((counts < info.min) | (counts > info.max))
@@ -176,6 +187,14 @@ class ArraySpec:
             )
         counts[~finite] = 0 if nat is None else nat
         return counts.astype(stored)
+
+    def _time_inexact(self, value: np.datetime64) -> WriteError:
+        """The refusal of a time the array's unit cannot hold exactly (it would be truncated)."""
+        units = self.attributes.get("units")
+        return WriteError(
+            f"time column '{self.name}' has the value {value}, which the array's units '{units}' cannot hold "
+            "exactly; round it (date_trunc) or write to a new store"
+        )
 
     def _time_refused(self, value: np.datetime64, count: str) -> AppendSchemaError:
         """The refusal of a time whose count the stored array cannot hold (`count` says why)."""

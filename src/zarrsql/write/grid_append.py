@@ -385,7 +385,8 @@ def _time_units(store: str, name: str, attrs: dict[str, Any]) -> tuple[str, np.d
             f"the time array '{name}' of '{store}' has units '{attrs['units']}' and calendar '{calendar}', which an "
             "append cannot encode; write a new store"
         )
-    return code, np.datetime64(pd.Timestamp(origin.strip()).tz_localize(None).to_datetime64(), "ns")
+    # in the origin's own resolution: as nanoseconds, "0001-01-01" would wrap (1677-2262 only)
+    return code, pd.Timestamp(origin.strip()).tz_localize(None).to_datetime64()
 
 
 def _future(array: Any, axis: int, length: int) -> Any:
