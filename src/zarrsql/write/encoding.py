@@ -165,7 +165,8 @@ class ArraySpec:
         # when raw and origin differ in sign and the difference's sign is not raw's
         far = finite & (((raw ^ start) & (raw ^ delta)) < 0)
         if far.any():
-            raise self._time_refused(data[np.argmax(far)], "more than 292 years from the origin")
+            span = "292" if res == "ns" else "292,000"
+            raise self._time_refused(data[np.argmax(far)], f"more than {span} years from the origin")
         if stored.kind == "f":
             fractional = delta.astype(np.float64) / step
             fractional[~finite] = np.nan
