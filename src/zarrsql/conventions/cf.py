@@ -25,7 +25,7 @@ from zarrsql.conventions.model import (
     group_members,
     resolve_names,
 )
-from zarrsql.conventions.records import CharacterArray, EncodedVariable, Variable
+from zarrsql.conventions.records import CharacterArray, EncodedVariable, Variable, known_encoding
 from zarrsql.discovery.roles import Member
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree, ancestors
@@ -85,15 +85,6 @@ def _text_encoding(a: ArrayMeta) -> str:
     `decode.characters` then refuses by name)."""
     encoding = a.attrs.get("_Encoding", "utf-8")
     return encoding if isinstance(encoding, str) else repr(encoding)
-
-
-def _decodes(encoding: str) -> bool:
-    """Whether Python decodes bytes in `encoding` to text (a codec such as 'hex' does not)."""
-    try:
-        b"A".decode(encoding, "replace")
-    except LookupError:
-        return False
-    return True
 
 
 def _variable(m: Member) -> Variable:
@@ -165,7 +156,7 @@ def _aux_coords(tree: NodeTree, path: str, dims: tuple[str, ...], arrays: list[V
             if any(m.array.shape[i] != arrays[0].shape[k] for i, k in enumerate(axes)):
                 continue
             encoding = _text_encoding(m.array) if _joined(m) else None
-            if encoding is not None and not _decodes(encoding):
+            if encoding is not None and not known_encoding(encoding):
                 continue  # text no one can read: left out, where a data variable is refused by name
             out[name] = AuxCoord(name, m.array, axes, encoding)
     return tuple(out.values())

@@ -67,6 +67,18 @@ class FixedListArray:
     array: ArrayMeta
 
 
+def known_encoding(name: object) -> bool:
+    """Whether `name` is a text encoding Python decodes bytes to text with (an `_Encoding`
+    attribute); a bytes-to-bytes codec such as 'hex' is not one."""
+    if not isinstance(name, str):
+        return False
+    try:
+        b"A".decode(name, "replace")  # b"" would decode under any name
+    except LookupError:
+        return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class CharacterArray:
     """A CF character array (an `S1` array, NetCDF's `char`): its last dimension holds the

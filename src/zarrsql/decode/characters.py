@@ -21,25 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from zarrsql.conventions.records import CharacterArray
+from zarrsql.conventions.records import CharacterArray, known_encoding
 from zarrsql.decode.cells import Cells
 from zarrsql.decode.encodings import read_cells
 from zarrsql.decode.logical import Logical
 from zarrsql.errors import UnsupportedError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.store import Store
-
-
-def known_encoding(name: object) -> bool:
-    """Whether `name` is a text encoding Python decodes bytes to text with (an `_Encoding`
-    attribute); a bytes-to-bytes codec such as 'hex' is not one."""
-    if not isinstance(name, str):
-        return False
-    try:
-        b"A".decode(name, "replace")  # b"" would decode under any name
-    except LookupError:
-        return False
-    return True
 
 
 def _attr_bytes(value: Any) -> list[bytes]:
@@ -77,7 +65,10 @@ class CharacterCodec:
     logical: Logical = "string"
 
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
-        joined = join_characters(read_cells(store, self.array, unit))
+        return self.text(join_characters(read_cells(store, self.array, unit)))
+
+    def text(self, joined: np.ndarray) -> tuple[Any, np.ndarray | None]:
+        """Joined cells (`join_characters`) as text, with the cells its sentinels mark as nulls."""
         nulls = None
         for value in self.sentinels:
             hit = joined == value

@@ -262,10 +262,5 @@ def _joined_text(array: ArrayMeta, raw: np.ndarray, encoding: str) -> tuple[np.n
     from zarrsql.decode.characters import character_codec, join_characters
 
     codec = character_codec(CharacterArray(array, encoding))  # refuses an unknown encoding by name
-    joined = join_characters(raw)
-    nulls = None
-    for value in codec.sentinels:
-        hit = joined == value
-        nulls = hit if nulls is None else (nulls | hit)
-    text = np.char.decode(joined, codec.encoding, errors="replace").astype(object)
-    return text, nulls if nulls is not None and nulls.any() else None, "string"
+    text, nulls = codec.text(join_characters(raw))
+    return text, nulls, "string"
