@@ -3,7 +3,8 @@
 The store's root group registers the table convention (`zarr_conventions`), lists its
 columns in `table:columns` (a column whose name is not a safe node name gets another node
 name), and names `table:index` and `table:primary_geometry` when there are such columns.
-Each column is written by its writer in `write.table_columns`; every row-aligned array is
+Each column is written by a writer of its kind (`write.table_columns` for scalars and fixed
+lists, `write.categorical_column`, `write.geometry_column`); every row-aligned array is
 chunked by the same `chunks` rows along axis 0, as the convention requires.
 
 Memory: the batches are regrouped into blocks of one row chunk (the first block of an
@@ -30,6 +31,9 @@ from zarrsql.conventions.table import UUID
 from zarrsql.errors import AppendSchemaError, ParameterError, UnwritableColumnError
 from zarrsql.write import commit
 from zarrsql.write import table_columns as tc
+from zarrsql.write.categorical_column import CategoricalColumn
+from zarrsql.write.column_arrays import Layout
+from zarrsql.write.geometry_column import GeometryColumn
 from zarrsql.write.geometry_input import block_of, geometry_source, names_a_point
 from zarrsql.write.table_append import open_table, stored_kind
 
@@ -47,8 +51,11 @@ _SAFE_NODE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _RESERVED_NODES = {"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata", "c"}
 #: The longest node name kept: a node is one file or directory, whose name has at most 255
 #: bytes on common file systems (a safe node name is ASCII: one byte a character), less the
-#: 48 a column that becomes nullable adds to its temporary name (`table_columns.move_node`).
+#: 48 a column that becomes nullable adds to its temporary name (`column_arrays.move_node`).
 _NODE_CHARACTERS = 200
+
+#: One column's writer, whatever its kind.
+Writer = tc.ScalarColumn | CategoricalColumn | tc.FixedListColumn | GeometryColumn
 
 
 @dataclass(frozen=True)
@@ -220,16 +227,16 @@ def _root_attrs(plans: list[ColumnPlan], index: str | None) -> dict[str, Any]:
     return attrs
 
 
-def _writer(plan: ColumnPlan, layout: tc.Layout) -> tc.Writer:
+def _writer(plan: ColumnPlan, layout: Layout) -> Writer:
     if plan.kind == "scalar":
         assert plan.dtype is not None
         return tc.ScalarColumn(plan.name, plan.node, plan.dtype, layout)
     if plan.kind == "categorical":
-        return tc.CategoricalColumn(plan.name, plan.node, layout)
+        return CategoricalColumn(plan.name, plan.node, layout)
     if plan.kind == "fixed":
         assert plan.dtype is not None
         return tc.FixedListColumn(plan.name, plan.node, plan.dtype, plan.trailing, layout)
-    return tc.GeometryColumn(plan.name, plan.node, layout, plan.source)
+    return GeometryColumn(plan.name, plan.node, layout, plan.source)
 
 
 def _first_chunk(block: pa.Table | None, name: str) -> pa.Array | None:
@@ -239,11 +246,11 @@ def _first_chunk(block: pa.Table | None, name: str) -> pa.Array | None:
     return column.chunk(0) if column.num_chunks else None
 
 
-def _start(writer: tc.Writer, plan: ColumnPlan, first: pa.Table | None, first_row: int) -> None:
+def _start(writer: Writer, plan: ColumnPlan, first: pa.Table | None, first_row: int) -> None:
     """Create the writer's arrays; some encodings are chosen from the first block."""
-    if isinstance(writer, tc.CategoricalColumn):
+    if isinstance(writer, CategoricalColumn):
         writer.create(_first_chunk(first, plan.name))  # type: ignore[arg-type]
-    elif isinstance(writer, tc.GeometryColumn):
+    elif isinstance(writer, GeometryColumn):
         rows = first is not None and first.num_rows > 0
         writer.create(block_of(plan.name, plan.source, first.column(plan.name), first_row) if rows else None)  # type: ignore[union-attr]
     else:
@@ -257,7 +264,7 @@ def _create(
 
     group = zarr.open_group(target.zarr_store, mode="w", zarr_format=target.zarr_format)  # type: ignore[arg-type]
     group.update_attributes(_root_attrs(plans, index))
-    layout = tc.Layout(group, chunk, target.zarr_format, index or "row", appending=False)
+    layout = Layout(group, chunk, target.zarr_format, index or "row", appending=False)
     stream = blocks(iter(batches), chunk, 0)
     first = next(stream, None)
     writers = [_writer(p, layout) for p in plans]
@@ -267,7 +274,7 @@ def _create(
 
 
 def _write_all(
-    writers: list[tc.Writer],
+    writers: list[Writer],
     plans: list[ColumnPlan],
     first: tuple[pa.Table, int] | None,
     stream: Iterator[tuple[pa.Table, int]],
@@ -298,7 +305,7 @@ def _append(target: commit.StoreTarget, plans: list[ColumnPlan], batches: pa.Rec
             f"{list(stored)} (missing: {missing}, not in the table: {extra}); select exactly the "
             "table's columns (alias them to its names)"
         )
-    layout = tc.Layout(group, chunk, target.zarr_format, row_dim, appending=True)
+    layout = Layout(group, chunk, target.zarr_format, row_dim, appending=True)
     ordered = [by_name[name] for name in stored]
     ordered = [ColumnPlan(p.name, stored[p.name][0], p.kind, p.dtype, p.trailing, p.source) for p in ordered]
     writers = [_opened(p, layout, stored[p.name][1]) for p in ordered]
@@ -306,7 +313,7 @@ def _append(target: commit.StoreTarget, plans: list[ColumnPlan], batches: pa.Rec
     _write_all(writers, ordered, next(stream, None), stream)
 
 
-def _opened(plan: ColumnPlan, layout: tc.Layout, node: Any) -> tc.Writer:
+def _opened(plan: ColumnPlan, layout: Layout, node: Any) -> Writer:
     """The writer of a stored column, opened on its arrays (its kind checked against the rows')."""
 
     kind = stored_kind(node)
@@ -316,6 +323,6 @@ def _opened(plan: ColumnPlan, layout: tc.Layout, node: Any) -> tc.Writer:
             f"column '{plan.name}' is stored as a {kind} column but the rows to append give a "
             f"{plan.kind} column; append it in the stored form (e.g. CAST to the type read_zarr gives)"
         )
-    writer = tc.CategoricalColumn(plan.name, plan.node, layout) if text_into_categories else _writer(plan, layout)
+    writer = CategoricalColumn(plan.name, plan.node, layout) if text_into_categories else _writer(plan, layout)
     writer.open(node)
     return writer
