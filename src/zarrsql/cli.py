@@ -89,18 +89,41 @@ def _output_options() -> argparse.ArgumentParser:
     return p
 
 
+def _storage_option(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE, e.g. endpoint_url=http://localhost:9000, not {text!r}")
+    return key.strip(), value
+
+
+def _store_options() -> argparse.ArgumentParser:
+    """The options of the store a command reads: those of a remote store's filesystem."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--storage-option",
+        dest="storage_options",
+        action="append",
+        type=_storage_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of a remote store's filesystem, as storage_options := MAP {...} takes it "
+        "(repeatable), e.g. endpoint_url=http://localhost:9000 or anon=false",
+    )
+    return p
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zarrsql", description="SQL over Zarr stores, with DuckDB.")
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
-    out = _output_options()
+    out, store = _output_options(), _store_options()
     for name, text in [("tables", "list the tables of a store"), ("metadata", "list the arrays of a store")]:
-        s = sub.add_parser(name, help=text, parents=[out])
+        s = sub.add_parser(name, help=text, parents=[out, store])
         s.add_argument("store")
     q = sub.add_parser(
         "query",
         help="run SQL with the store's named tables mounted (root tables unqualified)",
-        parents=[out],
+        parents=[out, store],
     )
     q.add_argument("store")
     q.add_argument("sql", help="the SQL (several statements: the last one's result is written); - reads standard input")
@@ -238,6 +261,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     output = output_of(args.format, args.output, args.max_rows)
     _check_store(args.store)
     sql = _sql_text(args) if args.command == "query" else None
+    options = dict(args.storage_options)
     import zarrsql
 
     with zarrsql.connect() as con:
@@ -245,13 +269,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         con.execute(f"SET enable_progress_bar = {str(_duckdb_progress(output)).lower()}")
         if sql is None:
             function = "read_zarr_tables" if args.command == "tables" else "read_zarr_metadata"
-            run_sql(con, f"SELECT * FROM {function}({_quote(args.store)})", output)
-            note = _unreadable_note(con, args.store) if args.command == "tables" else None
+            run_sql(con, f"SELECT * FROM {function}({_quote(args.store)}{_options_sql(options)})", output)
+            note = _unreadable_note(con, args.store, options) if args.command == "tables" else None
             if note:
                 print(f"zarrsql: note: {note}", file=sys.stderr)
         else:
-            _query(con, args.store, sql, output)
+            _query(con, args.store, options, sql, output)
     return 0
+
+
+def _options_sql(options: dict[str, str]) -> str:
+    """`, storage_options := MAP {...}` for a table function's arguments, or nothing."""
+    if not options:
+        return ""
+    pairs = ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in options.items())
+    return f", storage_options := MAP {{{pairs}}}"
 
 
 def _duckdb_progress(output: Output) -> bool:
@@ -262,11 +294,12 @@ def _duckdb_progress(output: Output) -> bool:
     return output.shows_progress() and bool(get_option("progress")) and not _own_progress()
 
 
-def _unreadable_note(con: Any, store: str) -> str | None:
+def _unreadable_note(con: Any, store: str, options: dict[str, str]) -> str | None:
     """What to tell about arrays that give no table because they cannot be read (unreadable
     metadata, an unsupported type): `tables` lists none for them, `query` mounts none."""
     rows = con.sql(
-        f"SELECT name FROM read_zarr_metadata({_quote(store)}) WHERE role = 'unsupported' ORDER BY name"
+        f"SELECT name FROM read_zarr_metadata({_quote(store)}{_options_sql(options)}) "
+        "WHERE role = 'unsupported' ORDER BY name"
     ).fetchall()
     if not rows:
         return None
@@ -288,21 +321,22 @@ def _own_progress() -> bool:
     return bool(get_option("progress")) and display_kind() == "terminal"
 
 
-def _query(con: Any, store: str, sql: str, output: Output) -> None:
+def _query(con: Any, store: str, options: dict[str, str], sql: str, output: Output) -> None:
     """Mount what the store names, then run the SQL. Nothing is mounted for a store without
     named tables (an OME-Zarr pyramid's levels have no table names) or one that cannot be
     listed (plain HTTP without consolidated metadata): the SQL reads it with `read_zarr(...,
-    array_path := ...)`, and only if it then misses a table is the reason told."""
+    array_path := ...)`, and only if it then misses a table is the reason told. The mounted
+    views read with the storage options given; a `read_zarr(...)` in the SQL names its own."""
     import duckdb
 
     unlisted: StoreReadError | None = None
     _MOUNTING.set()
     try:
-        mounted = _mount(con, store)
+        mounted = _mount(con, store, options)
     except StoreReadError as err:
         from zarrsql.store import open_store
 
-        if open_store(store).can_list:  # a listing that failed: the error itself
+        if open_store(store, options).can_list:  # a listing that failed: the error itself
             raise
         mounted, unlisted = False, err
     finally:
@@ -314,14 +348,14 @@ def _query(con: Any, store: str, sql: str, output: Output) -> None:
     except duckdb.CatalogException as err:
         if mounted:
             raise
-        raise SelectionError(f"{err}\n({_why_unmounted(con, store, unlisted)})") from err
+        raise SelectionError(f"{err}\n({_why_unmounted(con, store, options, unlisted)})") from err
 
 
-def _why_unmounted(con: Any, store: str, unlisted: StoreReadError | None) -> str:
+def _why_unmounted(con: Any, store: str, options: dict[str, str], unlisted: StoreReadError | None) -> str:
     """Why `query` mounted nothing, and how the SQL reads the store instead."""
     if unlisted is not None:  # its own message says how: consolidate, or array_path :=
         return f"nothing was mounted: {_message(unlisted)}"
-    note = _unreadable_note(con, store)
+    note = _unreadable_note(con, store, options)
     return (
         f"store '{store}' has no named tables, so nothing was mounted: read its arrays with "
         f"read_zarr({_quote(store)}, array_path := '...'); list them with `zarrsql metadata`"
@@ -329,7 +363,7 @@ def _why_unmounted(con: Any, store: str, unlisted: StoreReadError | None) -> str
     )
 
 
-def _mount(con: Any, store: str) -> bool:
+def _mount(con: Any, store: str, options: dict[str, str]) -> bool:
     """Mount the store's named tables as a database named after it and make that the default.
 
     The statements of `read_zarr_views` run one by one, so that a table that cannot be read
@@ -344,7 +378,8 @@ def _mount(con: Any, store: str) -> bool:
 
     database = database_name(store)
     statements = con.sql(
-        f"SELECT schema_name, view_name, sql FROM read_zarr_views({_quote(store)}, {_quote(database)})"
+        f"SELECT schema_name, view_name, sql FROM read_zarr_views({_quote(store)}, {_quote(database)}"
+        f"{_options_sql(options)})"
     ).fetchall()
     if not any(view for _, view, _ in statements):
         return False
