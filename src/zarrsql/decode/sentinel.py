@@ -5,8 +5,8 @@ Rules, in order:
    CF allows) that is readable in the array's type is a sentinel, as in xarray. When
    `_FillValue` is NaN and a `missing_value` exists, the NaN is dropped: xarray writes NaN
    there after replacing the real sentinel in memory.
-2. Without any such value, the Zarr `fill_value`, unless all its bytes are zero (so 0 and
-   0.0 stay data).
+2. Without any such value, the Zarr `fill_value`, unless it is zero (all its bytes zero, or
+   a float -0.0, which compares equal to 0.0), so that 0 and 0.0 stay data.
 Boolean and string arrays never get a sentinel.
 
 "Readable in the array's type" depends on the spelling. A JSON number is read as the array's
@@ -154,14 +154,14 @@ def _is_nan(value: Any) -> bool:
 
 
 def _zarr_fill(array: ArrayMeta, dt: np.dtype) -> list[Any]:
-    """The Zarr fill_value as a sentinel (in `dt`), unless it is absent or all zero bytes."""
+    """The Zarr fill_value as a sentinel (in `dt`), unless it is absent or zero."""
     zf = array.fill_value
     stored = array.dtype.numpy
     if zf is None or stored is None or isinstance(zf, (str, bytes)):
         return []
     value = np.asarray(zf, dtype=stored)
-    if value.tobytes() == bytes(stored.itemsize):
-        return []
+    if value.tobytes() == bytes(stored.itemsize) or (stored.kind == "f" and value == 0):
+        return []  # -0.0 too: it equals 0.0, so as a sentinel it would hide every real zero
     return [value.view(dt)[()]]
 
 

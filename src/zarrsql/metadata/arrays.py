@@ -147,6 +147,9 @@ def _numeric_fill(value: Any, dtype: DType, dt: np.dtype) -> Any:
         if value == "NaT":
             return dt.type("NaT")
         return np.array(int(value), dtype=np.int64).view(dt)[()]
+    if isinstance(value, float) and not value.is_integer():
+        # numpy would truncate 1.5 to 1, and every stored 1 would then read as missing
+        raise ValueError(value)
     return dt.type(value)
 
 

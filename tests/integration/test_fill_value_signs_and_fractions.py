@@ -1,0 +1,83 @@
+"""Zarr fill values that look like something else: a float fill of -0.0 is a zero (it equals
+0.0, so as a sentinel it would hide every real zero), and a fractional fill on an integer
+array is not a value of its type (numpy would truncate 1.5 to 1 and hide every real 1).
+Oracles: zarr-python's raw values and xarray, and zarr-python's own refusal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+import zarrsql
+from zarrsql.errors import MetadataError
+
+DATA = [0.0, 1.0, -0.0, 2.0, 0.0]
+
+
+def _values(con: zarrsql.Connection, path: Path) -> list[float | None]:
+    return [row[0] for row in con.execute(f"SELECT v FROM read_zarr('{path}') ORDER BY x").fetchall()]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_negative_zero_fill_hides_no_zero(tmp_path: Path, zarr_format: int, dtype: str) -> None:
+    path = tmp_path / "negzero.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=zarr_format)
+    dims = {"dimension_names": ["x"]} if zarr_format == 3 else {}
+    attrs = {} if zarr_format == 3 else {"_ARRAY_DIMENSIONS": ["x"]}
+    array = group.create_array("v", shape=(5,), chunks=(2,), dtype=dtype, fill_value=-0.0, attributes=attrs, **dims)
+    array[:] = np.array(DATA, dtype=dtype)
+    raw = zarr.open_array(path / "v")[:]
+    expected = xr.open_zarr(path, consolidated=False)["v"].values if zarr_format == 3 else raw
+    assert np.array_equal(raw, np.array(DATA, dtype=dtype))
+    got = _values(zarrsql.connect(), path)
+    assert None not in got
+    np.testing.assert_array_equal(np.array(got, dtype=dtype), expected)
+
+
+def test_a_negative_zero_fill_still_fills_a_chunk_never_written(tmp_path: Path) -> None:
+    """A missing chunk reads as its fill: -0.0, a value like any zero, not NULL."""
+    path = tmp_path / "sparse.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    array = group.create_array("v", shape=(4,), chunks=(2,), dtype="float64", fill_value=-0.0, dimension_names=["x"])
+    array[:2] = [5.0, 6.0]  # the second chunk is never written
+    expected = zarr.open_array(path / "v")[:]
+    got = _values(zarrsql.connect(), path)
+    assert got == expected.tolist() == [5.0, 6.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("fill", [1.5, -0.25])
+def test_a_fractional_fill_on_an_integer_array_is_refused(tmp_path: Path, fill: float) -> None:
+    path = tmp_path / "fraction.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    group.create_array(
+        "v", shape=(4,), chunks=(4,), dtype="int32", fill_value=7, attributes={"_ARRAY_DIMENSIONS": ["x"]}
+    )[:] = [0, 1, 2, 1]
+    meta = path / "v" / ".zarray"
+    doc = json.loads(meta.read_text())
+    doc["fill_value"] = fill
+    meta.write_text(json.dumps(doc))
+    with pytest.raises(Exception, match="integer"):  # zarr-python refuses the metadata itself
+        zarr.open_array(path / "v")[:]
+    with pytest.raises(MetadataError, match=r"fill_value .* is not a value of data type"):
+        _values(zarrsql.connect(), path)
+
+
+def test_a_whole_float_fill_on_an_integer_array_is_its_integer(tmp_path: Path) -> None:
+    """2.0 is the integer 2, as JSON writers that spell every number as a float give it."""
+    path = tmp_path / "whole.zarr"
+    group = zarr.open_group(path, mode="w", zarr_format=2)
+    group.create_array(
+        "v", shape=(4,), chunks=(4,), dtype="int32", fill_value=7, attributes={"_ARRAY_DIMENSIONS": ["x"]}
+    )[:] = [0, 2, 3, 2]
+    meta = path / "v" / ".zarray"
+    doc = json.loads(meta.read_text())
+    doc["fill_value"] = 2.0
+    meta.write_text(json.dumps(doc))
+    raw = np.array([0, 2, 3, 2])
+    assert _values(zarrsql.connect(), path) == [None if v == 2 else int(v) for v in raw]
