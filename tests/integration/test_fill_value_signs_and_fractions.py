@@ -81,3 +81,28 @@ def test_a_whole_float_fill_on_an_integer_array_is_its_integer(tmp_path: Path) -
     meta.write_text(json.dumps(doc))
     raw = np.array([0, 2, 3, 2])
     assert _values(zarrsql.connect(), path) == [None if v == 2 else int(v) for v in raw]
+
+
+def test_a_packed_v2_variable_with_a_zero_fill_value_masks_it_as_xarray_does(tmp_path: Path) -> None:
+    """xarray writes `_FillValue: 0` of a v2 variable only as the `.zarray` fill_value: for a
+    packed variable that zero is the sentinel (it read as `add_offset`); an unpacked one keeps
+    its zeros as data (zarr-python 2's default fill is 0), which the docs tell."""
+    path = tmp_path / "xr_v2.zarr"
+    ds = xr.Dataset(
+        {"pk": (("x",), [10.0, np.nan, 12.5, -3.0 + 0.5]), "cnt": (("x",), [1.0, np.nan, 3.0, 0.0])},
+        coords={"x": [0, 1, 2, 3]},
+    )
+    ds.to_zarr(
+        path,
+        zarr_format=2,
+        encoding={
+            "pk": {"dtype": "int16", "scale_factor": 0.5, "add_offset": -3.0, "_FillValue": 0},
+            "cnt": {"dtype": "int32", "_FillValue": -1},
+        },
+    )
+    assert zarr.open_array(path / "pk").fill_value == 0
+    assert "_FillValue" not in zarr.open_array(path / "pk").attrs  # only the fill_value records it
+    expected = xr.open_zarr(path)["pk"].values
+    got = [row[0] for row in zarrsql.connect().execute(f"SELECT pk FROM read_zarr('{path}') ORDER BY x").fetchall()]
+    assert [None if np.isnan(v) else float(v) for v in expected] == got
+    assert got[1] is None and got[3] == -2.5  # the packed 1 is data, the packed 0 is missing

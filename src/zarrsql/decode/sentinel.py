@@ -6,7 +6,8 @@ Rules, in order:
    `_FillValue` is NaN and a `missing_value` exists, the NaN is dropped: xarray writes NaN
    there after replacing the real sentinel in memory.
 2. Without any such value, the Zarr `fill_value`, unless it is zero (all its bytes zero, or
-   a float -0.0, which compares equal to 0.0), so that 0 and 0.0 stay data.
+   a float -0.0, which compares equal to 0.0), so that 0 and 0.0 stay data; but a packed
+   Zarr v2 variable's zero fill counts (`_packed_v2_fill`).
 Boolean and string arrays never get a sentinel.
 
 "Readable in the array's type" depends on the spelling. A JSON number is read as the array's
@@ -154,15 +155,28 @@ def _is_nan(value: Any) -> bool:
 
 
 def _zarr_fill(array: ArrayMeta, dt: np.dtype) -> list[Any]:
-    """The Zarr fill_value as a sentinel (in `dt`), unless it is absent or zero."""
+    """The Zarr fill_value as a sentinel (in `dt`), unless it is absent or zero, but for the
+    zero of a packed Zarr v2 variable (`_packed_v2_fill`)."""
     zf = array.fill_value
     stored = array.dtype.numpy
     if zf is None or stored is None or isinstance(zf, (str, bytes)):
         return []
     value = np.asarray(zf, dtype=stored)
-    if value.tobytes() == bytes(stored.itemsize) or (stored.kind == "f" and value == 0):
+    zero = value.tobytes() == bytes(stored.itemsize) or (stored.kind == "f" and value == 0)
+    if zero and not _packed_v2_fill(array):
         return []  # -0.0 too: it equals 0.0, so as a sentinel it would hide every real zero
     return [value.view(dt)[()]]
+
+
+def _packed_v2_fill(array: ArrayMeta) -> bool:
+    """Whether the v2 `fill_value` is the `_FillValue` xarray's writer chose for a packed variable.
+
+    In Zarr v2, xarray stores a variable's `_FillValue` only as the `.zarray` fill_value (and
+    reads every v2 fill_value back as `_FillValue`). A zero there is usually a default, not a
+    choice (zarr-python 2 filled with 0), so it stays data, except on a variable packed by
+    `scale_factor`/`add_offset`: only a CF-aware writer packs, and with `_FillValue: 0` the
+    stored 0 stands for no data (read as data, it would become `add_offset`)."""
+    return array.zarr_format == 2 and ("scale_factor" in array.attrs or "add_offset" in array.attrs)
 
 
 def find_sentinel(array: ArrayMeta, *, zarr_fill: bool = True) -> Sentinel | None:
