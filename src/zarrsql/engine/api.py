@@ -214,6 +214,8 @@ def _points_name(con: Connection, points: Any) -> str:
         return points
     import pyarrow as pa
 
+    from zarrsql.engine.sampling import check_point_columns
+
     if isinstance(points, duckdb.DuckDBPyRelation):
         table = points.arrow()
         table = table.read_all() if isinstance(table, pa.RecordBatchReader) else table
@@ -222,15 +224,32 @@ def _points_name(con: Connection, points: Any) -> str:
     elif hasattr(points, "to_arrow"):  # polars
         table = points.to_arrow()
     elif hasattr(points, "to_dict") and hasattr(points, "columns"):  # pandas
-        table = pa.Table.from_pandas(points, preserve_index=False)
+        table = _frame_table(points)
     else:
         raise ParameterError(
             f"points must be a query string, a DuckDB relation, a pandas or polars DataFrame or an Arrow table, "
             f"got a {type(points).__name__}"
         )
+    check_point_columns([str(c) for c in table.column_names])
     name = f"__zarrsql_points_{uuid.uuid4().hex[:16]}"
     con.duckdb.register(name, table)
     return name
+
+
+def _frame_table(frame: Any) -> Any:
+    """A pandas DataFrame's points as an Arrow table. Its named index levels become columns,
+    as `reset_index()` makes them (stations indexed by name keep their name; points indexed by
+    lat and lon are matched on them); an unnamed index (the default RangeIndex, or the row
+    numbers a filter leaves) is no column."""
+    import pyarrow as pa
+
+    from zarrsql.engine.sampling import check_point_columns
+
+    levels = [level for level in frame.index.names if level is not None]
+    check_point_columns([str(c) for c in [*levels, *frame.columns]])
+    if levels:
+        frame = frame.reset_index(level=levels)
+    return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 def sample(
@@ -244,20 +263,23 @@ def sample(
 ) -> duckdb.DuckDBPyRelation:
     """The store's cells at `points` (see `zarr_sample` in SQL): one row per point and per value
     of the dimensions the points do not give. `tolerance` is a number (every numeric
-    dimension), or a dict of dimension → number, or for a time dimension an interval
-    (`datetime.timedelta`, `numpy.timedelta64` or text such as '1 hour')."""
+    dimension; a numpy number or a Decimal too), or a dict of dimension → number, or for a
+    time dimension an interval (`datetime.timedelta`, `numpy.timedelta64` or text such as
+    '1 hour')."""
     con = default_connection() if connection is None else register(connection)
-    name = _points_name(con, points)
     if isinstance(tolerance, dict):
-        tolerance = {k: _interval_text(v) for k, v in tolerance.items()}
+        tolerance = {k: _tolerance_value(v) for k, v in tolerance.items()}
     elif tolerance is not None:
-        tolerance = _interval_text(tolerance)
+        tolerance = _tolerance_value(tolerance)
+    name = _points_name(con, points)
     return _call("zarr_sample", store, [name], {"method": method, "tolerance": tolerance, **params}, con)
 
 
-def _interval_text(value: Any) -> Any:
-    """A time tolerance as text DuckDB casts to INTERVAL (microseconds, exactly)."""
-    import datetime
+def _tolerance_value(value: Any) -> Any:
+    """A tolerance as zarr_sample's SQL argument takes it: a numpy number or a Decimal as the
+    Python number it is, a time tolerance as text DuckDB casts to INTERVAL (microseconds,
+    exactly)."""
+    from decimal import Decimal
 
     import numpy as np
 
@@ -266,4 +288,13 @@ def _interval_text(value: Any) -> Any:
     if isinstance(value, datetime.timedelta):
         micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
         return f"{micros} microseconds"
-    return value
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, Decimal):
+        return float(value)
+    if value is None or isinstance(value, (int, float, str)):
+        return value
+    raise ParameterError(
+        f"tolerance= must be a number, an interval (datetime.timedelta, numpy.timedelta64 or text such as "
+        f"'1 hour') or a dict of dimension -> one of those, got a {type(value).__name__}"
+    )

@@ -2,9 +2,11 @@
 
 The points (a query, a table name, or from Python a relation or a data frame) name some of
 the table's dimensions by their columns (`lat`, `lon`, optionally `time`); every other column
-is the point's own (an id, a name). Each point is matched on each of those dimensions to the
-nearest (or the equal) coordinate value (`plan/sampling.py`), and the result is a temporary
-view:
+is the point's own (an id, a name). The points text is run, so DuckDB's own parser first
+decides what it is (`_points_statement`): exactly one query, or the name of a table or view,
+never other statements (`'SELECT 1; DROP TABLE t'`). Each point is matched on each of those
+dimensions to the nearest (or the equal) coordinate value among those `bounds :=` keeps
+(`plan/sampling.py`), and the result is a temporary view:
 
     SELECT <point columns>, <table columns>
     FROM <points with their matched coordinates> p
@@ -21,9 +23,9 @@ cell. The point's columns that name dimensions are renamed `point_<dim>` beside 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
-import re
 import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -35,10 +37,11 @@ import pyarrow as pa
 from zarrsql.decode.logical import Labels
 from zarrsql.engine import params
 from zarrsql.engine.functions import READ_PARAMS
+from zarrsql.engine.parsetree import parsed
 from zarrsql.engine.sqltext import literal, quote_ident, quote_text
 from zarrsql.errors import ParameterError
 from zarrsql.expand.arrow import to_arrow
-from zarrsql.plan.sampling import METHODS, match, repeated_value
+from zarrsql.plan.sampling import METHODS, kept_positions, match, repeated_value
 from zarrsql.scan import Column, TableScan, open_table
 
 if TYPE_CHECKING:
@@ -47,7 +50,8 @@ if TYPE_CHECKING:
 #: Above this many distinct matched cells the pushed filter names each axis' values instead
 #: (a superset of the cells: still pruned per axis, and the join keeps only the matches).
 MAX_CELL_TERMS = 512
-_QUERY = re.compile(r"^\s*(\(|select\b|with\b|from\b|values\b|table\b|pivot\b|unpivot\b)", re.IGNORECASE)
+#: The parts of a table's name in DuckDB's parse of `SELECT * FROM <name>`, outermost first.
+_NAME_PARTS = ("catalog_name", "schema_name", "table_name")
 _DURATION = "duration_us"
 _TIME_UNITS = {"timestamp_s": 1, "timestamp_ms": 10**3, "timestamp_us": 10**6, "timestamp_ns": 10**9}
 _INFINITE_TICKS = np.iinfo(np.int64).max  # how DuckDB hands an infinite TIMESTAMPTZ to Arrow
@@ -58,8 +62,7 @@ def _points(conn: Connection, points: Any) -> pa.Table:
         raise ParameterError(
             "zarr_sample's points must be a query (e.g. 'SELECT * FROM stations') or a table or view name"
         )
-    is_query = bool(_QUERY.match(points))
-    text = points if is_query else f"SELECT * FROM {points}"
+    text, is_query = _points_statement(conn, points)
     try:
         table = conn.sql(text).arrow()
     except duckdb.InterruptException:
@@ -73,7 +76,91 @@ def _points(conn: Connection, points: Any) -> pa.Table:
             "give the name of one, or the points as a query in a string, e.g. zarr_sample('store.zarr', "
             "'SELECT 45.0 AS lat, 7.5 AS lon')"
         ) from None
-    return table.read_all() if isinstance(table, pa.RecordBatchReader) else table
+    table = table.read_all() if isinstance(table, pa.RecordBatchReader) else table
+    check_point_columns(table.column_names)
+    return table
+
+
+def check_point_columns(names: list[str]) -> None:
+    """Points need a column, and each column its own name, ignoring case as SQL does (a query
+    may repeat one, an Arrow table or a DataFrame too, whose named index levels are columns)."""
+    if not names:
+        raise ParameterError(
+            "the points have no columns; give them a column named after each dimension to match (e.g. lat, lon)"
+        )
+    seen: set[str] = set()
+    for name in names:
+        if name.lower() in seen:
+            raise ParameterError(
+                f"the points have two columns named '{name}' (ignoring case, as SQL does; a DataFrame's named "
+                "index levels count as columns); give each its own name"
+            )
+        seen.add(name.lower())
+
+
+def _points_statement(conn: Connection, points: str) -> tuple[str, bool]:
+    """The statement reading the points, and whether `points` is a query: the text itself
+    when DuckDB's parser reads it as exactly one query (SELECT, WITH, VALUES, FROM, TABLE, a
+    parenthesised query; comments anywhere), `SELECT * FROM <name>` when it is a table or view
+    name. Anything else is refused before it runs: the text would run every statement it
+    holds (`'SELECT 1 AS lat; DROP TABLE t'` drops `t`; through a read-only server a COPY
+    writes a file), and one query cannot write."""
+    doc = parsed(conn.duckdb, points)
+    if not doc.get("error"):
+        count = len(doc.get("statements") or [])
+        if count == 1:
+            return points, True
+        raise ParameterError(
+            f"zarr_sample's points {points!r} hold {count or 'no'} queries; give exactly one query "
+            "(e.g. 'SELECT * FROM stations') or a table or view name"
+        )
+    if doc.get("error_type") == "parser":
+        name = _table_name(conn, points)
+        if name is not None:
+            return f"SELECT * FROM {name}", False
+        if len(parsed(conn.duckdb, f"SELECT * FROM {points}", keep=False).get("statements") or []) == 1:
+            raise ParameterError(
+                f"zarr_sample's points {points!r} are more than a table or view name (a clause, an alias, a join "
+                f"or a table function) and no query; give the query whole, e.g. 'SELECT * FROM {points}'"
+            )
+        raise ParameterError(
+            f"zarr_sample's points {points!r} are neither a query nor a table or view name "
+            f"({doc.get('error_message')}); give one query (e.g. 'SELECT * FROM stations') or the name of a "
+            "table or view (quoted if need be, e.g. 'main.\"my stations\"')"
+        )
+    try:
+        kinds = ", ".join(s.type.name for s in conn.duckdb.extract_statements(points))
+    except duckdb.Error:
+        kinds = "other"
+    raise ParameterError(
+        f"zarr_sample's points {points!r} hold statements that are not one query ({kinds}), and none of them "
+        "was run; give exactly one query (SELECT, WITH, VALUES, FROM or TABLE) or a table or view name"
+    )
+
+
+def _table_name(conn: Connection, text: str) -> str | None:
+    """`text` as a table or view's name, quoted part by part (`stations`, `main."my points"`),
+    or None when it is anything more: DuckDB must parse `SELECT * FROM <text>` exactly as it
+    parses `SELECT * FROM <the quoted name>` (no alias, clause, join or second statement)."""
+    doc = parsed(conn.duckdb, f"SELECT * FROM {text}", keep=False)
+    statements = doc.get("statements") or []
+    if doc.get("error") or len(statements) != 1:
+        return None
+    table = statements[0]["node"].get("from_table") or {}
+    if table.get("type") != "BASE_TABLE":
+        return None
+    name = ".".join(quote_ident(str(table[part])) for part in _NAME_PARTS if table.get(part))
+    again = parsed(conn.duckdb, f"SELECT * FROM {name}", keep=False)
+    return name if _without_locations(again) == _without_locations(doc) else None
+
+
+def _without_locations(node: Any) -> Any:
+    """A parse tree without the offsets and lengths of its text (a quoted name is longer)."""
+    if isinstance(node, dict):
+        return {k: _without_locations(v) for k, v in node.items() if not k.startswith("query_location")}
+    if isinstance(node, list):
+        return [_without_locations(v) for v in node]
+    return node
 
 
 def _method(args: dict[str, Any]) -> str:
@@ -122,7 +209,15 @@ def _interval_micros(conn: Connection, value: Any, dim: str) -> int:
 
 def _scalar_targets(scan: TableScan, given: list[int], raw: Any) -> list[int]:
     """The matched axes a single tolerance applies to: a number to the numeric dimensions, an
-    interval to the time and duration ones; refused when the points give none of them."""
+    interval to the time and duration ones; refused when the points give none of them, and
+    when it is neither a number nor text (a list, a boolean)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, Decimal, str)):
+        what = "a boolean" if isinstance(raw, bool) else f"a {type(raw).__name__}"
+        raise ParameterError(
+            f"tolerance := {json.dumps(raw, default=str)} is {what}; give a number (for numeric dimensions), an "
+            "interval such as '1 hour' (for time and duration dimensions), or a MAP per dimension, e.g. "
+            "MAP {'lat': '0.5', 'time': '1 hour'}"
+        )
     wanted = ("number",) if _is_number(raw) else ("time", "duration")
     kinds = {k: _kind(scan.dim_logical[k]) for k in given}
     chosen = [k for k in given if kinds[k] in wanted]
@@ -135,7 +230,11 @@ def _scalar_targets(scan: TableScan, given: list[int], raw: Any) -> list[int]:
         "number": "is numeric, which takes a number",
     }
     reasons = "; ".join(f"'{scan.dims[k].name}' {why[kinds[k]]}" for k in given)
-    what = "a number, for numeric dimensions" if wanted == ("number",) else "an interval, for time dimensions"
+    what = (
+        "a number, which applies to numeric dimensions"
+        if wanted == ("number",)
+        else "not a number, so it is read as an interval, which applies to time and duration dimensions"
+    )
     raise ParameterError(
         f"tolerance := {raw!r} is {what}, and the points give none ({reasons}); "
         "give a MAP per dimension, e.g. MAP {'lat': '0.5', 'time': '1 hour'}"
@@ -216,8 +315,9 @@ def _wall_times(conn: Connection, col: pa.ChunkedArray, column: str) -> pa.Chunk
 
 def _targets(conn: Connection, table: pa.Table, column: str, logical: str, dim: str) -> np.ndarray:
     """The points' values along one matched axis, in the axis' units (time: its ticks, of a
-    TIMESTAMPTZ point its session wall time, `_wall_times`; a duration: microseconds; a
-    number: float64, which `match` rounds to the axis' float type)."""
+    TIMESTAMPTZ point its session wall time, `_wall_times`; a duration: microseconds; whole
+    numbers on an integer axis: integers, `_whole_numbers`; other numbers: float64, which
+    `match` rounds to a float axis' type)."""
     col = table.column(column)
     if col.null_count:
         first = col.to_pylist().index(None)
@@ -241,7 +341,30 @@ def _targets(conn: Connection, table: pa.Table, column: str, logical: str, dim: 
         raise ParameterError(
             f"the points' column '{column}' must be numeric to match the dimension '{dim}', got {col.type}"
         )
-    return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False))
+    whole = _whole_numbers(col, column, dim) if logical.startswith(("int", "uint")) else None
+    if whole is not None:
+        return whole
+    return np.asarray(col.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False))  # as xarray: rounded
+
+
+def _whole_numbers(col: pa.ChunkedArray, column: str, dim: str) -> np.ndarray | None:
+    """Integer points (or DECIMALs without fraction digits, as DuckDB hands a HUGEINT or a
+    literal beyond BIGINT to Arrow) as int64 or uint64, which `match` compares with an
+    integer axis exactly: an id beyond 2^53 has no float64. None when they are not whole."""
+    if pa.types.is_integer(col.type):
+        return np.asarray(col.to_numpy(zero_copy_only=False))
+    if not pa.types.is_decimal(col.type) or col.type.scale != 0:
+        return None
+    for whole in (pa.int64(), pa.uint64()):
+        try:
+            return np.asarray(col.cast(whole).to_numpy(zero_copy_only=False))
+        except pa.ArrowInvalid:
+            continue
+    raise ParameterError(
+        f"the points' column '{column}' holds whole numbers that fit neither BIGINT nor UBIGINT (some beyond "
+        f"-2^63 .. 2^64-1, or negative ones beside ones above 2^63-1), which the integer dimension '{dim}' "
+        "cannot be matched with exactly; cast the column to BIGINT or UBIGINT"
+    )
 
 
 def _duration_micros(col: pa.ChunkedArray, column: str, dim: str) -> np.ndarray:
@@ -267,13 +390,13 @@ def _duration_micros(col: pa.ChunkedArray, column: str, dim: str) -> np.ndarray:
 
 
 def _sql_value(value: Any, logical: Any) -> str | None:
-    """A literal of exactly the coordinate's value and type, or None when none is written."""
+    """A literal of exactly the coordinate's value and type, or None when none is written. A
+    float is cast from its shortest text, which DuckDB reads as the double it is: written bare,
+    `-0.46000000834465027` is a DECIMAL, which DuckDB 1.5 casts to FLOAT one step off."""
     if isinstance(logical, Labels):
         return quote_text(str(value))
     if logical in ("float32", "float64"):
-        number = float(value)
-        text = repr(number) if np.isfinite(number) else quote_text(repr(number))
-        return f"CAST({text} AS {'FLOAT' if logical == 'float32' else 'DOUBLE'})"
+        return f"CAST({quote_text(repr(float(value)))} AS {'FLOAT' if logical == 'float32' else 'DOUBLE'})"
     if isinstance(logical, str) and logical[:3] in ("int", "uin"):
         return str(int(value))
     if logical == _DURATION:
@@ -329,16 +452,29 @@ def _read_call(args: dict[str, Any]) -> str:
     return f"read_zarr({', '.join([literal(params.store_of(args)), *named])})"
 
 
-def _refuse_repeats(scan: TableScan, k: int) -> None:
-    """A matched axis must not repeat a value: one point would match two cells (xarray refuses
-    `method="nearest"` on such an index too)."""
+def _refuse_repeats(scan: TableScan, k: int, kept: np.ndarray | None) -> None:
+    """A matched axis must not repeat a value among the positions `bounds :=` keeps: one
+    point would match two cells (xarray refuses `method="nearest"` on such an index too)."""
     dv = scan.dims[k]
-    value = repeated_value(dv.values, dv.nulls)
+    value = repeated_value(dv.values, dv.nulls, kept)
     if value is not None:
         raise ParameterError(
-            f"dimension '{dv.name}' of table '{scan.table.label}' repeats the coordinate value {value!r}, so a "
-            f"point has no single cell to match; leave '{dv.name}' out of the points and filter it with WHERE"
+            f"dimension '{dv.name}' of table '{scan.table.label}' repeats the coordinate value "
+            f"{_shown(value, scan.dim_logical[k])}, so a point has no single cell to match; leave "
+            f"'{dv.name}' out of the points and filter it with WHERE"
         )
+
+
+def _shown(value: Any, logical: str) -> str:
+    """A coordinate value as its column shows it: a time as ISO text (its ticks mean nothing to
+    a reader), a duration as days and hours, anything else as Python writes it."""
+    if logical in _TIME_UNITS:
+        stamp = np.array([int(value)], dtype=np.int64).astype(f"datetime64[{logical.removeprefix('timestamp_')}]")
+        whole = stamp.astype("datetime64[s]")
+        return str(np.datetime_as_string(whole if whole[0] == stamp[0] else stamp)[0]).replace("T", " ")
+    if logical == _DURATION:
+        return str(datetime.timedelta(microseconds=int(value)))
+    return repr(value)
 
 
 def _point_names(names: list[str], matched: list[str], columns: list[Column]) -> dict[str, str]:
@@ -384,9 +520,10 @@ def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
     positions = np.empty((points.num_rows, len(given)), dtype=np.int64)
     for j, k in enumerate(given):
         dv, logical = scan.dims[k], scan.dim_logical[k]
-        _refuse_repeats(scan, k)
+        kept = kept_positions(scan.base_predicate, dv)  # bounds := : the cells the table keeps
+        _refuse_repeats(scan, k, kept)
         targets = _targets(conn, points, dv.name, logical, dv.name)
-        positions[:, j] = match(dv.values, dv.nulls, targets, method=method, tolerance=tolerances[k])
+        positions[:, j] = match(dv.values, dv.nulls, targets, method=method, tolerance=tolerances[k], kept=kept)
     found = (positions >= 0).all(axis=1)
     renamed = _point_names(points.column_names, [scan.dims[k].name for k in given], scan.columns)
     extra = {"__zarrsql_point": pa.array(np.arange(points.num_rows, dtype=np.int64))}

@@ -9,7 +9,8 @@ refuses a statement that calls one (`policy.classify`).
 The calls are read from DuckDB's own parse tree (`json_serialize_sql`), so quoting, schema
 names, method syntax (`'seq'.nextval()`), subqueries, CTEs and lambdas hide none of them.
 `query('...')` runs its string, which is judged as a statement of its own; a `query` whose
-text is not a literal string is refused (nothing here can see what it runs). Text DuckDB
+text is not a literal string is refused (nothing here can see what it runs). So are the points
+of `zarr_sample(store, points)`, a query (or a table name) it runs to read them. Text DuckDB
 cannot serialize (PIVOT) is read instead for every `name(` outside strings and comments,
 which refuses more calls, never fewer.
 
@@ -103,6 +104,8 @@ _CHANGE_VERBS = (
     "update_",
     "write_",
 )
+#: Table functions that run a text argument as a query: (its position, its keyword name).
+_RUNS_TEXT = {"query": (0, "query"), "zarr_sample": (1, "points")}
 #: `query('...')` strings judged inside one another at most this deep.
 _MAX_NESTING = 8
 
@@ -129,17 +132,18 @@ def state_changes(sql: str, *, depth: int = 0) -> list[str]:
         return sorted(f"{n}()" for n in names if n == "query" or _changes_scalar(n) or _changes_table(n))
     found: list[str] = []
     for kind, name, call in _calls(tree):
-        if name == "query" and kind == "table":
-            found += _inside_query(call, depth)
+        if kind == "table" and name in _RUNS_TEXT:
+            found += _inside_query(call, name, depth)
         elif _changes_table(name) if kind == "table" else _changes_scalar(name):
             found.append(f"{name}()")
     return list(dict.fromkeys(found))
 
 
-def _inside_query(call: dict[str, Any], depth: int) -> list[str]:
-    text = _first_text_argument(call)
+def _inside_query(call: dict[str, Any], name: str, depth: int) -> list[str]:
+    position, keyword = _RUNS_TEXT[name]
+    text = _text_argument(call, position, keyword)
     if text is None or depth >= _MAX_NESTING:
-        return ["query() of a text that is not a literal string"]
+        return [f"{name}() of a text that is not a literal string"]
     return state_changes(text, depth=depth + 1)
 
 
@@ -205,15 +209,20 @@ def _calls(tree: Any) -> Iterator[tuple[str, str, dict[str, Any]]]:
             stack.extend((value, is_reference and key == "function") for key, value in node.items())
 
 
-def _first_text_argument(call: dict[str, Any]) -> str | None:
-    """The first argument of a serialized call when it is a literal string, else None.
-    DuckDB 2 lists `arguments` of {name, expression} with a `literal`; 1.5 lists `children`
-    with a typed `value`."""
+def _text_argument(call: dict[str, Any], position: int, keyword: str) -> str | None:
+    """The serialized call's argument named `keyword`, or else its unnamed argument at
+    `position`, when it is a literal string; None otherwise. DuckDB 2 lists `arguments` of
+    {name, expression} with a `literal`; 1.5 lists `children` (named by their `alias`) with a
+    typed `value`."""
     arguments = call.get("arguments")
     if isinstance(arguments, list):
-        first = arguments[0].get("expression") if arguments and isinstance(arguments[0], dict) else None
+        pairs = [(a.get("name") or "", a.get("expression")) for a in arguments if isinstance(a, dict)]
     else:
         children = call.get("children")
-        first = children[0] if isinstance(children, list) and children else None
-    value = constant(first)
+        items = children if isinstance(children, list) else []
+        pairs = [((c.get("alias") or "") if isinstance(c, dict) else "", c) for c in items]
+    named = [expression for name, expression in pairs if name.lower() == keyword]
+    unnamed = [expression for name, expression in pairs if not name]
+    chosen = named[0] if named else unnamed[position] if len(unnamed) > position else None
+    value = constant(chosen)
     return value.text if value is not None and value.kind == "string" else None
