@@ -799,36 +799,23 @@ def _atom_sql(conn: Connection, atom: dict[str, Any]) -> str:
     return rendered(conn, [atom["node"]])[0]
 
 
-def rendered(conn: Connection, nodes: Sequence[dict[str, Any]], statement: str | None = None) -> list[str]:
+def rendered(conn: Connection, nodes: Sequence[dict[str, Any]], statement: dict[str, Any] | None = None) -> list[str]:
     """DuckDB's SQL text of each expression tree of `nodes`, then, when given, of the
-    statement tree `statement` (JSON): all in one round trip, as a rewrite asks for every
-    atom of a statement and for its rewritten text at once. The atoms' texts are kept
-    (`_RENDERED`: they depend on the tree alone); the statement's is not (it names a
-    result registered for this statement only)."""
-    frame = parsetree.parsed_text(conn._con, "SELECT 1")
-    trees = [_atom_tree(frame, node) for node in nodes]
+    statement tree `statement`: all in one round trip, as a rewrite asks for every atom of a
+    statement and for its rewritten text at once, each constant keeping its type
+    (`parsetree.printable`). The atoms' texts are kept (`_RENDERED`: they depend on the tree
+    alone); the statement's is not (it names a result registered for this statement only)."""
+    con = conn._con
+    frame = parsetree.parsed_text(con, "SELECT 1")
+    trees = [parsetree.item_tree(frame, parsetree.retyped(con, node)) for node in nodes]
     texts = parsetree.cached(_RENDERED, trees)
     missing = [tree for tree, text in texts.items() if text is None]
-    asked = missing + ([statement] if statement is not None else [])
+    asked = missing + ([json.dumps(parsetree.printable(con, statement))] if statement is not None else [])
     row: Sequence[Any] = ()
     if asked:
         calls = ", ".join(["json_deserialize_sql(?)"] * len(asked))
-        row = conn._con.execute(f"SELECT {calls}", asked).fetchall()[0]
+        row = con.execute(f"SELECT {calls}", asked).fetchall()[0]
         for tree, text in zip(missing, row, strict=False):
             texts[tree] = parsetree.kept(_RENDERED, tree, str(text))
-    out = [_item_text(str(texts[tree])) for tree in trees]
+    out = [parsetree.item_text(str(texts[tree])) for tree in trees]
     return (out + [str(row[-1])]) if statement is not None else out
-
-
-def _atom_tree(frame: str, node: dict[str, Any]) -> str:
-    """`SELECT <node>` as a statement tree (JSON), from the tree of `SELECT 1`."""
-    doc = json.loads(frame)
-    doc["statements"][0]["node"]["select_list"] = [{**node, "alias": ""}]
-    return json.dumps(doc)
-
-
-def _item_text(text: str) -> str:
-    """The item of a rendered `SELECT <item>`."""
-    if not text.upper().startswith("SELECT "):
-        raise Decline("DuckDB rendered the atom unexpectedly")
-    return text[len("SELECT ") :]

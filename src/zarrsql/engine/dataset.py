@@ -78,6 +78,8 @@ class ZarrDataset(pads.Dataset):
             return self._scanner(columns, filter)
 
     def _scanner(self, columns: list[str] | None, filter: Any) -> ZarrScanner:  # noqa: A002
+        if filter is not None:
+            filter = _zeros_alike(filter)
         scan = self._current()
         by_name = {c.name: c for c in scan.columns}
         wanted = list(scan.columns) if columns is None else [by_name[n] for n in columns]
@@ -152,6 +154,50 @@ def _finished(plain: pa.Schema | None, filter: pc.Expression | None, batch: pa.R
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch])))
     kept = acero.Declaration.from_sequence([source, acero.Declaration("filter", acero.FilterNodeOptions(filter))])
     return kept.to_table(use_threads=False).to_batches()
+
+
+def _zeros_alike(filter: Any) -> Any:  # noqa: A002
+    """`filter` with each floating-point `is_in` value set that holds a zero holding both zeros.
+
+    DuckDB 1.5 hands `x IN (...)` over as Arrow's `is_in`, which looks values up by their bits
+    and so tells -0.0 from 0.0, where DuckDB (like IEEE `=`) does not: `x IN (0.0, 1.5)` would
+    lose the rows holding -0.0. An Arrow expression has no public way to walk its calls, but
+    pickling one writes its literals and function options as the columns of a one-row Arrow IPC
+    file (the calls in its schema's metadata): the value sets are completed there and the file
+    read back as pickling does. A filter written otherwise is kept as it is."""
+    try:
+        rebuild, (buffer,) = filter.__reduce__()
+        reader = pa.ipc.open_file(buffer)
+        batch = reader.get_batch(0)
+    except (pa.ArrowException, TypeError, ValueError):
+        return filter
+    columns = [_both_zeros(column) for column in batch.columns]
+    if all(new is old for new, old in zip(columns, batch.columns, strict=True)):
+        return filter
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, reader.schema) as writer:
+        writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=reader.schema))
+    return rebuild(sink.getvalue())
+
+
+def _both_zeros(column: pa.Array) -> pa.Array:
+    """A one-row column of `is_in` options (`SetLookupOptions`) whose floating-point value set
+    holds a zero, with both zeros in it; any other column as it is."""
+    kind = column.type
+    if not pa.types.is_struct(kind) or kind.get_field_index("value_set") < 0 or kind.get_field_index("_type_name") < 0:
+        return column
+    listed = kind.field("value_set").type
+    if not pa.types.is_list(listed) or not pa.types.is_floating(listed.value_type) or len(column) != 1:
+        return column
+    if column.field("_type_name")[0].as_py() != b"SetLookupOptions":
+        return column
+    values = column.field("value_set")[0].values
+    if values is None or not pc.any(pc.equal(values, 0)).as_py():
+        return column
+    completed = pa.concat_arrays([values, pc.cast(pa.array([0.0, -0.0]), values.type)])
+    value_set = pa.ListArray.from_arrays(pa.array([0, len(completed)], pa.int32()), completed, type=listed)
+    children = [value_set if field.name == "value_set" else column.field(field.name) for field in kind]
+    return pa.StructArray.from_arrays(children, fields=list(kind))
 
 
 def _plain(schema: pa.Schema) -> pa.Schema:

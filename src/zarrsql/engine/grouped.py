@@ -792,8 +792,8 @@ def _flat(grid: np.ndarray, rows: int) -> np.ndarray:
     return flat[:rows] if rows < len(flat) else flat
 
 
-def _over_result(conn: Connection, query: str, node: dict[str, Any], name: str) -> str:
-    """The tree (JSON) of the rewritten statement `node`, reading the result named `name`."""
+def _over_result(conn: Connection, query: str, node: dict[str, Any], name: str) -> dict[str, Any]:
+    """The tree of the rewritten statement `node`, reading the result named `name`."""
     doc = parsetree.parsed(conn._con, query)
     frame = parsetree.parsed(conn._con, _FRAME)
     from_table = frame["statements"][0]["node"]["from_table"]
@@ -801,7 +801,7 @@ def _over_result(conn: Connection, query: str, node: dict[str, Any], name: str) 
     if "qualified_name" in renamed:  # DuckDB 2.x names it twice
         renamed["qualified_name"] = {"path": [name]}
     doc["statements"][0]["node"] = {**node, "from_table": renamed}
-    return json.dumps(doc)
+    return doc
 
 
 def _finish(conn: Connection, text: str, name: str, result: pa.Table, names: list[str], types: list[str]) -> str:
