@@ -291,10 +291,18 @@ def _is_double(value: dict[str, Any], args: _Args) -> bool:
         written = parsetree.constant(value)
         return written is not None and written.double
     if kind == "CAST" and not value.get("try_cast"):
-        target = str((value.get("type_expr") or {}).get("type_name", "")).upper()
+        target = _cast_target(value)
         child = value.get("child") or {}
         return target in ("DOUBLE", "FLOAT8") and child.get("class") in ("CONSTANT", "PARAMETER")
     return False
+
+
+def _cast_target(cast: dict[str, Any]) -> str:
+    """The upper-case name of the type a serialized CAST casts to: DuckDB 2 spells it as a
+    `type_expr` with a `type_name`, 1.5 as a `cast_type` with an `id`."""
+    if "type_expr" in cast:
+        return str((cast.get("type_expr") or {}).get("type_name", "")).upper()
+    return str((cast.get("cast_type") or {}).get("id", "")).upper()
 
 
 def _is_fixed(value: dict[str, Any]) -> bool:
