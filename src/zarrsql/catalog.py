@@ -112,15 +112,14 @@ def _in_scope(path: str, group: str) -> bool:
 
 
 def _scope(tree: NodeTree, group_path: str | None, array_path: str | None) -> tuple[str, str | None]:
-    from zarrsql.conventions.model import display_path
-    from zarrsql.tables.select import normalize_path
+    from zarrsql.tables.select import group_path_error, normalize_path
 
     group = normalize_path(group_path or "")
     array = normalize_path(array_path) if array_path is not None else None
     if array is not None and array not in tree.arrays:
         raise SelectionError(f"array_path '{array}' is not an array of store '{tree.store.url}'")
     if array is None and group not in tree.groups:
-        raise SelectionError(f"group_path '{display_path(group)}' is not a group of store '{tree.store.url}'")
+        raise group_path_error(tree, group)
     return group, array
 
 

@@ -3,11 +3,12 @@
 A group's named data variables are grouped by (dimension names, shape); each group of them is
 a table named by joining the dimension names with '_'. Coordinates come from the group or its
 nearest ancestor. A table gets no name (and a `problem`) when its group is misaligned with an
-ancestor, when another table of the group has the same dimension names with another shape,
-when its name equals another's ignoring ASCII case, when a dimension repeats, or when a
-coordinate has the wrong length or an unsupported type. Every variable is a plain array,
-except a CF character array (`_character_arrays`): its last dimension is joined into one
-string per cell of the others and leaves the table's dimensions, as xarray decodes it.
+ancestor (that problem wins over any other), when another table of the group has the same
+dimension names with another shape, when its name equals another's ignoring ASCII case, when
+a dimension repeats, or when a coordinate has the wrong length or an unsupported type. Every
+variable is a plain array, except a CF character array (`_character_arrays`): its last
+dimension is joined into one string per cell of the others and leaves the table's
+dimensions, as xarray decodes it.
 """
 
 from __future__ import annotations
@@ -193,14 +194,13 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo:
             buckets.setdefault((m.dims, m.array.shape[: len(m.dims)]), []).append(_variable(m))
     tables = [_make_table(tree, path, dims, arrays) for (dims, _), arrays in buckets.items()]
     if misaligned:
-        # A misaligned group's tables cannot be read, so they bind no coordinate: none is listed.
+        # xarray refuses a misaligned group whole, before it looks at any variable, and the
+        # misalignment is the first thing to mend: it is every table's problem, in place of
+        # one `_make_table` found (an ancestor's coordinate of another length is the
+        # misalignment itself, not a coordinate of the wrong length). The tables cannot be
+        # read, so they bind no coordinate: none is listed.
         tables = [
-            replace(
-                t,
-                problem=t.problem or misaligned,
-                problem_kind=t.problem_kind or ProblemKind.MISALIGNED,
-                coords=(None,) * len(t.dims),
-            )
+            replace(t, problem=misaligned, problem_kind=ProblemKind.MISALIGNED, coords=(None,) * len(t.dims))
             for t in tables
         ]
     tables = resolve_names(tables)

@@ -26,6 +26,7 @@ from zarrsql.errors import ParameterError, ZarrSQLError
 from zarrsql.metadata.tree import NodeTree, cached_tree
 from zarrsql.store import open_store
 from zarrsql.tables.analyze import analyze_group
+from zarrsql.tables.model import TableInfo as TableRecord
 
 #: Names a convention has in what `describe` shows.
 CONVENTION_NAMES = {
@@ -150,9 +151,10 @@ def describe(store: Any, *positional: Any, connection: Any = None, **params: Any
     array_rows = _rows(read_zarr_metadata(path, connection=con, **kept))
     tree = cached_tree(open_store(path, dict(kept.get("storage_options") or {})))
     attrs = {r["name"]: json.loads(r["attrs"] or "{}") for r in array_rows}
-    problems = _problems(tree, table_rows)
-    groups = _groups(con, path, tree, table_rows, problems, attrs, kept)
-    unread = _unread(tree, table_rows, problems, array_rows)
+    records = _records(tree, table_rows)
+    problems = _problems(table_rows, records)
+    groups = _groups(con, path, tree, table_rows, records, problems, attrs, kept)
+    unread = _unread(tree, table_rows, records, problems, array_rows)
     return StoreDescription(path, groups, unread, con, tuple(sorted(kept.items())))
 
 
@@ -168,25 +170,38 @@ def _convention(tree: NodeTree, path: str) -> str:
     return "xarray / CF"
 
 
-def _problems(tree: NodeTree, table_rows: list[dict[str, Any]]) -> list[str | None]:
-    """Why each table of the listing cannot be read by name (None for a named one), as its
-    convention's analysis says. A row is matched to the analysis's table by its group,
-    dimensions, shape and arrays, never by its default name: the levels of an image pyramid
-    share dimensions and name, and each has its own advice (`level := 0`, `level := 1`, ...)."""
-    pending: dict[tuple[Any, ...], list[str | None]] = {}
+def _records(tree: NodeTree, table_rows: list[dict[str, Any]]) -> list[TableRecord | None]:
+    """The convention's record of each table of the listing (None for a row it does not
+    have). A row is matched to its record by its group, dimensions, shape and arrays, never by
+    its default name: the levels of an image pyramid share dimensions and name, and each has
+    its own advice (`level := 0`, `level := 1`, ...)."""
+    pending: dict[tuple[Any, ...], list[TableRecord]] = {}
     for group in sorted({r["group_path"] for r in table_rows}):
         for t in analyze_group(tree, group.strip("/")).tables:
-            if t.name is None:
-                arrays = ([v.path for v in t.data_vars], [c.path for c in t.coords if c is not None])
-                pending.setdefault(_table_key(group, t.dims, t.shape, *arrays), []).append(t.problem)
-    out: list[str | None] = []
+            arrays = ([v.path for v in t.data_vars], [c.path for c in t.coords if c is not None])
+            pending.setdefault(_table_key(group, t.dims, t.shape, *arrays), []).append(t)
+    out: list[TableRecord | None] = []
     for r in table_rows:
-        if r["table_name"]:
-            out.append(None)
-            continue
         found = pending.get(_table_key(r["group_path"], r["dims"], r["shape"], r["data_vars"], r["coord_vars"]))
-        out.append((found.pop(0) if found else None) or _NO_NAME)
+        out.append(found.pop(0) if found else None)
     return out
+
+
+def _problems(table_rows: list[dict[str, Any]], records: list[TableRecord | None]) -> list[str | None]:
+    """Why each table of the listing cannot be read by name (None for a named one), as its
+    convention's analysis says."""
+    return [
+        None if r["table_name"] else (t.problem if t is not None else None) or _NO_NAME
+        for r, t in zip(table_rows, records, strict=True)
+    ]
+
+
+def _arrays_read(row: dict[str, Any], record: TableRecord | None) -> dict[str, str]:
+    """The arrays a table reads, by the column each gives: its data and coordinate arrays
+    (the listing's `data_vars` and `coord_vars`) and the auxiliary coordinates its record
+    adds (CF `coordinates`, scalars among them), which the listing does not name."""
+    listed = {p: p.rsplit("/", 1)[-1] for p in [*row["data_vars"], *row["coord_vars"]]}
+    return listed | {a.array.path: a.name for a in (record.aux if record is not None else ())}
 
 
 def _table_key(
@@ -200,6 +215,7 @@ def _groups(
     store: str,
     tree: NodeTree,
     table_rows: list[dict[str, Any]],
+    records: list[TableRecord | None],
     problems: list[str | None],
     attrs: dict[str, dict[str, Any]],
     params: dict[str, Any],
@@ -208,10 +224,11 @@ def _groups(
     for path in _shown_groups(tree, table_rows, params.get("group_path")):
         inner = path.strip("/")
         tables = []
-        for r, problem in zip(table_rows, problems, strict=True):
+        for r, record, problem in zip(table_rows, records, problems, strict=True):
             if r["group_path"] != path:
                 continue
-            columns, unreadable = _columns(con, store, inner, r, attrs, params) if r["table_name"] else ((), None)
+            read = _arrays_read(r, record)
+            columns, unreadable = _columns(con, store, inner, r, read, attrs, params) if r["table_name"] else ((), None)
             dims, shape, chunks = tuple(r["dims"]), tuple(r["shape"]), tuple(r["chunk_shape"])
             tables.append(TableInfo(path, r["table_name"], dims, shape, chunks, columns, problem or unreadable))
         out.append(GroupInfo(path, schema_name(tree, inner), _convention(tree, inner), tuple(tables)))
@@ -239,10 +256,12 @@ def _columns(
     store: str,
     group: str,
     row: dict[str, Any],
+    read: dict[str, str],
     attrs: dict[str, dict[str, Any]],
     params: dict[str, Any],
 ) -> tuple[tuple[ColumnInfo, ...], str | None]:
-    """The table's columns as DuckDB types them, or none and the reason it cannot be read."""
+    """The table's columns as DuckDB types them, with the units and long name of the array
+    each reads (`read`: array path to column), or none and the reason it cannot be read."""
     args = [literal(store), f"table_name := {literal(row['table_name'])}"]
     if group:
         args.append(f"group_path := {literal(group)}")
@@ -252,7 +271,7 @@ def _columns(
         described = con.sql(f"DESCRIBE SELECT * FROM read_zarr({', '.join(args)})").fetchall()
     except ZarrSQLError as err:
         return (), str(err)
-    by_name = {p.rsplit("/", 1)[-1]: attrs.get(p, {}) for p in [*row["data_vars"], *row["coord_vars"]]}
+    by_name = {column: attrs.get(p, {}) for p, column in read.items()}
     out = []
     for name, sql_type, *_ in described:
         a = by_name.get(name, {})
@@ -268,15 +287,19 @@ def _text(value: Any) -> str | None:
 
 
 def _unread(
-    tree: NodeTree, table_rows: list[dict[str, Any]], problems: list[str | None], array_rows: list[dict[str, Any]]
+    tree: NodeTree,
+    table_rows: list[dict[str, Any]],
+    records: list[TableRecord | None],
+    problems: list[str | None],
+    array_rows: list[dict[str, Any]],
 ) -> tuple[ArrayInfo, ...]:
     """Arrays that no named table reads, with the reason (their table's problem, or their role)."""
-    named = {p for r in table_rows if r["table_name"] for p in [*r["data_vars"], *r["coord_vars"]]}
+    named = {p for r, t in zip(table_rows, records, strict=True) if r["table_name"] for p in _arrays_read(r, t)}
     unnamed = {
         p: problem
-        for r, problem in zip(table_rows, problems, strict=True)
+        for r, t, problem in zip(table_rows, records, problems, strict=True)
         if not r["table_name"]
-        for p in [*r["data_vars"], *r["coord_vars"]]
+        for p in _arrays_read(r, t)
     }
     out = []
     for r in array_rows:

@@ -18,6 +18,7 @@ from zarrsql.metadata.tree import ArrayProblem, NodeTree, ancestors, problems_in
 from zarrsql.store import Refusing, check_key
 from zarrsql.tables.analyze import analyze_group
 from zarrsql.tables.model import DataColumn, ReadTable, TableInfo
+from zarrsql.tables.suggest import closest
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +143,12 @@ def _pick(tree: NodeTree, group: str, sel: Selection) -> ReadTable:
         if not hits and len(info.levels) > 1:
             raise SelectionError(f"{where} has no table named '{sel.table_name}': {_levels_hint(info)}")
         if not hits:
+            guess = closest(sel.table_name, [t.name for t in tables if t.name])
+            hint = f"; did you mean table_name := '{guess}'?" if guess else ""
             raise _none_found(
                 tree,
                 group,
-                SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}"),
+                SelectionError(f"{where} has no table named '{sel.table_name}'; its tables: {_describe(tables)}{hint}"),
             )
         return _read_table(hits[0])
     if sel.dims is not None:
@@ -391,10 +394,56 @@ def _select(tree: NodeTree, sel: Selection) -> ReadTable:
         broken = tree.arrays.get(group)
         if isinstance(broken, ArrayProblem):
             raise unreadable_error(tree, [broken], f"group_path '{display_path(group)}'")
-        kind = "an array (use array_path :=)" if group in tree.arrays else "not a group of the store"
-        raise SelectionError(
-            f"group_path '{display_path(group)}' is {kind} '{tree.store.url}'; list groups with read_zarr_tables"
-        )
+        raise group_path_error(tree, group)
     if sel.level is not None:
         return _level_read(tree, sel, group, sel.level)
     return _pick(tree, group, sel)
+
+
+#: How many groups a group_path error lists; the rest are counted.
+_LISTED_GROUPS = 10
+
+
+def group_path_error(tree: NodeTree, group: str) -> SelectionError:
+    """The error for a `group_path` that names no group of the store: an array is read with
+    `array_path :=`; otherwise it lists the groups where the path was looked for (those in
+    its nearest existing ancestor) and offers the nearest group path. Group paths are
+    case-sensitive, as Zarr keys are, so a group differing only in letter case is named."""
+    shown, store = display_path(group), tree.store.url
+    if group in tree.arrays:
+        return SelectionError(
+            f"group_path '{shown}' is an array of store '{store}', not a group; "
+            f"read it with array_path := '{group}' in place of group_path :="
+        )
+    parent = next(a for a in ancestors(group) if a in tree.groups)
+    subgroups = [display_path(g) for g in sorted(tree.children(parent)[0])]
+    listed = subgroups[:_LISTED_GROUPS]
+    more = f" and {len(subgroups) - len(listed)} more" if len(subgroups) > len(listed) else ""
+    where = (
+        f"the groups in '{display_path(parent)}': {listed}{more}"
+        if listed
+        else f"'{display_path(parent)}' has no groups"
+    )
+    guess = closest(group, _group_paths(tree))
+    if guess is None:
+        fix = "one of them to group_path :=" if listed else f"group_path := '{display_path(parent)}'"
+        return SelectionError(
+            f"group_path '{shown}' is not a group of store '{store}' ({where}); "
+            f"pass {fix}, or list the groups that hold tables with read_zarr_tables"
+        )
+    case = "group paths are case-sensitive: " if guess.lower() == group.lower() else ""
+    return SelectionError(
+        f"group_path '{shown}' is not a group of store '{store}' ({where}); "
+        f"{case}did you mean group_path := '{display_path(guess)}'?"
+    )
+
+
+def _group_paths(tree: NodeTree) -> list[str]:
+    """Every group below the root, found through `children` (which a store that cannot be
+    listed answers with the groups it has loaded)."""
+    out: list[str] = []
+    level = [""]
+    while level:
+        level = [g for parent in level for g in tree.children(parent)[0]]
+        out.extend(level)
+    return out
