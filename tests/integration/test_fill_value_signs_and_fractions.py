@@ -51,17 +51,28 @@ def test_a_negative_zero_fill_still_fills_a_chunk_never_written(tmp_path: Path) 
     assert got == expected.tolist() == [5.0, 6.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("fill", [1.5, -0.25])
-def test_a_fractional_fill_on_an_integer_array_is_refused(tmp_path: Path, fill: float) -> None:
-    path = tmp_path / "fraction.zarr"
+def _int32_store_with_fill(path: Path, values: list[int], fill: float) -> Path:
+    """A v2 int32 array of `values` whose `.zarray` fill_value is rewritten to `fill` as JSON
+    writes it (zarr-python itself would refuse to write a fractional one)."""
     group = zarr.open_group(path, mode="w", zarr_format=2)
     group.create_array(
-        "v", shape=(4,), chunks=(4,), dtype="int32", fill_value=7, attributes={"_ARRAY_DIMENSIONS": ["x"]}
-    )[:] = [0, 1, 2, 1]
+        "v",
+        shape=(len(values),),
+        chunks=(len(values),),
+        dtype="int32",
+        fill_value=7,
+        attributes={"_ARRAY_DIMENSIONS": ["x"]},
+    )[:] = values
     meta = path / "v" / ".zarray"
     doc = json.loads(meta.read_text())
     doc["fill_value"] = fill
     meta.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("fill", [1.5, -0.25])
+def test_a_fractional_fill_on_an_integer_array_is_refused(tmp_path: Path, fill: float) -> None:
+    path = _int32_store_with_fill(tmp_path / "fraction.zarr", [0, 1, 2, 1], fill)
     with pytest.raises(Exception, match="integer"):  # zarr-python refuses the metadata itself
         zarr.open_array(path / "v")[:]
     with pytest.raises(MetadataError, match=r"fill_value .* is not a value of data type"):
@@ -70,17 +81,10 @@ def test_a_fractional_fill_on_an_integer_array_is_refused(tmp_path: Path, fill: 
 
 def test_a_whole_float_fill_on_an_integer_array_is_its_integer(tmp_path: Path) -> None:
     """2.0 is the integer 2, as JSON writers that spell every number as a float give it."""
-    path = tmp_path / "whole.zarr"
-    group = zarr.open_group(path, mode="w", zarr_format=2)
-    group.create_array(
-        "v", shape=(4,), chunks=(4,), dtype="int32", fill_value=7, attributes={"_ARRAY_DIMENSIONS": ["x"]}
-    )[:] = [0, 2, 3, 2]
-    meta = path / "v" / ".zarray"
-    doc = json.loads(meta.read_text())
-    doc["fill_value"] = 2.0
-    meta.write_text(json.dumps(doc))
-    raw = np.array([0, 2, 3, 2])
-    assert _values(zarrsql.connect(), path) == [None if v == 2 else int(v) for v in raw]
+    raw = [0, 2, 3, 2]
+    path = _int32_store_with_fill(tmp_path / "whole.zarr", raw, 2.0)
+    assert zarr.open_array(path / "v")[:].tolist() == raw
+    assert _values(zarrsql.connect(), path) == [None if v == 2 else v for v in raw]
 
 
 def test_a_packed_v2_variable_with_a_zero_fill_value_masks_it_as_xarray_does(tmp_path: Path) -> None:
