@@ -19,6 +19,7 @@ from zarrsql.errors import ParameterError
 from zarrsql.store import Store, open_store
 from zarrsql.store.choice import FORMATS, StoreChoice
 from zarrsql.tables.select import Selection
+from zarrsql.tables.suggest import closest
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,52 @@ def selection_of(args: Mapping[str, Any]) -> Selection:
         array_path=_text(args, "array_path", "array"),
         level=_level(args),
     )
+
+
+#: The names `read_request` reads: `store` and `read_zarr`'s named parameters (with the
+#: spellings `selection_of` also takes).
+PARAMETERS = (
+    "store",
+    "table_name",
+    "table",
+    "dims",
+    "group_path",
+    "group",
+    "array_path",
+    "array",
+    "level",
+    "bounds",
+    "decode_times",
+    "nan_as_null",
+    "geometry",
+    "longitude",
+    "cell_bounds",
+    "storage_options",
+    "format",
+    "branch",
+    "tag",
+    "snapshot",
+    "as_of",
+    "virtual_chunks",
+)
+
+
+def only_parameters(args: Mapping[str, Any]) -> None:
+    """Refuse a name `read_request` would not read, and a mapping without `store`: for a caller
+    that builds the mapping itself (a script's `open_scan({...})`), where a misspelt name
+    (`bound` for `bounds`) would otherwise be ignored and every row read. (An engine adapter
+    passes its own arguments, some for itself, and checks their names as its language does.)"""
+    for name in args:
+        if name not in PARAMETERS:
+            guess = closest(str(name), PARAMETERS)
+            hint = f"; did you mean {guess}?" if guess else ""
+            raise ParameterError(
+                f"{name!r} is not a read_zarr parameter{hint} (the parameters: {', '.join(PARAMETERS)})"
+            )
+    if "store" not in args:
+        raise ParameterError(
+            "the parameters have no 'store': pass the store's path or URL, e.g. {'store': 'data.zarr'}"
+        )
 
 
 def read_request(args: Mapping[str, Any]) -> ReadRequest:

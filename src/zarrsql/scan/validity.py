@@ -12,13 +12,14 @@ tree was validated: the metadata documents of its arrays and of their groups, an
 of the coordinates it decoded (`NodeTree.chunk_arrays`). It is taken once per opened table
 (a few keys) and compared with the store's current tokens (one `stat` each on a local store):
 
-- `refreshed(table)`, when a scan starts: the table itself while nothing changed; opened
-  again from the same store when something did. If the store only grew (an append: every
-  array as it was but longer, every coordinate's values those it had, then more), the table
-  still reads the rows it was bound to, which the store holds unchanged. Otherwise the rows
-  are the store's as it is now, provided the columns are still those the engine bound; if
-  they are not, or the table no longer opens, `StoreReadError` says to run the statement
-  again. Old coordinates are never paired with another version's chunks.
+- `refreshed(table)`, when a scan starts (an engine adapter's, or a core `Scan`'s): the
+  table itself while nothing changed; opened again from the same store when something did.
+  If the store only grew (an append: every array as it was but longer, every coordinate's
+  values those it had, then more), the table still reads the rows it was bound to, which
+  the store holds unchanged. Otherwise the rows are the store's as it is now, provided the
+  columns are still those the engine bound; if they are not, or the table no longer opens,
+  `StoreReadError` says to run the statement (or `open_scan`) again. Old coordinates are
+  never paired with another version's chunks.
 - `same_metadata(baseline, table)`, when a relation is fetched after other statements and
   its table, opened again, got another scan name: whether only coordinate chunks changed,
   so that the relation's own scan (through `refreshed`) can read the store as it is now.
@@ -125,13 +126,32 @@ def _columns_signature(table: TableScan) -> list[tuple[Any, ...]]:
     ]
 
 
-def refreshed(table: TableScan) -> TableScan:
+@dataclass(frozen=True, slots=True)
+class Reader:
+    """Who reads a table that `refreshed` finds changed, as its error names it: the `call`,
+    what was `made` from the table, the `binder` of its columns, and how to read `again`."""
+
+    call: str
+    made: str
+    binder: str
+    again: str
+
+
+#: A relation of an SQL statement (the engine adapters).
+STATEMENT = Reader(
+    "read_zarr()", "relation was made", "statement", "run the statement again on the zarrsql.Connection (con.sql(...))"
+)
+#: A `Scan` of the core's entry point, planned by `open_scan`.
+SCAN = Reader("open_scan()", "scan was planned", "scan", "call open_scan again")
+
+
+def refreshed(table: TableScan, reader: Reader = STATEMENT) -> TableScan:
     """The table to scan now: `table` while its baseline holds (a local store; a remote one is
     not checked, see the module docstring), else the table opened again from the same store.
 
-    Raises `StoreReadError` when the table as it is now has other columns (or types) than
-    the ones the engine bound, or no longer opens: a statement bound to the old columns
-    cannot read it, and running it again binds the new ones."""
+    Raises `StoreReadError` (worded for `reader`) when the table as it is now has other
+    columns (or types) than the ones the engine bound, or no longer opens: a statement bound
+    to the old columns cannot read it, and running it again binds the new ones."""
     base = baseline(table)
     if base.remote:
         return table
@@ -143,9 +163,10 @@ def refreshed(table: TableScan) -> TableScan:
     try:
         fresh = open_table(table.request, store=table.store)
     except ZarrSQLError as err:
-        raise changed_error(table, changed[0], f"and its table no longer opens ({err})") from None
+        raise changed_error(table, changed[0], f"and its table no longer opens ({err})", reader) from None
     if _columns_signature(fresh) != _columns_signature(table):
-        raise changed_error(table, changed[0], "and its columns are no longer the ones the statement was bound with")
+        what = f"and its columns are no longer the ones the {reader.binder} was bound with"
+        raise changed_error(table, changed[0], what, reader)
     return table if _appended_to(table, fresh) else fresh
 
 
@@ -204,12 +225,11 @@ def _leading(old: DimValues, new: DimValues) -> bool:
     return same and bool(np.array_equal(old.nulls, np.asarray(new.nulls)[:n]))
 
 
-def changed_error(table: TableScan, key: str, what: str) -> StoreReadError:
-    """The error of a store that changed since a statement bound it."""
+def changed_error(table: TableScan, key: str, what: str, reader: Reader = STATEMENT) -> StoreReadError:
+    """The error of a store that changed since a statement (or a scan) bound it."""
     return StoreReadError(
-        f"read_zarr(): the store changed since this relation was made ('{key}' of store "
-        f"'{table.store.url}' was rewritten or removed), {what}; run the statement again on the "
-        "zarrsql.Connection (con.sql(...)) to read the store as it is now"
+        f"{reader.call}: the store changed since this {reader.made} ('{key}' of store "
+        f"'{table.store.url}' was rewritten or removed), {what}; {reader.again} to read the store as it is now"
     )
 
 
