@@ -196,3 +196,13 @@ def test_arrays_counts_its_work_units(tall: Path) -> None:
     assert rows == 200 * 200
     assert t.work_units_read == units
     assert t.rows == rows
+
+
+def test_the_core_reads_every_parameter_read_zarr_takes() -> None:
+    """The SQL macros' parameter list and the core's are kept apart (the engine must not load
+    the core at import); they name the same parameters."""
+    from zarrsql.engine.functions import READ_PARAMS
+    from zarrsql.scan.request import PARAMETERS
+
+    assert {p.strip('"') for p in READ_PARAMS} | {"store"} == set(PARAMETERS)
+    assert len(PARAMETERS) == len(set(PARAMETERS))

@@ -180,7 +180,9 @@ def selection_of(args: Mapping[str, Any]) -> Selection:
 
 
 #: The names `read_request` reads: `store` and `read_zarr`'s named parameters (with the
-#: spellings `selection_of` also takes).
+#: spellings `selection_of` also takes). `engine/functions.READ_PARAMS` lists the same names
+#: for the SQL macros, apart: importing this module loads the whole core, which the engine
+#: defers past `import zarrsql` (tests/unit/test_scan_api_checks.py keeps the two equal).
 PARAMETERS = (
     "store",
     "table_name",
