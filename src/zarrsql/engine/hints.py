@@ -40,9 +40,10 @@ def unknown_parameter(function: str, name: str, *, python: bool = False) -> Para
     if name.lower() in {n.lower() for n in named}:
         return None
     mark = "=" if python else " :="
-    import difflib  # only for a name that is not there (0.4 MB a query that binds never needs)
+    from zarrsql.tables.suggest import closest
 
-    close = difflib.get_close_matches(name.lower(), [n.lower() for n in named], n=1, cutoff=0.5)
+    near = closest(name, named)
+    close = [near] if near is not None else []
     alias = ALIASES.get(name.lower())
     if alias in named:
         close = [alias]
