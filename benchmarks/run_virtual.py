@@ -33,6 +33,7 @@ Output: benchmarks/results/virtual[_quick].json and .md.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -96,7 +97,14 @@ def build(store: Path, quick: bool) -> dict[str, Path]:
             part.to_netcdf(path.with_suffix(".tmp"), engine="h5netcdf", encoding=enc, unlimited_dims=["time"])
             path.with_suffix(".tmp").rename(path)
         files.append(path)
-    singles = [SingleHdf5ToZarr(str(f), inline_threshold=0).translate() for f in files]
+    # kerchunk waits for zarr's event-loop thread while holding h5py's global lock; a collection
+    # on that thread freeing an h5py object would wait for the lock for good (VirtualiZarr #1072)
+    gc.collect()
+    gc.disable()
+    try:
+        singles = [SingleHdf5ToZarr(str(f), inline_threshold=0).translate() for f in files]
+    finally:
+        gc.enable()
     combined = MultiZarrToZarr(singles, concat_dims=["time"], identical_dims=["latitude", "longitude"]).translate()
     paths["json"].write_text(json.dumps(combined))
     refs_to_dataframe(combined, str(paths["parquet"]))

@@ -154,7 +154,7 @@ def test_format_icechunk_on_a_plain_zarr_store_says_it_is_one(tmp_path: Path, za
 def test_format_icechunk_on_a_kerchunk_parquet_set_says_it_is_one(tmp_path: Path) -> None:
     pytest.importorskip("kerchunk")
     from kerchunk.df import refs_to_dataframe
-    from kerchunk.hdf import SingleHdf5ToZarr
+    from tests.kerchunk_refs import kerchunk_refs
 
     import icechunk
 
@@ -162,7 +162,7 @@ def test_format_icechunk_on_a_kerchunk_parquet_set_says_it_is_one(tmp_path: Path
     xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(nc, engine="h5netcdf")
     with warnings.catch_warnings():  # kerchunk writes through pandas' fastparquet engine, deprecated in pandas 3
         warnings.filterwarnings("ignore", message="The 'fastparquet' engine is deprecated")
-        refs_to_dataframe(SingleHdf5ToZarr(str(nc)).translate(), str(tmp_path / "a.parq"), record_size=2)
+        refs_to_dataframe(kerchunk_refs(nc), str(tmp_path / "a.parq"), record_size=2)
     assert not icechunk.Repository.exists(_icechunk_storage(tmp_path / "a.parq"))
     with pytest.raises(StoreNotFoundError) as err:
         zarrsql.sql(f"SELECT count(*) FROM read_zarr('{tmp_path / 'a.parq'}', format := 'icechunk')").fetchall()

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from kerchunk.hdf import SingleHdf5ToZarr
 
 import zarrsql
+from tests.kerchunk_refs import kerchunk_refs
 
 pytestmark = pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # v3 S1
 
@@ -63,7 +63,7 @@ def written_by_xarray(tmp_path: Path) -> Path:
 
 def _references(nc: Path, tmp_path: Path) -> Path:
     refs = tmp_path / "codes.json"
-    refs.write_text(json.dumps(SingleHdf5ToZarr(str(nc)).translate()))
+    refs.write_text(json.dumps(kerchunk_refs(nc)))
     return refs
 
 

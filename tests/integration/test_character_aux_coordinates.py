@@ -14,9 +14,9 @@ import h5netcdf
 import numpy as np
 import pytest
 import xarray as xr
-from kerchunk.hdf import SingleHdf5ToZarr
 
 import zarrsql
+from tests.kerchunk_refs import kerchunk_refs
 
 pytestmark = pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # v3 S1
 
@@ -120,7 +120,7 @@ def test_netcdf_labels_with_fill_values_and_encodings(source: str, tmp_path: Pat
     path: Path = nc
     if source == "kerchunk":
         path = tmp_path / "series.json"
-        path.write_text(json.dumps(SingleHdf5ToZarr(str(nc)).translate()))
+        path.write_text(json.dumps(kerchunk_refs(nc)))
     for label in ("station_name", "station_code"):
         got = _rows(path, f"SELECT time, station, {label}, temp FROM read_zarr('{{p}}') ORDER BY time, station")
         assert got == _oracle(oracle, label), label

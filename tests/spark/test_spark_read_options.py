@@ -98,12 +98,12 @@ def test_cell_bounds_and_virtual_chunks_read_as_in_duckdb(spark: Any, eastward_s
     assert {"lon_lower", "lon_upper"} <= set(df.columns)
     assert spark_rows(df) == duck_rows(zarrsql.read_zarr(path, cell_bounds=True, table_name="lon"))
 
-    from kerchunk.hdf import SingleHdf5ToZarr
+    from tests.kerchunk_refs import kerchunk_refs
 
     nc = tmp_path / "a.nc"
     xr.Dataset({"v": ("x", np.arange(300.0))}).to_netcdf(nc, engine="h5netcdf")
     refs = tmp_path / "a.json"
-    refs.write_text(json.dumps(SingleHdf5ToZarr(str(nc), inline_threshold=0).translate()))
+    refs.write_text(json.dumps(kerchunk_refs(nc, inline_threshold=0)))
     authorized = json.dumps({f"file://{tmp_path}/": None})
     df = spark.read.format("zarr").option("virtual_chunks", authorized).load(str(refs))
     assert spark_rows(df) == sorted_rows((i, float(i)) for i in range(300))

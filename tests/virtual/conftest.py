@@ -24,8 +24,8 @@ pytest.importorskip("kerchunk")
 
 import xarray as xr  # noqa: E402
 from kerchunk.df import refs_to_dataframe  # noqa: E402
-from kerchunk.hdf import SingleHdf5ToZarr  # noqa: E402
 
+from tests.kerchunk_refs import kerchunk_refs  # noqa: E402
 from tests.virtual import h5col_files  # noqa: E402
 from zarrsql.metadata.tree import clear_cache  # noqa: E402
 
@@ -91,7 +91,7 @@ class VirtualFiles:
 
 
 def _refs(path: Path, **kwargs: Any) -> dict[str, Any]:
-    return SingleHdf5ToZarr(str(path), **kwargs).translate()
+    return kerchunk_refs(path, **kwargs)
 
 
 def _retarget(refs: dict[str, Any], old: str, new: str) -> dict[str, Any]:

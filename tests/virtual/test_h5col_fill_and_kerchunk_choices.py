@@ -11,9 +11,9 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from kerchunk.hdf import SingleHdf5ToZarr
 
 import zarrsql
+from tests.kerchunk_refs import kerchunk_refs
 from zarrsql.errors import ParameterError, StoreNotFoundError, StoreReadError
 
 #: The CF time units of the `day` column below.
@@ -68,7 +68,7 @@ def reference_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     nc = folder / "a.nc"
     xr.Dataset({"v": ("x", np.arange(300.0))}).to_netcdf(nc, engine="h5netcdf")
     refs = folder / "a.json"
-    refs.write_text(json.dumps(SingleHdf5ToZarr(str(nc), inline_threshold=0).translate()))
+    refs.write_text(json.dumps(kerchunk_refs(nc, inline_threshold=0)))
     return nc, refs
 
 

@@ -21,9 +21,9 @@ h5netcdf = pytest.importorskip("h5netcdf")
 pytest.importorskip("kerchunk")
 
 import xarray as xr  # noqa: E402
-from kerchunk.hdf import SingleHdf5ToZarr  # noqa: E402
 
 import zarrsql  # noqa: E402
+from tests.kerchunk_refs import kerchunk_refs  # noqa: E402
 
 SOURCES = ["nc", "json"]
 
@@ -31,7 +31,7 @@ SOURCES = ["nc", "json"]
 def _with_references(path: Path) -> dict[str, str]:
     """The file, and a kerchunk reference set of it, by kind."""
     refs = path.with_suffix(".json")
-    refs.write_text(json.dumps(SingleHdf5ToZarr(str(path), inline_threshold=0).translate()))
+    refs.write_text(json.dumps(kerchunk_refs(path, inline_threshold=0)))
     return {"nc": str(path), "json": str(refs)}
 
 

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 import xarray as xr
-from kerchunk.hdf import SingleHdf5ToZarr
 
 import zarrsql
+from tests.kerchunk_refs import kerchunk_refs
 from zarrsql.errors import StoreReadError
 
 NOT_AUTHORIZED = "which no virtual_chunks := prefix authorizes"
@@ -42,7 +42,7 @@ def _write(nc: Path, values: np.ndarray) -> dict[str, Any]:
     """A NetCDF file of `values` and kerchunk's references to it (every chunk a byte range)."""
     nc.parent.mkdir(exist_ok=True)
     xr.Dataset({"v": ("x", values)}).to_netcdf(nc, engine="h5netcdf")
-    return SingleHdf5ToZarr(str(nc), inline_threshold=0).translate()
+    return kerchunk_refs(nc, inline_threshold=0)
 
 
 def _write_set(path: Path, refs: dict[str, Any], old: str, new: str) -> Path:
