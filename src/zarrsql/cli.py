@@ -131,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--path", default=None, help="where to write the store (default ./zarrsql-demo.zarr)")
     from zarrsql.server.command import add_parser as add_serve
 
-    add_serve(sub)
+    add_serve(sub, parents=[store])
     return p
 
 

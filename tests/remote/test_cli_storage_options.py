@@ -90,5 +90,53 @@ def test_without_the_credentials_the_bucket_is_refused_in_one_message(private) -
 def test_an_option_without_key_and_value_is_a_usage_error(given: str, tmp_path: Path) -> None:
     out = run_cli("tables", STORE, "--storage-option", given)
     assert out.returncode == 2
-    assert "--storage-option" in out.stderr and "KEY=VALUE" in out.stderr
+    assert "--storage-option" in out.stderr
+    assert "KEY=VALUE" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_serve_mounts_a_private_bucket_with_the_options_given(private, tmp_path: Path) -> None:
+    """`serve --mount era=s3://... --storage-option ...`: a Flight SQL client reads the bucket's
+    values, and no view the client can list holds the secret key."""
+    import subprocess
+    import sys
+
+    import adbc_driver_flightsql.dbapi as flightsql
+
+    from cli_runner import cli_env
+
+    options, ds = private
+    # moto takes any credentials: distinctive ones, so that their absence below means something
+    options = {**options, "key": "AKIAZARRSQLSERVETEST", "secret": "zarrsql/serve/secret/8d1f"}
+    command = [sys.executable, "-m", "zarrsql", "serve", "--mount", f"era={STORE}", "--port", "0", "--no-auth"]
+    with open(tmp_path / "err", "w") as err:
+        process = subprocess.Popen(
+            command + _flags(options), stdout=subprocess.PIPE, stderr=err, text=True, env=cli_env()
+        )
+        try:
+            assert process.stdout is not None
+            listening = process.stdout.readline()
+            assert "read-only; era" in listening, (tmp_path / "err").read_text()
+            port = int(listening.split("127.0.0.1:")[1].split()[0])
+            with flightsql.connect(f"grpc://127.0.0.1:{port}", autocommit=True) as con, con.cursor() as cur:
+                cur.execute("SELECT lon, count(air), avg(air) FROM era.time_lat_lon GROUP BY lon ORDER BY lon")
+                rows = cur.fetchall()
+                cur.execute("SELECT string_agg(sql, ' ') FROM duckdb_views()")
+                (views,) = cur.fetchone()
+        finally:
+            process.terminate()
+            process.wait(10)
+            process.stdout.close()
+    expected = ds["air"].mean(dim=["time", "lat"]).sortby("lon")
+    counts = ds["air"].count(dim=["time", "lat"]).sortby("lon")
+    assert [r[0] for r in rows] == expected["lon"].values.tolist()
+    assert [r[1] for r in rows] == counts.values.tolist()
+    np.testing.assert_allclose([r[2] for r in rows], expected.values, rtol=1e-12)
+    assert "time_lat_lon" in views
+    assert options["secret"] not in views
+    assert options["key"] not in views
+
+
+def test_serve_refuses_storage_options_with_nothing_to_mount() -> None:
+    out = run_cli("serve", "--port", "0", "--storage-option", "anon=false", timeout=60)
+    assert_one_error(out, "--storage-option applies to the stores of --mount")

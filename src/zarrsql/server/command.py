@@ -48,9 +48,10 @@ def _port(text: str) -> int:
     return value
 
 
-def add_parser(sub: Any) -> None:
-    """Add `serve` to the command line's subcommands."""
-    s = sub.add_parser("serve", help="serve mounted stores over Arrow Flight SQL (ADBC, JDBC clients)")
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Add `serve` to the command line's subcommands; `parents` gives `--storage-option`,
+    which applies to every `--mount`."""
+    s = sub.add_parser("serve", help="serve mounted stores over Arrow Flight SQL (ADBC, JDBC clients)", parents=parents)
     s.add_argument(
         "--mount",
         action="append",
@@ -109,8 +110,11 @@ def run(args: argparse.Namespace, running: list[Any]) -> int:
     running.append(con)
     if args.database and not args.allow_writes:
         _attach_read_only(con, args.database)
+    if args.storage_options and not args.mount:
+        raise ParameterError("--storage-option applies to the stores of --mount NAME=STORE, and none is given")
+    options = dict(args.storage_options) or None
     for name, store in args.mount:
-        zarrsql.mount(con, store, name)
+        zarrsql.mount(con, store, name, storage_options=options)
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     limits = Limits(batch_rows=args.batch_rows, timeout=args.query_timeout, message_bytes=args.max_message_mib << 20)
     handle = serve(
