@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -377,8 +378,13 @@ def catalog_match(table: dict[str, Any], column: str) -> tuple[str, list[str]]:
     reference `table` may name: its name in any letter case, in the schema or database it
     gives, in any schema when unqualified."""
     name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
-    where = (
-        f"lower({column}) = lower(?) AND (? = '' OR lower(schema_name) = lower(?) OR lower(database_name) = lower(?))"
-        " AND (? = '' OR lower(database_name) = lower(?))"
-    )
+    n, s, d = _ascii_lower(column), _ascii_lower("schema_name"), _ascii_lower("database_name")
+    p = _ascii_lower("?")
+    where = f"{n} = {p} AND (? = '' OR {s} = {p} OR {d} = {p}) AND (? = '' OR {d} = {p})"
     return where, [name, schema, schema, schema, catalog, catalog]
+
+
+def _ascii_lower(expr: str) -> str:
+    """SQL folding `expr` as DuckDB's catalog folds names: ASCII letters only (`lower()` would
+    also fold `Ü`, and a view `"Ü"` is not the table `ü`)."""
+    return f"translate({expr}, '{string.ascii_uppercase}', '{string.ascii_lowercase}')"
