@@ -17,7 +17,7 @@ and runs the statement again. What callers rely on:
   it does not perform its action again. A `zarr_mount` or `zarr_unmount` relation answers
   with what its action did (the latest one of the same call while several such relations
   live), a `zarr_sample` relation with the points it matched (the values read anew), and
-  `zarr_mounts()`, a view over DuckDB's catalog (`mounts.mounts_view`), lists the mounts as
+  `zarr_mounts()`, a view over DuckDB's catalog (`mount_views.mounts_view`), lists the mounts as
   they are at each fetch.
 """
 
@@ -98,9 +98,9 @@ class PendingAction:
 def _mounts_schema() -> pa.Schema:
     import pyarrow as pa
 
-    from zarrsql.engine import mounts
+    from zarrsql.engine.mount_views import MOUNTS_COLUMNS
 
-    return pa.schema([(name, pa.string()) for name in mounts.MOUNTS_COLUMNS])
+    return pa.schema([(name, pa.string()) for name in MOUNTS_COLUMNS])
 
 
 def action_udf(state: ActionState) -> Callable[[str, str], str]:
@@ -210,16 +210,16 @@ def _analyzes(query: str) -> bool:
 
 
 def mounts_view(con: Any, database: Any, name: str) -> str:
-    """`zarr_mounts(database)` as the view `name` (`mounts.mounts_view`), with the scalar
+    """`zarr_mounts(database)` as the view `name` (`mount_views.mounts_view`), with the scalar
     function it calls created on `con`'s DuckDB connection the first time."""
-    from zarrsql.engine import mounts
+    from zarrsql.engine import mount_views
 
     function = _PARTS_FUNCTIONS.get(con)
     if function is None:
         function = f"__zarrsql_mount_parts_{uuid.uuid4().hex[:12]}"
-        con.duckdb.create_function(function, mounts.mount_parts, ["VARCHAR"], "VARCHAR[]", side_effects=False)
+        con.duckdb.create_function(function, mount_views.mount_parts, ["VARCHAR"], "VARCHAR[]", side_effects=False)
         _PARTS_FUNCTIONS[con] = function
-    return mounts.mounts_view(con, database, name, function)
+    return mount_views.mounts_view(con, database, name, function)
 
 
 #: The name of each connection's `mount_parts` function, once created.

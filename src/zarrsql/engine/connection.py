@@ -19,7 +19,9 @@ pyarrow and the Zarr core) are installed by the first statement that may read a 
 loads them. This module imports the rest of the engine inside the functions that use it.
 
 What DuckDB calls back while it binds (the UDFs, `udfs.py`), what they share with the
-connection (`state.py`) and what a failed statement raises (`failures.py`) live apart.
+connection (`state.py`) and what a failed statement raises (`failures.py`) live apart, and
+so do two halves of the class itself, as mixins: installing the functions (`installing.py`)
+and registering the scans binding asked for (`registration.py`).
 """
 
 from __future__ import annotations
@@ -29,26 +31,23 @@ import concurrent.futures
 import contextlib
 import functools
 import importlib
-import os
 import threading
-import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from zarrsql.engine import interrupts, udfs
-from zarrsql.engine import state as kept_scans
+from zarrsql.engine import interrupts
 from zarrsql.engine.failures import bounds_hint, gone_store, interrupted, statement_failure
 from zarrsql.engine.frames import call_from, caller_frame
-from zarrsql.engine.functions import FUNCTIONS, macro_statements
-from zarrsql.engine.secrets import SecretOpener
+from zarrsql.engine.functions import FUNCTIONS
+from zarrsql.engine.installing import FunctionInstaller
+from zarrsql.engine.registration import ScanRegistration
 from zarrsql.engine.sqltext import (
     AGGREGATE_CALL,
     claimable,
     copy_to_zarr,
-    literal_stores,
     named_equals,
     quote_ident,
     quote_text,
@@ -59,18 +58,14 @@ from zarrsql.engine.sqltext import (
 from zarrsql.engine.state import ConnectionState
 from zarrsql.errors import (
     ParameterError,
-    SelectionError,
-    StoreNotFoundError,
     ZarrSQLError,
 )
 from zarrsql.store import is_url, using_opener
-from zarrsql.store.opening import detected_format
 
 if TYPE_CHECKING:  # by name: inside Connection, `duckdb` is its property of that name
     import pyarrow as pa
     from duckdb import DuckDBPyRelation
 
-    from zarrsql.scan import TableScan
 
 T = TypeVar("T")
 #: The prefix of every name zarrsql registers on a connection (scans, listings, actions).
@@ -102,66 +97,13 @@ _FETCHES = frozenset(
 )
 
 
-def _literal_stores(text: str, seen: set[str]) -> list[str]:
-    """The plain Zarr stores of `read_zarr('<store>')` calls in `text` not in `seen`; none
-    for a statement with a CTE, which DuckDB may leave unbound (`Connection._preregister`)."""
-    lowered = text.lower()
-    if "read_zarr" not in lowered or "with" in lowered:
-        return []
-    # a plain Zarr store only: opening a reference set or an HDF5 file again reads it whole again
-    return [t for t in dict.fromkeys(literal_stores(text)) if t not in seen and detected_format(t) == "zarr"]
-
-
-def _open_literal(store: str, opener: SecretOpener | None) -> TableScan:
-    """The table `read_zarr('<store>')` reads; its error is the statement's, raised as such."""
-    from zarrsql.engine import params
-    from zarrsql.scan import open_table
-
-    try:
-        with using_opener(opener):
-            return open_table(params.read_request({"store": store}))
-    except ZarrSQLError as err:
-        raise err.with_traceback(None) from None
-
-
-def _may_read_zarr(text: Any) -> bool:
-    """Whether a statement may call a zarrsql function or name a store (then zarrsql's
-    functions are installed before it runs): anything but a string, a text mentioning zarr,
-    or a claimable string in table position (an Icechunk folder needs no `.zarr` suffix)."""
-    if text is None:  # `table(name)`, `view(name)`: a catalog error installs them if needed
-        return False
-    if not isinstance(text, str) or "zarr" in text.lower():
-        return True
-    if "'" not in text and '"' not in text:
-        return False
-    try:
-        return any(claimable(t) for t in string_constants(text, table_position=True))
-    except Exception:  # the tokenizer refused the text: DuckDB will say why when it runs
-        return False
-
-
-def _named_functions(text: Any) -> frozenset[str]:
-    """The zarrsql functions a statement's text may call (every one for a statement object):
-    those whose name it contains, and `read_zarr`, which a store named in `FROM` reads through."""
-    if not isinstance(text, str):
-        return FUNCTIONS
-    lowered = text.lower()
-    return frozenset(n for n in FUNCTIONS if n in lowered) | {"read_zarr"}
-
-
-def _local_folder(text: str) -> bool:
-    if is_url(text) and not text.lower().startswith("file://"):
-        return False
-    return os.path.isdir(os.path.expanduser(text.rstrip("/").removeprefix("file://")))
-
-
 def _zarr_url_in_from(text: str | None) -> bool:
     if not text:
         return False
     return any(is_url(t) and claimable(t) for t in string_constants(text, table_position=True))
 
 
-class Connection:
+class Connection(FunctionInstaller, ScanRegistration):
     """A DuckDB connection with zarrsql's SQL functions (see the module docstring)."""
 
     def __init__(
@@ -197,83 +139,6 @@ class Connection:
             duck = self._duck = opening.result()
             self._opening = None
         return duck
-
-    def _install(self, names: frozenset[str] | None = None) -> None:
-        """Create the UDFs, once, and the macros of zarrsql's SQL functions in `names` (all
-        when None) not created yet, when first needed.
-
-        Deferred from `connect()`: DuckDB's `create_function` imports numpy, and the scan
-        machinery behind the UDFs imports pyarrow and the Zarr core, so a connection that
-        never reads a store (the command line's, a plain-SQL session) pays for none of it.
-        `_run` installs before a statement that may read a store (`_may_read_zarr`) the
-        functions its text names (`_named_functions`; each macro costs DuckDB about a
-        millisecond to create, and a first query pays for all of them), and everything after
-        a catalog error naming a zarrsql function (a view of an attached database calls
-        read_zarr, a stored view another function) before running it again.
-        """
-        wanted = names or FUNCTIONS
-        with self._install_lock:
-            if self._installed and self._macros >= wanted:
-                return
-            self._finish_copy_result()  # DuckDB 2 creates no function while a result is open
-            con, state = self._con, self._state
-            if self._macro_text is None:
-                # UDFs live in the database's catalog, shared with cursors; macros are per
-                # connection. Each connection therefore gets UDFs of its own, and its macros
-                # call those.
-                from zarrsql.engine import actions
-
-                suffix = uuid.uuid4().hex[:12]
-                scan_udf, list_udf, action_udf = (f"__zarrsql_{k}_{suffix}" for k in ("scan", "list", "action"))
-                state.check_function = f"__zarrsql_check_{suffix}"
-                con.create_function(scan_udf, udfs.scan_udf(state), ["VARCHAR"], "VARCHAR", side_effects=False)
-                con.create_function(
-                    list_udf, udfs.list_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
-                )
-                con.create_function(
-                    action_udf, actions.action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
-                )
-                con.create_function(
-                    state.check_function, udfs.check_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
-                )
-                state.refuse_function = f"__zarrsql_refuse_{suffix}"
-                con.create_function(
-                    state.refuse_function, udfs.refuse_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
-                )
-                state.perform = weakref.WeakMethod(self._perform)  # weakly: see `ConnectionState`
-                state.opener = SecretOpener(cast("duckdb.DuckDBPyConnection", weakref.proxy(con)), state.mount_options)
-                self._macro_text = macro_statements(scan_udf, list_udf, action_udf)
-            missing = sorted(wanted - self._macros)
-            if missing:
-                con.execute(";\n".join(self._macro_text[n] for n in missing))
-                self._macros |= set(missing)
-            if not self._installed:
-                # What the UDFs run, loaded here in the caller's thread rather than inside
-                # DuckDB's callback while it binds; the statement about to run needs it anyway.
-                importlib.import_module("zarrsql.engine.params")
-                source = importlib.import_module("zarrsql.engine.source")
-                if not source.HAS_SOURCES:  # DuckDB 1.5 scans a pyarrow dataset, which imports pandas:
-                    # loaded here, a Ctrl-C during that import is the caller's plain KeyboardInterrupt,
-                    # not one inside DuckDB's callback that leaves pandas half imported
-                    importlib.import_module("zarrsql.engine.dataset")
-                self._installed = True
-
-    @property
-    def _complete(self) -> bool:
-        """Whether every zarrsql function is installed on this connection."""
-        return self._installed and self._macros >= FUNCTIONS
-
-    def _names_missing_function(self, err: duckdb.Error) -> bool:
-        """Whether a catalog error names a zarrsql function this connection has not created."""
-        if self._complete:
-            return False
-        message = str(err).lower()
-        return any(n in message for n in FUNCTIONS - self._macros)
-
-    def _install_for(self, text: Any) -> None:
-        """Install the zarrsql functions `text` names before running it, if it may read a store."""
-        if not self._complete and _may_read_zarr(text):
-            self._install(_named_functions(text))
 
     @property
     def duckdb(self) -> duckdb.DuckDBPyConnection:
@@ -477,172 +342,6 @@ class Connection:
             "now(), current_timestamp or random(); compute the value first and pass it as a literal or a "
             'parameter (con.sql("... as_of := ?", params=[value]))'
         )
-
-    def _preregister(self, text: str) -> None:
-        """Register the scans of the statement's `read_zarr('<store>')` calls before DuckDB
-        binds it the first time: otherwise that bind fails on the scan's name, and the statement
-        is bound twice (`_rounds`), about 4 ms of a first query. Only a call whose one argument
-        is a string, once per store and connection (a later statement finds its scan there, or
-        registers a changed one in a round). The scan is the statement's own, so an error
-        opening it is the statement's error, raised as the statement would raise it (not met a
-        second time); a statement with a CTE, which DuckDB may not bind at all, is left alone."""
-        state = self._state
-        if not self._installed:
-            return
-        stores = _literal_stores(text, state.preregistered)
-        if not stores:
-            return
-        for store in stores:
-            state.preregistered.add(store)
-            scan = state.preopened.pop(store, None) or _open_literal(store, state.opener)
-            state.fresh[repr(scan.request)] = scan  # the scan UDF takes it, not opening it again
-            key = udfs.scan_name(scan)
-            with state.lock:
-                if key not in state.registered:
-                    state.pending[key] = udfs.registration(scan, state)
-        self._register_missing(None)
-
-    def _preopen(self, text: Any) -> None:
-        """Open the tables of the statement's `read_zarr('<store>')` calls (`_preregister`)
-        before anything waits for DuckDB: a first statement does it while `connect()`'s
-        database is still being opened, and a remote table's coordinates, which a `WHERE`
-        needs before planning, start on their way at once. Local stores and http(s) URLs
-        only: an object store may be read through DuckDB's secrets, which need the connection."""
-        if not isinstance(text, str) or self._state.depth:
-            return
-        state = self._state
-        for store in _literal_stores(text, state.preregistered | set(state.preopened)):
-            if not is_url(store) or store.lower().startswith(("http://", "https://", "file://")):
-                scan = state.preopened[store] = _open_literal(store, None)
-                if "where" in text.lower():  # a condition: its coordinates will be read first
-                    from zarrsql.scan import begin_coordinates
-
-                    begin_coordinates(scan, scan.columns)
-
-    def _register_missing(self, text: str | None) -> bool:
-        import pyarrow as pa
-
-        from zarrsql.engine.actions import PendingAction  # an action: performed unless only bound
-        from zarrsql.engine.source import HAS_SOURCES
-
-        with self._state.lock:
-            pending, self._state.pending = self._state.pending, {}
-        for key, make in pending.items():
-            made = make.result(self._con, text) if isinstance(make, PendingAction) else make()
-            if isinstance(made, str):  # an action that made the view `key` over what it registered
-                self._state.registered.add(key)
-                self._state.order.append((key, made, True))
-                continue
-            obj, view = (made, None) if isinstance(made, pa.Table) else made
-            name = key if view is None else key + "_raw"
-            if isinstance(obj, pa.Table) or not HAS_SOURCES:
-                self._con.register(name, obj)
-            else:
-                self._con._register_arrow_source(name, obj)
-            if view is not None:
-                self._con.execute(
-                    f"CREATE OR REPLACE TEMP VIEW {quote_ident(key)} AS " + view.format(raw=quote_ident(name))
-                )
-            self._state.registered.add(key)
-            self._state.order.append((key, name, view is not None))
-        self._forget_oldest()
-        if pending:
-            return True
-        texts = string_constants(text, table_position=True) if text else []
-        if self._claim_literals(texts) or self._claim_view_literals():
-            return True
-        missing = [
-            t
-            for t in texts
-            if t.rstrip("/").lower().endswith(".zarr") and not is_url(t) and not os.path.exists(os.path.expanduser(t))
-        ]
-        if missing:  # DuckDB would only say "table does not exist"
-            raise StoreNotFoundError(
-                f"no Zarr store at '{missing[0]}': the path does not exist; check the path "
-                "(relative paths are resolved from the current directory)"
-            )
-        folders = [t for t in texts if t.rstrip("/").lower().endswith(".zarr") and _local_folder(t)]
-        if folders:  # or "Did you mean pg_namespace?"
-            raise StoreNotFoundError(
-                f"'{folders[0]}' is a folder without zarr.json (Zarr v3) or .zgroup (Zarr v2), so it is not a "
-                "Zarr store; point FROM at the store's root folder (the one holding zarr.json or .zgroup)"
-            )
-        return False
-
-    def _from_hint(self, text: str) -> SelectionError | None:
-        """For `FROM 'x.zarr'` on a store with several tables: the read_zarr call that picks one
-        (FROM takes no parameters), or None when that is not why the store was refused."""
-        from zarrsql import catalog
-        from zarrsql.metadata.tree import cached_tree
-        from zarrsql.store import open_store
-
-        try:
-            with using_opener(self._state.opener):
-                tables = catalog.list_tables(cached_tree(open_store(text)))
-        except ZarrSQLError:
-            return None
-        names = [r["table_name"] for r in tables if r["group_path"] == "/" and r["table_name"]]
-        if len(names) < 2:
-            return None
-        return SelectionError(
-            f"FROM '{text}' cannot pick a table: the store's root group '/' has {len(names)} tables "
-            f"({', '.join(names)}), and FROM takes no parameters; read one with "
-            f"SELECT * FROM read_zarr({quote_text(text)}, table_name := {quote_text(names[0])}) "
-            "(read_zarr also selects by dims := [...], or one array with array_path := '...')"
-        )
-
-    def _forget_oldest(self) -> None:
-        """Drop the oldest registrations past `state.MAX_REGISTERED`: each holds a scan (and its
-        decoded coordinates) that a later statement can register again if it needs it."""
-        state = self._state
-
-        def over() -> bool:
-            return len(state.order) > kept_scans.MAX_REGISTERED
-
-        for key, name, has_view in state.let_go(state.order, over, state.bound_now()):
-            with state.lock:
-                state.registered.discard(key)
-            if has_view:
-                self._con.execute(f"DROP VIEW IF EXISTS {quote_ident(key)}")
-            self._con.unregister(name)
-
-    def _claim_literals(self, texts: list[str]) -> bool:
-        new = [t for t in dict.fromkeys(texts) if t not in self._state.literal_views and claimable(t)]
-        for t in new:
-            self._state.literal_views.add(t)
-            statement = f"CREATE OR REPLACE TEMP VIEW {quote_ident(t)} AS SELECT * FROM read_zarr({quote_text(t)})"
-            try:
-                self._run(statement, self._con.execute, statement)
-            except SelectionError as err:
-                self._state.literal_views.discard(t)
-                raise (self._from_hint(t) or err).with_traceback(None) from err
-            except BaseException:
-                self._state.literal_views.discard(t)
-                raise
-        return bool(new)
-
-    def _claim_view_literals(self, *, quiet: bool = False) -> bool:
-        """Views stored in a database file may read `'x.zarr'` strings: claim those too.
-
-        With `quiet` (when connecting), a store that cannot be claimed now is left for the
-        query that uses it to report.
-        """
-        texts = [s for sql in self._stored_view_sql() for s in string_constants(sql, table_position=True)]
-        texts = [s for s in texts if ".zarr" in s.lower()]
-        if not quiet:
-            return self._claim_literals(texts)
-        claimed = False
-        for t in texts:
-            try:
-                claimed |= self._claim_literals([t])
-            except (ZarrSQLError, duckdb.Error):
-                self._state.literal_views.discard(t)
-        return claimed
-
-    def _stored_view_sql(self) -> list[str]:
-        """The SQL of the database's own views (a database file's, or made this session)."""
-        rows = self._con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal AND sql IS NOT NULL").fetchall()
-        return [sql for (sql,) in rows]
 
     def _perform(self, kind: str, args: dict[str, Any], key: str) -> pa.Table | str:
         """Run an action of the SQL surface (outside any query) and return its rows, or (for

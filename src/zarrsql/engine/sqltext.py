@@ -378,13 +378,22 @@ def catalog_match(table: dict[str, Any], column: str) -> tuple[str, list[str]]:
     reference `table` may name: its name in any letter case, in the schema or database it
     gives, in any schema when unqualified."""
     name, schema, catalog = table["table_name"], table.get("schema_name") or "", table.get("catalog_name") or ""
-    n, s, d = _ascii_lower(column), _ascii_lower("schema_name"), _ascii_lower("database_name")
-    p = _ascii_lower("?")
+    n, s, d = folded_sql(column), folded_sql("schema_name"), folded_sql("database_name")
+    p = folded_sql("?")
     where = f"{n} = {p} AND (? = '' OR {s} = {p} OR {d} = {p}) AND (? = '' OR {d} = {p})"
     return where, [name, schema, schema, schema, catalog, catalog]
 
 
-def _ascii_lower(expr: str) -> str:
-    """SQL folding `expr` as DuckDB's catalog folds names: ASCII letters only (`lower()` would
-    also fold `Ü`, and a view `"Ü"` is not the table `ü`)."""
+#: DuckDB finds a database, schema or view by its name ignoring the case of ASCII letters only
+#: (Python's `lower()` and DuckDB's SQL `lower()` fold 'Ü' too, which the catalog does not).
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def folded(name: str) -> str:
+    """`name` as DuckDB's catalog compares it: ASCII letters in lower case, the rest as given."""
+    return name.translate(_ASCII_LOWER)
+
+
+def folded_sql(expr: str) -> str:
+    """SQL computing `folded` of the SQL expression `expr` (a view `"Ü"` is not the table `ü`)."""
     return f"translate({expr}, '{string.ascii_uppercase}', '{string.ascii_lowercase}')"
