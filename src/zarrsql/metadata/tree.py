@@ -155,13 +155,19 @@ def _parse_json(store: Store, key: str, raw: bytes | None) -> Any:
 def _fetch(store: Store, keys: list[str], validators: dict[str, str | None]) -> dict[str, bytes | None]:
     """The raw documents at `keys` (one `get_many`), recording a validator for each.
 
-    A local store's token is a `stat`, taken right away; a remote store's token would be a
-    request per document, so it is taken only when the tree is validated (`_revalidate`
-    records it then) — the first validation re-reads such a tree once if anything moved.
+    A local store's tokens are a `stat` each, taken in one `token_many` BEFORE the reads: a
+    document rewritten between its token and its read is then kept under the older token,
+    and the next validation reads it again; taken after, a write in between would leave the
+    old document cached under the new token for good. A remote store's token would be a
+    request per document, so it is taken only when the tree is settled (`_settle`: the
+    validators that came with the reads where the store has them).
     """
-    raws = store.get_many(keys) if keys else []
-    for key, raw in zip(keys, raws, strict=True):
-        validators[key] = None if raw is None else (store.token(key) if not store.remote else _PENDING)
+    if not keys:
+        return {}
+    tokens = store.token_many(keys) if not store.remote else [_PENDING] * len(keys)
+    raws = store.get_many(keys)
+    for key, raw, token in zip(keys, raws, tokens, strict=True):
+        validators[key] = None if raw is None else token
     return dict(zip(keys, raws, strict=True))
 
 

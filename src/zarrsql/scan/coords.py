@@ -4,6 +4,11 @@ and the presentations a read asks for (longitude range, cell bounds).
 Everything here works on whole 1-D axes (a coordinate's values, a bounds variable's pairs),
 never on chunks of data: the results are cached with the node tree where they depend only
 on the store's metadata and the decode options.
+
+The chunks a cached result is decoded from join the tree's validators (`_record`), with the
+tokens taken BEFORE the chunks are read: a chunk rewritten in between is then kept under its
+older token and decoded again by the next query, where a token taken after the read would
+keep the old values under the new token for as long as the process lives.
 """
 
 from __future__ import annotations
@@ -30,6 +35,14 @@ def _coord_chunks(array: ArrayMeta) -> list[str]:
     return [array.chunk_key((i,)) for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0)]
 
 
+def _record(tree: NodeTree, keys: Sequence[str], tokens: Sequence[str | None], owners: Sequence[str]) -> None:
+    """The chunks `keys` (of the arrays `owners`) as validators of the tree, with the tokens
+    taken before they were read (the module docstring)."""
+    for k, token, owner in zip(keys, tokens, owners, strict=True):
+        tree.validators[k] = token
+        tree.chunk_arrays[k] = owner
+
+
 def prefetch_coords(
     tree: NodeTree, store: Store, arrays: Sequence[ArrayMeta], options: DecodeOptions
 ) -> dict[str, bytes | None]:
@@ -39,13 +52,11 @@ def prefetch_coords(
     keys = [k for a in todo for k in _coord_chunks(a)]
     if not keys:
         return {}
-    raws = store.get_many(keys)
     # A coordinate rewritten in place (chunks only) must not be served from the cache: its
     # chunk keys join the documents the cached tree is revalidated against.
-    owners = [a.path for a in todo for _ in _coord_chunks(a)]
-    for k, token, owner in zip(keys, store.token_many(keys), owners, strict=True):
-        tree.validators[k] = token
-        tree.chunk_arrays[k] = owner
+    tokens = store.token_many(keys)
+    raws = store.get_many(keys)
+    _record(tree, keys, tokens, [a.path for a in todo for _ in _coord_chunks(a)])
     return dict(zip(keys, raws, strict=True))
 
 
@@ -59,10 +70,9 @@ def load_coord(
         if keys and all(k in fetched for k in keys):
             raw = np.concatenate([decode_chunk(array, fetched[k], k, store.url) for k in keys])[: array.shape[0]]
         else:
+            tokens = store.token_many(keys)
             raw = read_region(store, array, ((0, array.shape[0]),))
-            for k, token in zip(keys, store.token_many(keys), strict=True):
-                tree.validators[k] = token
-                tree.chunk_arrays[k] = array.path
+            _record(tree, keys, tokens, [array.path] * len(keys))
         codec = column_codec(array, options, is_coord=True, coord_values=raw)
         values, nulls = codec.decode(raw)
         hit = (DimValues(array.name, np.ascontiguousarray(values), nulls), codec.logical)
@@ -196,11 +206,13 @@ def load_bounds(
     hit = tree.derived.get(key)
     if hit is None:
         n = array.shape[0]
-        raw = read_region(store, array, ((0, n), (0, 2)))
-        for k in {
+        keys = [
             array.chunk_key((i, j)) for i in range(-(-n // array.chunks[0])) for j in range(-(-2 // array.chunks[1]))
-        }:
-            tree.validators.setdefault(k, store.token_many([k])[0])
+        ]
+        tokens = store.token_many(keys)  # before the read (the module docstring)
+        raw = read_region(store, array, ((0, n), (0, 2)))
+        for k, token in zip(keys, tokens, strict=True):
+            tree.validators.setdefault(k, token)
         codec = column_codec(array, options, is_coord=True, coord_values=raw.reshape(-1))
         values, nulls = codec.decode(raw.reshape(-1))
         values = np.asarray(values).reshape(n, 2)
@@ -237,12 +249,11 @@ def load_aux(
                 f"the auxiliary coordinate '{array.path}' has {cells} cells, more than the {MAX_AUX_CELLS} a scan "
                 "holds decoded; read its table with the data variables only (array_path := ...)"
             )
-        raw = read_region(store, array, tuple((0, n) for n in array.shape))
         grid = tuple(-(-n // c) for n, c in zip(array.shape, array.chunks, strict=True))
         keys = [array.chunk_key(idx) for idx in np.ndindex(*grid)]
-        for k, token in zip(keys, store.token_many(keys), strict=True):
-            tree.validators[k] = token
-            tree.chunk_arrays[k] = array.path
+        tokens = store.token_many(keys)  # before the read (the module docstring)
+        raw = read_region(store, array, tuple((0, n) for n in array.shape))
+        _record(tree, keys, tokens, [array.path] * len(keys))
         if characters is not None:
             hit = _joined_text(array, np.asarray(raw), characters)
         else:

@@ -18,7 +18,9 @@ lz4, bitshuffle or scaleoffset filter) is listed as unsupported, naming the filt
 failing the file; one left out with no such filter is listed as unsupported without filter
 advice. netCDF's stand-in for a dimension without a coordinate variable (`bnds`) is a
 dimension, not an array: it is left out, as kerchunk leaves it out. The scanned set is cached
-by the file's path, mtime and size.
+by the file's path and version (`local.file_version`: inode, change time, mtime and size), and
+a local file is the store's `SetSource`: a store whose file was replaced or rewritten scans it
+again before the reads that follow its next tokens (store/references.py).
 
 While kerchunk scans a file the garbage collector does not run on its own (`_collector_held`):
 kerchunk builds its Zarr metadata from inside h5py's `visititems`, which holds h5py's global
@@ -41,11 +43,12 @@ from typing import Any
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import is_url
 from zarrsql.store.hdf5_chunks import checksummed_refs, unwritten_refs
+from zarrsql.store.local import file_version
 from zarrsql.store.redaction import redacted_text, redacted_url
-from zarrsql.store.references import ReferenceStore
+from zarrsql.store.references import ReferenceStore, SetSource
 from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
 
-#: Scanned files kept (path+mtime+size → reference set); a scan reads every object header.
+#: Scanned files kept (path and version → reference set); a scan reads every object header.
 _CACHE_SIZE = 16
 _cache: dict[str, RefSet] = {}
 _lock = threading.Lock()
@@ -266,11 +269,24 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
     return refs
 
 
-def _key(location: str) -> str:
-    if is_url(location):
-        return location
-    st = os.stat(location)
-    return f"{location}:{st.st_mtime_ns}:{st.st_size}"
+def _version(location: str) -> str | None:
+    """The cache key of a local file's scan: its path and version, None when it is gone."""
+    version = file_version(location)
+    return None if version is None else f"{location}:{version}"
+
+
+def _refset(location: str, options: Mapping[str, Any], key: str) -> RefSet:
+    """The file's reference set, scanned once per `key` (its version, taken before the scan)."""
+    with _lock:
+        refset = _cache.get(key)
+    if refset is None:
+        refs = _scan(location, options)
+        refset = RefSet(location, parse_json_refs(refs, os.path.dirname(location), location))
+        with _lock:
+            if len(_cache) >= _CACHE_SIZE:
+                _cache.pop(next(iter(_cache)))
+            _cache[key] = refset
+    return refset
 
 
 def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_folder: FolderOpener) -> ReferenceStore:
@@ -288,14 +304,11 @@ def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_fol
             )
         if not os.path.isfile(location):
             raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
-    key = _key(location)
-    with _lock:
-        refset = _cache.get(key)
-    if refset is None:
-        refs = _scan(location, options)
-        refset = RefSet(location, parse_json_refs(refs, os.path.dirname(location), location))
-        with _lock:
-            if len(_cache) >= _CACHE_SIZE:
-                _cache.pop(next(iter(_cache)))
-            _cache[key] = refset
-    return ReferenceStore(refset, options, open_folder, token=key)
+    if is_url(location):
+        return ReferenceStore(_refset(location, options, location), options, open_folder, token=location)
+    key = _version(location)
+    if key is None:
+        raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
+    given = location
+    source = SetSource(lambda: _version(given), lambda version: _refset(given, options, version))
+    return ReferenceStore(_refset(location, options, key), options, open_folder, token=key, source=source)

@@ -2,8 +2,11 @@
 
 Reads are cheap and the disk is shared, so `concurrency` is the number of cores (the reader's
 decoding threads) and `get_many` reads in order; `get_ranges` seeks and reads only the bytes
-asked for; the metadata cache revalidates by file mtime
-and size on every query (`metadata_ttl` 0), which costs a `stat` per document. Keys found
+asked for; the metadata cache revalidates on every query (`metadata_ttl` 0), which costs a
+`stat` per document. A key's token (`file_version`) is its file's inode, change time,
+modification time and size: a file replaced by one of the same size and mtime (a reproducible
+archive extracted over the last, a 1-second mtime filesystem) still has a new inode or change
+time, which no writer can set back. Keys found
 missing are counted (`missing_seen`): a scan that met one checks that the store was not
 rewritten under it before it reads the chunk as fill (`scan/validity.py`, as `ChangeWatching`
 does for a remote store).
@@ -12,6 +15,12 @@ Symbolic links are followed while they stay inside the store. A link that leads 
 a loop of links, is refused by name (`refusal`): reading a key below it raises
 `StoreReadError`, and the metadata walk keeps such an entry as a problem instead of failing
 the whole store, so the rest of the store still reads.
+
+The root is followed as given: a path that is (or lies below) a symbolic link switched to
+another folder since the store was opened (an atomic deploy: `current.zarr` -> `v2.zarr`)
+is resolved again the next time tokens are taken (`token_many`), one `stat` of the given path
+per call, so the keys' tokens are those of the new folder's files and the reads that follow
+go there too. Until then reads go on in the folder resolved before.
 """
 
 from __future__ import annotations
@@ -99,9 +108,13 @@ class LocalStore:
     metadata_ttl = 0.0
 
     def __init__(self, root: str) -> None:
+        #: The root as given, links unresolved: what `token_many` follows (module docstring).
+        self.location = os.path.abspath(root)
         self.root = os.path.realpath(root)
         self.url = self.root
         self.cache_key = self.root
+        self._root_id = _identity(self.root)
+        self._moving = threading.Lock()
         self._missing = 0
         self._missing_lock = threading.Lock()
         self._folders: dict[str, tuple[str, tuple[int, int]]] = {}  # `_checked_folder`'s
@@ -294,7 +307,22 @@ class LocalStore:
         return zarr.storage.LocalStore(self.root, read_only=True)
 
     def token_many(self, keys: Sequence[str]) -> list[str | None]:
-        return [self.token(k) for k in keys]
+        """Each key's `file_version`, after following the root as given (module docstring)."""
+        self._follow_root()
+        return [file_version(self._path(k)) for k in keys]
+
+    def _follow_root(self) -> None:
+        """Resolve the root again when the path as given now names another folder than the
+        one resolved (one `stat`): a link on it switched, or the folder was replaced."""
+        if _identity(self.location) == self._root_id:
+            return
+        with self._moving:
+            now = _identity(self.location)
+            if now == self._root_id:
+                return
+            self.root = self.url = self.cache_key = os.path.realpath(self.location)
+            self._folders = {}  # real paths of the old folder's folders
+            self._root_id = now
 
     def list_dir(self, prefix: str) -> list[str]:
         key = prefix.rstrip("/")
@@ -311,11 +339,29 @@ class LocalStore:
             raise StoreReadError(f"cannot list '{path}': {err.strerror or err}") from err
 
     def token(self, key: str) -> str | None:
-        try:
-            st = os.stat(self._path(key))
-        except OSError:
-            return None
-        return f"{st.st_mtime_ns}:{st.st_size}"
+        return self.token_many([key])[0]
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the folder `path` leads to, None when it leads nowhere."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def file_version(path: str) -> str | None:
+    """A validator of the file at `path` (links followed) as it is now, None when there is
+    none: inode, change time, modification time and size. mtime and size alone miss a file
+    replaced by one of the same size with its mtime set back (`tar --mtime`, zip extraction,
+    `os.utime`, a filesystem keeping whole seconds); the inode differs for a new file, and the
+    change time moves on every write and can be set by no writer."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_ino}:{st.st_ctime_ns}:{st.st_mtime_ns}:{st.st_size}"
 
 
 def _read_range(fd: int, byte_range: ByteRange) -> bytes:

@@ -22,6 +22,16 @@ as a kerchunk set read by fsspec does.
 
 Listing comes from the set's keys. A set of Zarr v2 documents without a consolidated
 `.zmetadata` gets one made from its inline documents, so the metadata walk reads no key twice.
+
+A key's token follows what a read of it returns now. The set's own file (a local JSON file,
+a Parquet folder's `.zmetadata`, the HDF5 file hdf5.py scans) is a `SetSource`: its version
+(`local.file_version`) is part of every key's token, and a store whose set was made again
+(the file rewritten or replaced) loads it again when it next takes tokens (`token_many`),
+before the reads that follow. A key pointing into a local file also has that file's token in
+its own, so a file rewritten in place (same layout, new values) changes the tokens of the keys
+it holds (a file `virtual_chunks :=` does not authorize is not looked at); a remote file's
+token would be a request, and a remote set has no version here (the metadata cache identifies
+it by its location).
 """
 
 from __future__ import annotations
@@ -30,13 +40,14 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zarrsql.errors import StoreNotFoundError, StoreReadError
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
 from zarrsql.store.choice import container_access, normal_location, within_prefix
-from zarrsql.store.local import LocalStore
+from zarrsql.store.local import LocalStore, file_version
 from zarrsql.store.redaction import redacted_url
 from zarrsql.store.refsets import FolderOpener, Inline, RefSet, Target
 
@@ -83,8 +94,44 @@ def _consolidated(refset: RefSet) -> bytes | None:
     return json.dumps({"zarr_consolidated_format": 1, "metadata": metadata}).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class SetSource:
+    """Where a store's reference set comes from, so the store can follow it: `version()` is
+    a validator of the set's file as it is now (None when the file is gone), `load(version)`
+    reads the set again, given the version taken before it reads (a write landing in between
+    then only costs one more load later, never a set kept under a version it does not have)."""
+
+    version: Callable[[], str | None]
+    load: Callable[[str], RefSet]
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """One loaded version of the set, swapped whole when the set is loaded again."""
+
+    refset: RefSet
+    version: str
+    extra: Mapping[str, bytes]  # keys the store adds (a made `.zmetadata`)
+    names: frozenset[str]
+
+
+def _loaded(refset: RefSet, version: str) -> _Loaded:
+    extra: dict[str, bytes] = {}
+    if ".zmetadata" not in refset.keys:
+        made = _consolidated(refset)
+        if made is not None:
+            extra[".zmetadata"] = made
+    return _Loaded(refset, version, extra, refset.keys | frozenset(extra))
+
+
+def _local_target(url: str) -> bool:
+    """Whether a reference's file is a local path (its token a `stat`, not a request)."""
+    return not is_url(url) and "://" not in url
+
+
 class ReferenceStore:
-    """The keys of a reference set (see the module docstring)."""
+    """The keys of a reference set (see the module docstring). `token` is the version of
+    the set `refset` was loaded from; `source`, when given, lets the store follow the set."""
 
     can_list = True
     metadata_ttl = 0.0
@@ -97,12 +144,14 @@ class ReferenceStore:
         *,
         token: str = "",
         virtual_chunks: tuple[tuple[str, str | None], ...] = (),
+        source: SetSource | None = None,
     ) -> None:
-        self.refset = refset
+        self._state = _loaded(refset, token)
+        self._source = source
+        self._reloading = threading.Lock()
         self._open_folder = open_folder
         self.url = redacted_url(refset.location)  # as messages name it: no secret of its URL
         self.storage_options = dict(storage_options or {})
-        self._token = token
         self._containers = tuple((_container_prefix(p), container_access(p, v)) for p, v in virtual_chunks)
         self._authorized = [p for p, _ in virtual_chunks]  # as given, for the errors
         given = token + (repr(self._containers) if self._containers else "")
@@ -111,12 +160,11 @@ class ReferenceStore:
         self.concurrency = 32 if self.remote else max(1, min(os.cpu_count() or 1, 8))
         self._stores: dict[str, Store] = {}
         self._lock = threading.Lock()
-        self._extra: dict[str, bytes] = {}
-        if ".zmetadata" not in refset.keys:
-            made = _consolidated(refset)
-            if made is not None:
-                self._extra[".zmetadata"] = made
-        self._names = refset.keys | frozenset(self._extra)
+
+    @property
+    def refset(self) -> RefSet:
+        """The reference set as last loaded."""
+        return self._state.refset
 
     # ------------------------------------------------------------------ reading
     def _container(self, key: str, url: str) -> str | None:
@@ -134,6 +182,10 @@ class ReferenceStore:
             f"virtual_chunks := prefix authorizes ({self._authorized}); add that file's "
             f"container (virtual_chunks := MAP {{'{folder}': NULL}}) if you trust those files"
         )
+
+    def _authorizes(self, url: str) -> bool:
+        """Whether the set may read `url` (`_container` raises where it may not)."""
+        return not self._containers or any(within_prefix(url, prefix) for prefix, _ in self._containers)
 
     def _store_for(self, folder: str) -> Store:
         with self._lock:
@@ -153,12 +205,13 @@ class ReferenceStore:
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         out: list[bytes | None] = [None] * len(keys)
         ranged: dict[str, list[tuple[int, Target]]] = {}
+        state = self._state  # one version of the set for the whole call
         for i, key in enumerate(keys):
             check_key(key)
-            if key in self._extra:
-                out[i] = self._extra[key]
+            if key in state.extra:
+                out[i] = state.extra[key]
                 continue
-            ref = self.refset.lookup(key)
+            ref = state.refset.lookup(key)
             if isinstance(ref, Inline):
                 out[i] = ref.data
             elif isinstance(ref, Target):
@@ -207,14 +260,49 @@ class ReferenceStore:
     def list_dir(self, prefix: str) -> list[str]:
         prefix = prefix.strip("/")
         start = prefix + "/" if prefix else ""
-        names = {k[len(start) :].split("/", 1)[0] for k in self._names if k.startswith(start) and k != prefix}
+        names = {k[len(start) :].split("/", 1)[0] for k in self._state.names if k.startswith(start) and k != prefix}
         return sorted(n for n in names if n)
 
+    # ------------------------------------------------------------------ tokens
     def token(self, key: str) -> str | None:
-        return f"{self._token}:{key}" if key in self._names or self.refset.lookup(key) else None
+        return self.token_many([key])[0]
 
     def token_many(self, keys: Sequence[str]) -> list[str | None]:
-        return [self.token(k) for k in keys]
+        """Each key's token (the module docstring): the set's version, the key and, for a key
+        in a local file, that file's token, each file's taken once per call. The set is
+        loaded again first when its file changed; every token is None when it is gone."""
+        state = self._current()
+        if state is None:
+            return [None] * len(keys)
+        files: dict[str, str | None] = {}
+        return [self._key_token(state, k, files) for k in keys]
+
+    def _key_token(self, state: _Loaded, key: str, files: dict[str, str | None]) -> str | None:
+        ref = None if key in state.extra else state.refset.lookup(key)
+        if ref is None:
+            return f"{state.version}:{key}" if key in state.names else None
+        if not isinstance(ref, Target) or not _local_target(ref.url) or not self._authorizes(ref.url):
+            return f"{state.version}:{key}"
+        if ref.url not in files:
+            folder, name = _split(ref.url)
+            files[ref.url] = self._store_for(folder).token(name)  # the store the key is read from
+        return f"{state.version}:{key}:{files[ref.url]}"
+
+    def _current(self) -> _Loaded | None:
+        """The set as its file is now: loaded again when the file's version moved since it
+        was loaded (`SetSource`), None when the file is gone."""
+        state, source = self._state, self._source
+        if source is None:
+            return state
+        now = source.version()
+        if now is None:
+            return None
+        if now != state.version:
+            with self._reloading:  # one load per change, whichever thread sees it first
+                state = self._state
+                if now != state.version:
+                    state = self._state = _loaded(source.load(now), now)
+        return state
 
 
 #: The fsspec options that read a public bucket without credentials, by URL scheme.
@@ -231,16 +319,12 @@ def _container_prefix(prefix: str) -> str:
     return normal_location(prefix)
 
 
-def _refset_token(location: str) -> str:
-    """A validator of the reference set's own file (mtime and size), empty when remote."""
-    if is_url(location):
-        return location
-    path = os.path.join(location, ".zmetadata") if os.path.isdir(location) else location
-    try:
-        st = os.stat(path)
-    except OSError:
-        return location
-    return f"{location}:{st.st_mtime_ns}:{st.st_size}"
+def _refset_version(location: str, path: str) -> str | None:
+    """The version of the local reference set at `location`, from its file at `path` (a
+    Parquet folder's `.zmetadata`, which kerchunk writes again with the records), None when
+    it is gone."""
+    version = file_version(path)
+    return None if version is None else f"{location}:{version}"
 
 
 def open_references(
@@ -259,6 +343,18 @@ def open_references(
         location = location[7:]
     if not is_url(location):
         location = os.path.abspath(os.path.expanduser(location))
+    if is_url(location):
+        refset = load_refset(location, storage_options, open_folder)
+        return ReferenceStore(refset, storage_options, open_folder, token=location, virtual_chunks=virtual_chunks)
+    given = location
+    path = os.path.join(location, ".zmetadata") if os.path.isdir(location) else location
+
+    def load(version: str) -> RefSet:
+        return load_refset(given, storage_options, open_folder)
+
+    source = SetSource(lambda: _refset_version(given, path), load)
+    token = source.version() or location  # taken before the set is read
     refset = load_refset(location, storage_options, open_folder)
-    token = _refset_token(location)
-    return ReferenceStore(refset, storage_options, open_folder, token=token, virtual_chunks=virtual_chunks)
+    return ReferenceStore(
+        refset, storage_options, open_folder, token=token, virtual_chunks=virtual_chunks, source=source
+    )
