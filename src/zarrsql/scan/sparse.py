@@ -25,7 +25,7 @@ from zarrsql.decode.columns import column_codec
 from zarrsql.decode.logical import Labels
 from zarrsql.decode.sparse import entries, load_indptr, put_entries
 from zarrsql.expand.columns import Column
-from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
+from zarrsql.plan.predicate import Leaf, Predicate, Truth, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 from zarrsql.scan.table import OpenedTable
 
 #: Stored entries per work unit: large enough to amortise a read, small enough for memory.
@@ -72,6 +72,7 @@ class SparseScan(OpenedTable):
         self.axis = self.matrices[0].axis
         self.pointers = [load_indptr(self.store, m) for m in self.matrices]
         self.values = [column_codec(m.data, self.request.options) for m in self.matrices]
+        self._truths: dict[Leaf, Truth] = {}  # `_axis_truth`'s, shared by the scan's threads
         return self.values
 
     @property
@@ -136,11 +137,7 @@ class SparseScan(OpenedTable):
             index = {d.name: a for d, a in zip(self.dims, (rows, cols), strict=True) if a is not None}
             t, _ = evaluate(
                 residual,
-                lambda leaf: leaf_truth(
-                    leaf,
-                    self._dim_values(leaf.column)[index[leaf.column]],
-                    self._dim_nulls(leaf.column, index[leaf.column]),
-                ),
+                lambda leaf: tuple(a[index[leaf.column]] for a in self._axis_truth(leaf)),
             )
             rows = None if rows is None else rows[t]
             cols = None if cols is None else cols[t]
@@ -157,12 +154,20 @@ class SparseScan(OpenedTable):
                 parts.append(self.values[col.data].decode(values[col.data]))  # type: ignore[index]
         return n, parts
 
-    def _dim_values(self, name: str) -> np.ndarray:
-        return next(d.values for d in self.dims if d.name == name)
-
-    def _dim_nulls(self, name: str, idx: np.ndarray) -> np.ndarray | None:
-        nulls = next(d.nulls for d in self.dims if d.name == name)
-        return None if nulls is None else nulls[idx]
+    def _axis_truth(self, leaf: Leaf) -> Truth:
+        """The leaf's (true, null) over every label of its axis, computed once per scan and
+        gathered per entry by the caller: evaluated per stored entry instead, a condition on
+        the other axis of a CSR matrix (`var = 'gene5'`) compared one label per entry, millions
+        of Python string comparisons for a few thousand labels."""
+        truths = self._truths
+        try:
+            hit = truths.get(leaf)
+        except TypeError:  # a constant that does not hash: computed every time
+            hit, truths = None, {}
+        if hit is None:
+            dim = next(d for d in self.dims if d.name == leaf.column)
+            hit = truths[leaf] = leaf_truth(leaf, dim.values, dim.nulls)
+        return hit
 
     def _union(self, unit: SparseUnit, *, need_major: bool) -> tuple[np.ndarray | None, np.ndarray, list[np.ndarray]]:
         if len(self.matrices) == 1:
