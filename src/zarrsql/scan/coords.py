@@ -5,19 +5,20 @@ Everything here works on whole 1-D axes (a coordinate's values, a bounds variabl
 never on chunks of data: the results are cached with the node tree where they depend only
 on the store's metadata and the decode options.
 
-The chunks a cached result is decoded from join the tree's validators (`_record`), with the
-tokens taken BEFORE the chunks are read: a chunk rewritten in between is then kept under its
-older token and decoded again by the next query, where a token taken after the read would
-keep the old values under the new token for as long as the process lives.
+The chunks a cached result is decoded from join the tree's validators (`_record`), with a
+local store's tokens taken BEFORE the chunks are read (`_read_with_tokens`): a chunk rewritten
+in between is then kept under its older token and decoded again by the next query, where a
+token taken after the read would keep the old values under the new token for as long as the
+process lives.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -30,9 +31,22 @@ from zarrsql.plan.units import DimValues
 from zarrsql.store import Store
 from zarrsql.tables.model import Derived
 
+T = TypeVar("T")
+
 
 def _coord_chunks(array: ArrayMeta) -> list[str]:
     return [array.chunk_key((i,)) for i in range(-(-array.shape[0] // array.chunks[0]) if array.shape[0] else 0)]
+
+
+def _read_with_tokens(store: Store, keys: Sequence[str], read: Callable[[], T]) -> tuple[list[str | None], T]:
+    """`read()` (of the chunks `keys`) and the keys' tokens: taken before the read on a local
+    store (the module docstring); after it on a remote one, whose tokens come with the reads'
+    responses (ETags), where asking first would cost a request per key."""
+    if getattr(store, "remote", False):
+        got = read()
+        return store.token_many(keys), got
+    tokens = store.token_many(keys)
+    return tokens, read()
 
 
 def _record(tree: NodeTree, keys: Sequence[str], tokens: Sequence[str | None], owners: Sequence[str]) -> None:
@@ -54,8 +68,7 @@ def prefetch_coords(
         return {}
     # A coordinate rewritten in place (chunks only) must not be served from the cache: its
     # chunk keys join the documents the cached tree is revalidated against.
-    tokens = store.token_many(keys)
-    raws = store.get_many(keys)
+    tokens, raws = _read_with_tokens(store, keys, lambda: store.get_many(keys))
     _record(tree, keys, tokens, [a.path for a in todo for _ in _coord_chunks(a)])
     return dict(zip(keys, raws, strict=True))
 
@@ -70,8 +83,7 @@ def load_coord(
         if keys and all(k in fetched for k in keys):
             raw = np.concatenate([decode_chunk(array, fetched[k], k, store.url) for k in keys])[: array.shape[0]]
         else:
-            tokens = store.token_many(keys)
-            raw = read_region(store, array, ((0, array.shape[0]),))
+            tokens, raw = _read_with_tokens(store, keys, lambda: read_region(store, array, ((0, array.shape[0]),)))
             _record(tree, keys, tokens, [array.path] * len(keys))
         codec = column_codec(array, options, is_coord=True, coord_values=raw)
         values, nulls = codec.decode(raw)
@@ -209,8 +221,7 @@ def load_bounds(
         keys = [
             array.chunk_key((i, j)) for i in range(-(-n // array.chunks[0])) for j in range(-(-2 // array.chunks[1]))
         ]
-        tokens = store.token_many(keys)  # before the read (the module docstring)
-        raw = read_region(store, array, ((0, n), (0, 2)))
+        tokens, raw = _read_with_tokens(store, keys, lambda: read_region(store, array, ((0, n), (0, 2))))
         for k, token in zip(keys, tokens, strict=True):
             tree.validators.setdefault(k, token)
         codec = column_codec(array, options, is_coord=True, coord_values=raw.reshape(-1))
@@ -251,8 +262,9 @@ def load_aux(
             )
         grid = tuple(-(-n // c) for n, c in zip(array.shape, array.chunks, strict=True))
         keys = [array.chunk_key(idx) for idx in np.ndindex(*grid)]
-        tokens = store.token_many(keys)  # before the read (the module docstring)
-        raw = read_region(store, array, tuple((0, n) for n in array.shape))
+        tokens, raw = _read_with_tokens(
+            store, keys, lambda: read_region(store, array, tuple((0, n) for n in array.shape))
+        )
         _record(tree, keys, tokens, [array.path] * len(keys))
         if characters is not None:
             hit = _joined_text(array, np.asarray(raw), characters)

@@ -69,7 +69,7 @@ class Scan:
             if left == 0:
                 return
             n, parts = table.unit_columns(unit, columns)
-            guard.check()  # a chunk found missing is fill only if the store was not rewritten
+            guard.check(unit)  # its rows only if the store was not rewritten under them
             counters.count(work_units_read=getattr(unit, "merged", 1), rows=n)
             for start in range(0, n, self.batch_rows or max(n, 1)):
                 stop = min(n, start + (self.batch_rows or n))

@@ -449,14 +449,12 @@ def engine_batches(
 
 def _scanning(scan: TableScan, plan: Plan, results: Iterator[T]) -> Iterator[T]:
     """`results` of the scan between `counters.scan_started` and `scan_ended`, for the
-    progress display; a unit that met a missing chunk is handed over only once the store is
-    known not to have been rewritten under the scan (`validity.ChangeGuard`: a local store;
-    a remote one checks as it reads, and `confirm_missing` at the end)."""
-    guard = ChangeGuard(scan)
+    progress display; a remote store's missing chunks are confirmed at the end (`_unit_results`
+    checks a local store after each unit)."""
     counters.scan_started(_units_to_read(plan) if counters.watched() else 0)
     POOL.scan_started()
     try:
-        yield from guard.checked(results)
+        yield from results
         confirm = getattr(scan.store, "confirm_missing", None)  # a remote store's missing chunks
         if confirm is not None:
             confirm()
@@ -639,7 +637,11 @@ def _unit_results(
     unit read locally is handed to `apart` to decode column by column (when it returns a
     unit), and the window of units in flight grows from one. Without it (a consumer that
     takes every unit), the window opens whole and every fetch starts as far ahead as it
-    allows."""
+    allows.
+
+    A unit's results are handed over only once the store is known not to have been
+    rewritten since its table was opened (`validity.ChangeGuard`: a local folder, checked
+    after the unit's reads, on the thread that read it; a remote store checks as it reads)."""
     counters.count(work_units_planned=plan.units_total, scans=1)
     # small chunks are read in grouped units: the costs below are per unit, not per chunk
     grid = plan.grid if isinstance(plan, ScanPlan) else None
@@ -669,12 +671,32 @@ def _unit_results(
         ahead = _Ahead(units, lambda u: scan.unit_keys(u, columns) or [], prefetch)
     growth = in_flight if getattr(scan.store, "remote", False) else 2
     pool = Workers(max_workers=threads)
-    pending: deque[_Queued | _Columns] = deque()
+    pending: deque[tuple[Any, _Queued | _Columns]] = deque()  # (unit, its reading)
     # grows to `in_flight`: a LIMIT met by the first unit reads little else
     window = 1 if apart is not None else in_flight
     if ahead is not None and apart is None:
         ahead.open_to(FETCH_WINDOWS * window)
     stop = _Stop(pool)
+    guard = ChangeGuard(scan)
+
+    def checked_work(unit: Any) -> Callable[[], list[T]]:
+        """The unit's work, then the store's check, on the decoding thread: its `stat`s
+        overlap the other units' decoding instead of delaying each hand-over."""
+        work = make_work(unit)
+
+        def run() -> list[T]:
+            done = work()
+            guard.check(unit)
+            return done
+
+        return run if guard.watching else work
+
+    def checked(unit: Any, queued: _Queued | _Columns) -> list[T]:
+        done = stop.take(queued)
+        if isinstance(queued, _Columns):  # decoded column by column: checked once all are in
+            guard.check(unit)
+        return done
+
     with _running_lock:
         _running.add(stop)
     try:
@@ -684,18 +706,18 @@ def _unit_results(
             if i == 0 and ahead is not None and apart is not None:
                 _when_all_done(arrivals, functools.partial(ahead.open_to, 1 + EARLY_UNITS))
             whole = apart(pool, threads, unit) if apart is not None and window == 1 and not arrivals else None
-            pending.append(whole if whole is not None else _Queued(pool, make_work(unit), keys, arrivals))
+            pending.append((unit, whole if whole is not None else _Queued(pool, checked_work(unit), keys, arrivals)))
             if len(pending) >= window:
-                yield from stop.take(pending.popleft())
+                yield from checked(*pending.popleft())
                 window = min(in_flight, window * growth)
                 if ahead is not None and window > 1:
                     ahead.open_to(i + 1 + FETCH_WINDOWS * window)
         while pending:
-            yield from stop.take(pending.popleft())
+            yield from checked(*pending.popleft())
     finally:
         with _running_lock:
             _running.discard(stop)
-        for queued in pending:
+        for _, queued in pending:
             if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
                 scan.store.forget(queued.keys)
         if ahead is not None and isinstance(scan.store, Prefetching):

@@ -23,9 +23,21 @@ of the coordinates it decoded (`NodeTree.chunk_arrays`). It is taken once per op
 - `same_metadata(baseline, table)`, when a relation is fetched after other statements and
   its table, opened again, got another scan name: whether only coordinate chunks changed,
   so that the relation's own scan (through `refreshed`) can read the store as it is now.
-- `ChangeGuard`, while a scan runs: a chunk found missing (`LocalStore.missing_seen`) is
-  fill only while the table's documents are unchanged; if they changed, the store was
-  rewritten under the scan, which raises instead of reading the rest as fill.
+- `ChangeGuard`, while a scan of a local folder runs: after each unit is read, and before
+  its rows are handed over, the baseline's documents and the coordinate chunks over the
+  unit's region are compared again. A store rewritten under the scan (replaced, shrunk, a
+  coordinate written anew) raises `StoreReadError` ("changed during the query"): the unit's
+  chunks may be the new version's, and its rows would pair them with the old coordinates,
+  or read chunks gone with the old version as fill. A token unchanged after the unit's reads
+  means its key did not change before them (a rewritten file never gets its old token
+  back), so the check covers every chunk the unit read. A store that only grew (an append)
+  is read on: the rows the scan was planned with are all still there, as they were.
+
+A store that reads the version a name pointed at when it opened (an Icechunk branch's tip,
+`FollowsName`) holds that version's keys for good, but the name may move (a new commit):
+`Baseline.changed()` then reports the name as changed too (one lookup of the name), and
+`refreshed` opens the table again from the version the name points at now. A scan already
+running keeps reading its version, which cannot change under it.
 
 A remote store is not checked here: each token is a request (the second query on a store
 pays no metadata cost), its tree is revalidated by the next statement, and a chunk missing
@@ -34,24 +46,37 @@ while its metadata changed is the store's own error (`ChangeWatching`).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from zarrsql.errors import StoreReadError, ZarrSQLError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import ancestors
-from zarrsql.plan.units import DimValues
+from zarrsql.plan.units import DimValues, WorkUnit
 
 if TYPE_CHECKING:
     from zarrsql.scan.contract import TableScan
     from zarrsql.store import Store
 
-T = TypeVar("T")
+
+@runtime_checkable
+class FollowsName(Protocol):
+    """A store opened at the version a name pointed at (an Icechunk branch's tip): its keys
+    are that version's for good, while the name may move on. A capability of the stores,
+    declared where it is used (like those of store/base.py)."""
+
+    def version_moved(self) -> str | None:
+        """None while the name still points at the version the store reads; else what it
+        points at now, as a phrase for errors (one lookup of the name)."""
+
+    def reopened(self) -> Store:
+        """The store of the version the name points at now, opened as this one was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +92,14 @@ class Baseline:
     def remote(self) -> bool:
         return bool(getattr(self.store, "remote", False))
 
-    def changed(self, *, coordinates: bool = True) -> list[str]:
-        """The keys whose token differs now (a `stat` each on a local store), in order."""
-        pairs = self.documents + self.coordinates if coordinates else self.documents
+    def changed(self) -> list[str]:
+        """What differs now, in order: the name the store followed, if it moved
+        (`FollowsName`), then the keys whose token differs (a `stat` each on a local store)."""
+        pairs = self.documents + self.coordinates
         current = self.store.token_many([k for k, _ in pairs])
-        return [k for (k, token), now in zip(pairs, current, strict=True) if token != now]
+        keys = [k for (k, token), now in zip(pairs, current, strict=True) if token != now]
+        moved = self.store.version_moved() if isinstance(self.store, FollowsName) else None
+        return keys if moved is None else [moved, *keys]
 
 
 _lock = threading.Lock()
@@ -160,8 +188,9 @@ def refreshed(table: TableScan, reader: Reader = STATEMENT) -> TableScan:
         return table
     from zarrsql.scan.opening import open_table
 
-    try:
-        fresh = open_table(table.request, store=table.store)
+    try:  # the version a followed name points at now (`FollowsName`), else the same store
+        store = table.store.reopened() if isinstance(table.store, FollowsName) else table.store
+        fresh = open_table(table.request, store=store)
     except ZarrSQLError as err:
         raise changed_error(table, changed[0], f"and its table no longer opens ({err})", reader) from None
     if _columns_signature(fresh) != _columns_signature(table):
@@ -234,51 +263,166 @@ def changed_error(table: TableScan, key: str, what: str, reader: Reader = STATEM
 
 
 class ChangeGuard:
-    """Watches one running scan of a local store (see the module docstring): `check()` after
-    each unit compares the table's documents with its baseline only when the store met a
-    missing key since the last check, so an unchanged store costs a counter read per unit."""
+    """Watches one running scan of a local folder (see the module docstring): `check(unit)`,
+    called after the unit is read and before its rows are handed over, compares the tokens
+    of the table's documents and of the coordinate chunks the unit's rows pair with (a
+    `stat` each) with the baseline. Units read on several threads may be checked at once.
 
-    __slots__ = ("_base", "_seen", "_store", "_url")
+    Only those chunks: a unit of a dense table pairs its data with the coordinate chunks over
+    its region alone, so a coordinate chunk changed elsewhere cannot mix this unit's rows
+    (the unit that reads it will find it changed). Checking every coordinate chunk per unit
+    would cost a scan of n units with coordinates in n chunks (an appended time axis) n^2
+    `stat`s. A unit of another kind (a sparse table's) is checked against the whole baseline.
+
+    A store that only grew since the table was opened (an append, `_appended_to`) still holds
+    every row the scan reads, as it was: the scan goes on, watching the store as it is now.
+
+    A local folder is a store whose files another process can rewrite in place, and that
+    counts the keys it found missing (`LocalStore.missing_seen`); a remote store checks its
+    own reads (`ChangeWatching`), and a snapshot's keys never change."""
+
+    __slots__ = ("_lock", "_table", "_watched")
 
     def __init__(self, table: TableScan) -> None:
         store = table.store
-        self._store = store
-        self._url = store.url
-        seen = None if getattr(store, "remote", False) else getattr(store, "missing_seen", None)
-        self._seen: int | None = seen
-        self._base = baseline(table) if seen is not None else None
+        self._table = table
+        self._lock = threading.Lock()
+        local = not getattr(store, "remote", False) and hasattr(store, "missing_seen")
+        self._watched = _Watched.of(table) if local else None
 
-    def checked(self, results: Iterator[T]) -> Iterator[T]:
-        """`results`, each handed over after `check()`; passed through untouched when there is
-        nothing to watch (a remote store), so that the caller's `yield from` reaches the
-        reader's own generator (closing it, or Ctrl-C thrown into it, acts there at once)."""
-        if self._seen is None:
-            return results
-        return self._checking(results)
+    @property
+    def watching(self) -> bool:
+        """Whether `check` compares anything (a local folder's scan)."""
+        return self._watched is not None
 
-    def _checking(self, results: Iterator[T]) -> Generator[T, None, None]:
+    def check(self, unit: Any = None) -> None:
+        """Raise `StoreReadError` if the store was rewritten since the table was opened so that
+        the rows of `unit` (just read) could pair the kept coordinates with another version's
+        chunks, or read the chunks the old version had as fill."""
+        watched = self._watched
+        if watched is None:
+            return
+        changed = watched.changed(self._table, unit)
+        if not changed:
+            return
+        with self._lock:
+            now = self._watched
+            if now is not None and now is not watched:  # another unit found the store grown meanwhile
+                changed = now.changed(self._table, unit)
+            if not changed or self._grew():
+                return
+        raise StoreReadError(
+            f"store '{self._table.store.url}' changed during the query: '{changed[0]}' was rewritten or removed "
+            "since the query planned with it, so its rows would mix two versions of the store; run the query again"
+        )
+
+    def _grew(self) -> bool:
+        """Whether the store only grew since the scan's table was opened: then later units are
+        checked against the store as it is now."""
+        from zarrsql.scan.opening import open_table
+
         try:
-            for result in results:
-                self.check()
-                yield result
-        finally:
-            close = getattr(results, "close", None)  # at once, as `yield from` would
-            if close is not None:
-                close()
+            fresh = open_table(self._table.request, store=self._table.store)
+        except ZarrSQLError:
+            return False
+        if not _appended_to(self._table, fresh):  # `_table` stays the one whose rows are read
+            return False
+        self._watched = _Watched.of(fresh)
+        return True
 
-    def check(self) -> None:
-        """Raise `StoreReadError` if a chunk read since the last check was missing because
-        the store was rewritten (its documents changed); a missing chunk of an unchanged
-        store is fill, as Zarr says."""
-        if self._seen is None or self._base is None:
-            return
-        seen = self._store.missing_seen  # type: ignore[attr-defined]  # present when _seen is set
-        if seen == self._seen:
-            return
-        self._seen = seen
-        changed = self._base.changed(coordinates=False)
-        if changed:
-            raise StoreReadError(
-                f"store '{self._url}' changed during the query: '{changed[0]}' is no longer the version "
-                "the query planned with, and chunks it read were missing; run the query again"
-            )
+
+#: A key and its token in the baseline.
+Pair = tuple[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    """What a `ChangeGuard` compares with the store: `fixed`, the keys every unit checks (the
+    documents, and the chunks of kept arrays without a layout over the table's axes), and
+    the kept arrays' `layouts`, whose chunks over a unit's region it checks (`every`: all
+    of them, for a unit that is no region), each with its token in the baseline."""
+
+    fixed: tuple[Pair, ...]
+    layouts: tuple[_Layout, ...]
+    every: tuple[Pair, ...]
+
+    @classmethod
+    def of(cls, table: TableScan) -> _Watched:
+        """The table's, made the first time a scan of it asks (its keys are the baseline's)."""
+        with _lock:
+            hit = _watched.get(table)
+        if hit is None:
+            hit = cls._made(table)
+            with _lock:
+                _watched[table] = hit
+        return hit
+
+    @classmethod
+    def _made(cls, table: TableScan) -> _Watched:
+        base = baseline(table)
+        tokens = dict(base.coordinates)
+        layouts = []
+        for array, axes in _kept_arrays(table):
+            grid = tuple(-(-n // c) if c > 0 else 0 for n, c in zip(array.shape, array.chunks, strict=True))
+            keys = [array.chunk_key(index) for index in itertools.product(*map(range, grid))]
+            if all(k in tokens for k in keys):  # its chunks as the coordinate loaders name them
+                layouts.append(_Layout(axes, array.chunks, grid, tuple((k, tokens[k]) for k in keys)))
+        placed = {k for layout in layouts for k, _ in layout.pairs}
+        fixed = (*base.documents, *((k, t) for k, t in base.coordinates if k not in placed))
+        return cls(fixed, tuple(layouts), tuple(p for layout in layouts for p in layout.pairs))
+
+    def changed(self, table: TableScan, unit: Any) -> list[str]:
+        """The keys `unit`'s rows depend on whose token differs now, in order."""
+        region = unit.region if isinstance(unit, WorkUnit) else None
+        if region is None or len(region) != len(table.table.shape):
+            pairs = self.fixed + self.every
+        else:
+            pairs = self.fixed + tuple(p for layout in self.layouts for p in layout.over(region))
+        current = table.store.token_many([k for k, _ in pairs])
+        return [k for (k, token), now in zip(pairs, current, strict=True) if token != now]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """The chunks of a kept array over some of the table's axes: `axes[i]` is the table axis
+    of the array's axis `i` (None for an axis of its own, read whole: a character array's
+    last), `pairs` its chunks in row-major order of its chunk `grid`."""
+
+    axes: tuple[int | None, ...]
+    chunks: tuple[int, ...]
+    grid: tuple[int, ...]
+    pairs: tuple[Pair, ...]
+
+    def over(self, region: tuple[tuple[int, int], ...]) -> Sequence[Pair]:
+        """The chunks that hold the array's values over `region` (table axes)."""
+        ranges = []
+        for axis, c, g in zip(self.axes, self.chunks, self.grid, strict=True):
+            start, stop = (0, g * c) if axis is None else region[axis]
+            ranges.append(range(start // c, min(g, -(-stop // c))) if c > 0 else range(0))
+        if len(ranges) == 1:
+            return self.pairs[ranges[0].start : ranges[0].stop]
+        strides = [1] * len(self.grid)
+        for i in range(len(self.grid) - 2, -1, -1):
+            strides[i] = strides[i + 1] * self.grid[i + 1]
+        return [
+            self.pairs[sum(i * s for i, s in zip(index, strides, strict=True))] for index in itertools.product(*ranges)
+        ]
+
+
+_watched: weakref.WeakKeyDictionary[Any, _Watched] = weakref.WeakKeyDictionary()
+
+
+def _kept_arrays(table: TableScan) -> list[tuple[ArrayMeta, tuple[int | None, ...]]]:
+    """The kept arrays of a dense table whose chunks map onto its axes, with the table axis
+    of each of their axes: each dimension's coordinate, and the auxiliary coordinates."""
+    if not table.rows_are_cells:
+        return []
+    t = table.table
+    found: list[tuple[ArrayMeta, tuple[int | None, ...]]] = [
+        (a, (axis,)) for axis, a in enumerate(t.coords) if isinstance(a, ArrayMeta) and a.ndim == 1
+    ]
+    for aux in t.aux:
+        extra = aux.array.ndim - len(aux.axes)
+        if extra >= 0:
+            found.append((aux.array, (*aux.axes, *([None] * extra))))
+    return found

@@ -6,7 +6,11 @@ configuration) holds snapshots; a read picks one with `branch` (default `main`),
 resolved to a snapshot id each time a store opens (a branch's tip is one small read, so a
 new commit is seen by the next query) and the store's `cache_key` names that id: a snapshot
 never changes, so its metadata tree is cached for good (`metadata_ttl` infinite) and a moved
-branch simply opens another snapshot.
+branch simply opens another snapshot. A store opened at a branch's tip also says whether the
+branch moved since (`version_moved`, one lookup of the branch, the `FollowsName` capability of
+scan/validity.py) and opens the new tip (`reopened`): a relation fetched again after a commit
+reads the branch as it is then, or refuses an answer kept from the old snapshot, as it does
+for a plain store rewritten. A read pinned to a tag, a snapshot id or a time never moves.
 
 Keys are read as raw bytes with the repository store's own `get`, many at once on a private
 event loop, never through zarr-python's arrays: zarrsql decodes the chunks itself, as for any
@@ -36,7 +40,8 @@ import re
 import threading
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zarrsql import counters
@@ -483,6 +488,14 @@ def _open_snapshot_store(location: str, storage_options: Mapping[str, Any], choi
     session = _kept(_sessions, (*key, snapshot), lambda: repo.readonly_session(snapshot_id=snapshot))
     remote = is_url(location) and not location.lower().startswith("file://")
     concurrency = ours.concurrency if remote else LOCAL_CONCURRENCY
+    tip = None
+    if choice.tag is None and choice.snapshot is None and choice.as_of is None:  # a branch's tip: it moves
+        branch = choice.branch or "main"
+        tip = _BranchTip(
+            branch,
+            lambda: str(repo.lookup_branch(branch)),
+            lambda: _open_snapshot_store(location, storage_options, choice),
+        )
     native = None
     if not remote:  # a local repository's native chunks are files: read them as such
         root = os.path.abspath(os.path.expanduser(location.removeprefix("file://")))
@@ -498,6 +511,7 @@ def _open_snapshot_store(location: str, storage_options: Mapping[str, Any], choi
         concurrency=concurrency,
         container_hint="virtual_chunks",
         native=native,
+        tip=tip,
     )
 
 
@@ -599,11 +613,23 @@ _PAST_THE_END = re.compile(r"out of bounds for chunk of length", re.IGNORECASE)
 _UNAUTHORIZED = re.compile(r"resolves to the url prefix (\S+?),? to be able")
 
 
+@dataclass(frozen=True, slots=True)
+class _BranchTip:
+    """The branch a store was opened at the tip of: its `name`, what it points at now
+    (`lookup`, one read of the ref), and the store of that snapshot (`reopen`)."""
+
+    name: str
+    lookup: Callable[[], str]
+    reopen: Callable[[], SnapshotStore]
+
+
 class SnapshotStore:
     """The keys of one Icechunk snapshot (or of a session given from Python).
 
     `changing`: the session has uncommitted changes, so its content can change under the
     same snapshot id; then the metadata is revalidated by content (`token`) on every query.
+    `tip`: the branch the snapshot was the tip of when the store opened (see the module
+    docstring), None for a read pinned to a tag, a snapshot id, a time or a session.
     """
 
     can_list = True
@@ -620,6 +646,7 @@ class SnapshotStore:
         container_hint: str,
         changing: bool = False,
         native: NativeChunks | None = None,
+        tip: _BranchTip | None = None,
     ) -> None:
         self._store = session.store._store  # the repository's raw store: keys to bytes
         self._zarr_store = session.store
@@ -635,6 +662,7 @@ class SnapshotStore:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._seen_lock = threading.Lock()
         self._native = None if changing else native
+        self._tip = tip
 
     def _where(self, key: str) -> str:
         return f"'{key}' of the Icechunk repository '{self.url}' ({self.version})"
@@ -762,6 +790,23 @@ class SnapshotStore:
             unknown = [k for k in keys if k not in self._seen]
         found = dict(zip(unknown, self._exist(unknown), strict=True))
         return [self._snapshot if found.get(k, True) else None for k in keys]
+
+    def version_moved(self) -> str | None:
+        """None while the branch this store read the tip of still points at its snapshot (or
+        the read is pinned); else where the branch is now, as a phrase for errors. One
+        lookup of the branch: a small read, a request on object storage."""
+        if self._tip is None:
+            return None
+        try:
+            now = self._tip.lookup()
+        except Exception as err:  # Icechunk raises one class for every failure
+            return f"branch {self._tip.name} (no longer found: {_message(err)})"
+        return None if now == self._snapshot else f"branch {self._tip.name} (now at snapshot {now})"
+
+    def reopened(self) -> SnapshotStore:
+        """The store of the snapshot the branch points at now, opened as this one was (the
+        same repository, options and authorized containers); this store when it is pinned."""
+        return self if self._tip is None else self._tip.reopen()
 
     def _exist(self, keys: Sequence[str]) -> list[bool]:
         for key in keys:

@@ -6,10 +6,10 @@ asked for; the metadata cache revalidates on every query (`metadata_ttl` 0), whi
 `stat` per document. A key's token (`file_version`) is its file's inode, change time,
 modification time and size: a file replaced by one of the same size and mtime (a reproducible
 archive extracted over the last, a 1-second mtime filesystem) still has a new inode or change
-time, which no writer can set back. Keys found
-missing are counted (`missing_seen`): a scan that met one checks that the store was not
-rewritten under it before it reads the chunk as fill (`scan/validity.py`, as `ChangeWatching`
-does for a remote store).
+time, which no writer can set back. Keys found missing are counted (`missing_seen`), which
+marks a store whose files another process may rewrite under a running scan: such a scan checks
+after every unit that its table's documents and coordinate chunks are unchanged before it hands
+the unit's rows over (`scan/validity.ChangeGuard`; `ChangeWatching` for a remote store).
 
 Symbolic links are followed while they stay inside the store. A link that leads out of it, or
 a loop of links, is refused by name (`refusal`): reading a key below it raises
@@ -121,8 +121,8 @@ class LocalStore:
 
     @property
     def missing_seen(self) -> int:
-        """How many reads found their key missing so far (it only grows): a scan that sees it
-        move checks that the store was not rewritten under it (`scan/validity.ChangeGuard`)."""
+        """How many reads found their key missing so far (it only grows); a store that counts
+        them is one `scan/validity.ChangeGuard` checks after every unit."""
         return self._missing
 
     def _not_found(self) -> None:
