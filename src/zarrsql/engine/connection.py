@@ -268,8 +268,8 @@ class Connection(FunctionInstaller, ScanRegistration):
         functions as `name := value`, and `SHOW TABLES` without zarrsql's internal names."""
         if not isinstance(query, str):
             return query
-        if show_tables(query):
-            body = query.strip().rstrip(";")
+        body = show_tables(query)  # without comments and `;`, which would swallow the wrapper
+        if body is not None:
             hidden = "".join(f" AND name != {quote_text(t)}" for t in sorted(self._state.literal_views))
             # The temporary views `FROM 'x.zarr'` creates are internal too (plain DuckDB lists none).
             return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)}){hidden}"

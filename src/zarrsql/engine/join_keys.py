@@ -4,7 +4,9 @@ the other side (`joins` finds the joins and puts these in place).
 `list_keys` runs the other side's `SELECT DISTINCT <keys>` once, and writes its keys as
 literals of the other side's own type, so every comparison is the join's own: on one
 dimension `dim IN (k1, ...)`, on several `(dim = k1 AND ...) OR ...`, or beyond
-`MAX_TUPLE_KEYS` keys one IN list per dimension.
+`MAX_TUPLE_KEYS` keys one IN list per dimension. On DuckDB 1.5 a UBIGINT list holding a key
+past BIGINT's range is written as equalities or a range instead (`_in_list`): 1.5 hands an
+IN list to the Arrow scan as Python integers that pyarrow cannot read as one type.
 
 The guard (`Keys.guarded`, put in place by `guarded_side` and `guarded_query`) makes a kept
 relation safe: DuckDB runs a relation again at each fetch, and a view made from it
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarrsql.engine import parsetree
 from zarrsql.engine.parsetree import Decline
+from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
 
 if TYPE_CHECKING:
@@ -87,7 +90,9 @@ def list_keys(conn: Connection, scan: TableScan, columns: list[str], keys_sql: s
         types[use[j]] = "FLOAT"
     keys = {key for key in listed_keys if all(_is_a_float32(key[j]) for j in narrowed)}
     per_dimension = len(use) > 1 and len(keys) > MAX_TUPLE_KEYS
-    where = _matching([quote_ident(columns[i]) for i in use], [types[i] for i in use], keys, per_dimension)
+    where = _matching(
+        [quote_ident(columns[i]) for i in use], [types[i] for i in use], keys, per_dimension, arrow_scan=not HAS_SOURCES
+    )
     guard = _listed([others[i] for i in use], [own_types[i] for i in use], listed_keys, per_dimension)
     nulls = " OR ".join(f"{others[i]} IS NULL" for i in use)  # a NULL key matches nothing
     refuse = f"{conn._state.refuse_function}({quote_text(_STALE)})"
@@ -102,17 +107,22 @@ _STALE = (
 )
 
 
-def _matching(exprs: list[str], types: list[str], keys: set[tuple[str, ...]], per_dimension: bool) -> str:
+def _matching(
+    exprs: list[str], types: list[str], keys: set[tuple[str, ...]], per_dimension: bool, *, arrow_scan: bool = False
+) -> str:
     """The condition that `exprs` (one per key column) hold one of `keys` (their text, read back
     as `types`): one IN list on one column, an OR of equalities on several, or with
-    `per_dimension` one IN list per column, which passes any combination of listed values."""
+    `per_dimension` one IN list per column, which passes any combination of listed values.
+    With `arrow_scan` (the zarr side's filter on DuckDB 1.5), an IN list 1.5 cannot hand to
+    an Arrow scan is written otherwise (`_in_list`), which may pass more rows."""
     if not keys:
         return "false"
     if len(exprs) == 1:  # one IN list, not a chain of ORs DuckDB would nest a level per key
-        return _in_list(exprs[0], types[0], {k for (k,) in keys})
+        return _in_list(exprs[0], types[0], {k for (k,) in keys}, arrow_scan=arrow_scan)
     if per_dimension:
         return " AND ".join(
-            _in_list(e, t, {key[j] for key in keys}) for j, (e, t) in enumerate(zip(exprs, types, strict=True))
+            _in_list(e, t, {key[j] for key in keys}, arrow_scan=arrow_scan)
+            for j, (e, t) in enumerate(zip(exprs, types, strict=True))
         )
     terms = (
         " AND ".join(f"{e} = CAST({quote_text(k)} AS {t})" for e, t, k in zip(exprs, types, key, strict=True))
@@ -149,10 +159,26 @@ def _is_a_float32(text: str) -> bool:
         return False
 
 
-def _in_list(expr: str, type_name: str, values: set[str]) -> str:
-    """`expr IN (...)` of `values` (the keys' text) cast back to `type_name`."""
-    listed = ", ".join(f"CAST({quote_text(v)} AS {type_name})" for v in sorted(values))
-    return f"{expr} IN ({listed})"
+def _in_list(expr: str, type_name: str, values: set[str], *, arrow_scan: bool = False) -> str:
+    """`expr IN (...)` of `values` (the keys' text) cast back to `type_name`.
+
+    With `arrow_scan`, a UBIGINT list holding a value of 2**63 or more is written in a form
+    DuckDB 1.5 can push into an Arrow scan: it hands an IN list over as Python integers, which
+    pyarrow reads as int64 and fails on (OverflowError), while it hands each comparison over
+    with its own uint64 scalar. Up to `MAX_TUPLE_KEYS` values: an OR of equalities (the same
+    rows); beyond: `BETWEEN` the least and the greatest, which passes more rows (the join, or
+    the IN the keys were listed for, narrows them) and prunes to that range."""
+    cast = {v: f"CAST({quote_text(v)} AS {type_name})" for v in sorted(values)}
+    if arrow_scan and type_name == "UBIGINT" and any(int(v) >= _BIGINT_END for v in values):
+        if len(values) > MAX_TUPLE_KEYS:
+            least, greatest = min(values, key=int), max(values, key=int)
+            return f"({expr} BETWEEN {cast[least]} AND {cast[greatest]})"
+        return "(" + " OR ".join(f"{expr} = {c}" for c in cast.values()) + ")"
+    return f"{expr} IN ({', '.join(cast.values())})"
+
+
+#: The least UBIGINT past BIGINT's range (`_in_list`).
+_BIGINT_END = 2**63
 
 
 def column_names(conn: Connection, sql: str) -> list[str]:

@@ -70,24 +70,115 @@ def _quoted(sql: str, pos: int) -> str:
 def string_constants(sql: str, *, table_position: bool = False) -> list[str]:
     """The text of every single-quoted string constant in `sql`, found by DuckDB's tokenizer.
 
-    With `table_position`, only those standing where a table does (right after FROM, JOIN or
-    a comma, so `read_zarr('x.zarr')`'s argument is not one), and double-quoted names there
-    too: DuckDB stores `FROM 'x.zarr'` in a view's SQL as `FROM "x.zarr"`.
+    With `table_position`, only those standing where DuckDB reads a string as a table (see
+    `_table_positions`: after FROM or JOIN, a comma of a FROM list, DESCRIBE and the other
+    statements that take a table; so `read_zarr('x.zarr')`'s argument is not one), and
+    double-quoted names there too: DuckDB stores `FROM 'x.zarr'` in a view's SQL as
+    `FROM "x.zarr"`. Comments between the tokens do not count.
     """
+    if table_position:
+        toks = tokens(sql)
+        return [_quoted(sql, toks[k].pos) for k in _table_positions(toks) if toks[k].text[:1] in ("'", '"')]
     import duckdb
 
     out = []
-    tokens = _character_positions(sql, duckdb.tokenize(sql))
-    for k, (pos, kind) in enumerate(tokens):
-        first = sql[pos : pos + 1]
-        if table_position:
-            before = sql[tokens[k - 1][0] : pos].strip().upper() if k else ""
-            if before not in ("FROM", "JOIN", ",") or first not in ("'", '"'):
-                continue
-        elif kind != duckdb.token_type.string_const or first != "'":
-            continue
-        out.append(_quoted(sql, pos))
+    for pos, kind in _character_positions(sql, duckdb.tokenize(sql)):
+        if kind == duckdb.token_type.string_const and sql[pos : pos + 1] == "'":
+            out.append(_quoted(sql, pos))
     return out
+
+
+#: Keywords right after which a string is read as a table: FROM and JOIN, and the statements
+#: that take a table first, as plain DuckDB reads `DESCRIBE 'x.parquet'` or `PIVOT 'x.parquet' ON ...`
+#: (and `SHOW 'x.parquet'` on DuckDB 1.5 only: `_show_reads_a_string`).
+_TABLE_AFTER = frozenset({"FROM", "JOIN", "DESCRIBE", "SUMMARIZE", "PIVOT", "PIVOT_WIDER", "UNPIVOT", "PIVOT_LONGER"})
+#: Keywords before `TABLE` that make `TABLE <name>` a query (`DESCRIBE TABLE 'x'`, `UNION ALL
+#: TABLE 'x'`, `CREATE VIEW v AS TABLE 'x'`); after the other keywords (CREATE, TEMP, DROP,
+#: ALTER, ON, ...) it names a table to define or change. After any other token ("", as
+#: `_keyword` gives it: a name in `INSERT INTO t TABLE 'x'`, a parenthesis) it is a query too.
+_QUERY_BEFORE_TABLE = frozenset(
+    {
+        "",
+        "DESCRIBE",
+        "SUMMARIZE",
+        "SHOW",
+        "EXPLAIN",
+        "ANALYZE",
+        "AS",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "ALL",
+        "DISTINCT",
+        "NAME",
+    }
+)
+#: Keywords that end a FROM list at their depth of parentheses: a comma after them is not one
+#: between tables (ON and USING do not: `FROM a JOIN b USING (k), c` goes on listing tables).
+_FROM_LIST_ENDS = frozenset(
+    {
+        "SELECT",
+        "WHERE",
+        "GROUP",
+        "HAVING",
+        "WINDOW",
+        "QUALIFY",
+        "ORDER",
+        "LIMIT",
+        "OFFSET",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "VALUES",
+        "SET",
+        "RETURNING",
+    }
+)
+
+
+def _table_positions(toks: list[Token]) -> list[int]:
+    """The indices of the tokens of `toks` (comments left out) that stand where a table does:
+    right after a keyword of `_TABLE_AFTER`; after a comma of a FROM list (at a depth of
+    parentheses whose last clause keyword is FROM); after a `TABLE` that starts a query; and
+    in `COPY <table> TO` (the target after TO is not a table: `copy_to_zarr` reads it)."""
+    out = []
+    in_from = [False]  # per depth of parentheses: inside a FROM list
+    for k, t in enumerate(toks):
+        if t.text == "(":
+            in_from.append(False)
+        elif t.text == ")" and len(in_from) > 1:
+            in_from.pop()
+        elif t.text == ";":
+            in_from = [False]
+        elif _keyword(t) == "FROM":
+            in_from[-1] = True
+        elif _keyword(t) in _FROM_LIST_ENDS:
+            in_from[-1] = False
+        previous = _keyword(toks[k - 1]) if k else None
+        if (
+            previous in _TABLE_AFTER
+            or (k and toks[k - 1].text == "," and in_from[-1])
+            or (previous == "SHOW" and _show_reads_a_string())
+            or (previous == "TABLE" and (k < 2 or _keyword(toks[k - 2]) in _QUERY_BEFORE_TABLE))
+            or (previous == "COPY" and k + 1 < len(toks) and toks[k + 1].text.upper() == "TO")
+        ):
+            out.append(k)
+    return out
+
+
+def _keyword(token: Token) -> str:
+    """The keyword `token` is, in upper case; "" for any other token."""
+    return token.text.upper() if token.kind == "keyword" else ""
+
+
+@functools.cache
+def _show_reads_a_string() -> bool:
+    """Whether `SHOW 'x.parquet'` describes the file, as on DuckDB 1.5. DuckDB 2 reads that
+    string as a dotted name (schema `x`, table `parquet`), so a store there is not claimed: a
+    view named after it would not be found either."""
+    import duckdb
+
+    return int(duckdb.__version__.split(".")[0]) < 2
 
 
 def _character_positions(sql: str, raw: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
@@ -176,8 +267,48 @@ def _tokens(sql: str) -> tuple[Token, ...]:
     out = []
     for k, (pos, kind) in enumerate(raw):
         end = raw[k + 1][0] if k + 1 < len(raw) else len(sql)
-        out.append(Token(pos, kind.name, sql[pos:end].strip()))
+        out.append(Token(pos, kind.name, _token_text(sql[pos:end].strip())))
     return tuple(t for t in out if t.kind != "comment")
+
+
+#: Where an unquoted token's text ends: whitespace or the start of a comment.
+_BARE_TOKEN_END = re.compile(r"\s|--|/\*")
+#: The opening of a dollar-quoted string: `$$` or `$tag$`.
+_DOLLAR_TAG = re.compile(r"\$[A-Za-z_0-9]*\$")
+
+
+def _token_text(text: str) -> str:
+    """The token at the start of `text`, the text up to the next token. DuckDB 2's tokenizer
+    reports a comment as a token of its own; DuckDB 1.5's leaves comments out, so what lies
+    between two tokens can end in one (`FROM /* c */`, `; -- done`), cut off here."""
+    if "--" not in text and "/*" not in text:
+        return text
+    opening = 1 if text[:2].upper() in ("E'", "X'", "B'") else 0
+    if text[opening : opening + 1] in ("'", '"'):
+        close = _closing_quote(text, opening, backslash=opening == 1 and text[0] in "eE")
+        return text if close is None else text[: close + 1]
+    tag = _DOLLAR_TAG.match(text)
+    if tag is not None:
+        close = text.find(tag.group(), tag.end())
+        return text if close < 0 else text[: close + len(tag.group())]
+    bare_end = _BARE_TOKEN_END.search(text, 1)
+    return text if bare_end is None else text[: bare_end.start()]
+
+
+def _closing_quote(text: str, opening: int, *, backslash: bool) -> int | None:
+    """The index of the quote closing the one at `opening` (a doubled quote stands for itself;
+    with `backslash`, as in `E'...'`, a backslash escapes the next character)."""
+    quote, k = text[opening], opening + 1
+    while k < len(text):
+        if backslash and text[k] == "\\":
+            k += 2
+            continue
+        if text[k] == quote:
+            if text[k + 1 : k + 2] != quote:
+                return k
+            k += 1
+        k += 1
+    return None
 
 
 def _name_of(token: Token) -> str:
@@ -350,14 +481,20 @@ def copy_to_zarr(sql: str) -> str | None:
     return None
 
 
-def show_tables(sql: str) -> bool:
-    """Whether `sql` is just `SHOW TABLES` or `SHOW ALL TABLES` (optionally `FROM db`)."""
-    words = [t.text.upper() for t in tokens(sql)]
-    while words and words[-1] == ";":
-        words.pop()
-    if ";" in words:  # several statements: left as they are
-        return False
-    return words[:2] == ["SHOW", "TABLES"] or words[:3] == ["SHOW", "ALL", "TABLES"]
+def show_tables(sql: str) -> str | None:
+    """`sql` if it is just `SHOW TABLES` or `SHOW ALL TABLES` (optionally `FROM db`), from its
+    first token to its last, without trailing semicolons and the comments around it, so that
+    it can stand inside a subquery (`SHOW TABLES -- note` would swallow what follows it);
+    None for any other statement."""
+    toks = tokens(sql)
+    while toks and toks[-1].text == ";":
+        toks.pop()
+    if any(t.text == ";" for t in toks):  # several statements: left as they are
+        return None
+    words = [t.text.upper() for t in toks[:3]]
+    if words[:2] != ["SHOW", "TABLES"] and words != ["SHOW", "ALL", "TABLES"]:
+        return None
+    return sql[toks[0].pos : toks[-1].pos + len(toks[-1].text)]
 
 
 _VIEW_HEAD = re.compile(

@@ -35,8 +35,9 @@ class Store(Protocol):
     stores), in order. `list_dir` returns the names directly below a prefix (files and
     folders); a store with `can_list` False raises `StoreReadError` instead. `token` is a
     cheap validator of a key's content (a local file's inode, change time, mtime and size;
-    an ETag), None when the key does not exist. `concurrency` is how many reads are worth having in flight (cores for a local
-    folder, tens for object storage); `remote` says whether each read is a network request;
+    an ETag), None when the key does not exist. `concurrency` is how many reads are worth
+    having in flight (cores for a local folder, tens for object storage); `remote` says
+    whether each read is a network request;
     `cache_key` identifies the store (URL and options) for the metadata cache, and
     `metadata_ttl` is how long (seconds) a cached tree is trusted without revalidating.
     The optional capabilities are the protocols below.
