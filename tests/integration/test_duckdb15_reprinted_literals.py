@@ -6,7 +6,7 @@ DuckDB 1.5 keeps a constant as a typed value and prints the value: the DOUBLE `1
 back as `0.1`, a DECIMAL, which DuckDB compares with a FLOAT column in FLOAT, so on 1.5
 `lat > 0.1e0` lost the float32 0.1 and `lat = 1e-1` found it; `1.` came back as the INTEGER
 `1`. And on 1.5 an `IN` list reaches the scan as Arrow's `is_in`, which told -0.0 from 0.0
-(`dataset._zeros_alike`).
+(`arrow_filters.zeros_alike`).
 
 Oracles: DuckDB running the same statement over a table of its own holding a copy of the same
 data (so no Arrow filter of its own is involved), DuckDB itself on the statement as written,
