@@ -9,6 +9,7 @@ fresh folder of its own with both there, so an example that writes a file (`earl
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,4 +78,10 @@ def docs_workdir(
         (tmp_path / store.name).symlink_to(store, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")  # examples that plot save PNG files; no display
+    # examples write into `tempfile.mkdtemp()` folders, as a reader's would; under the test's
+    # own folder they go when the test does, instead of piling up in the system's /tmp
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))
     return lambda: tmp_path

@@ -60,6 +60,9 @@ def test_tutorial_runs(notebook: Path, kernel_path: Path, tmp_path: Path, monkey
     monkeypatch.setenv("JUPYTER_PATH", str(kernel_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("ZARRSQL_TUTORIAL_FIGURES", str(figures))
+    scratch = tmp_path / "tmp"  # the notebook's tempfile.mkdtemp() folders go with the test's own
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     nb = run_notebook(notebook, out)
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     assert all(cell.execution_count is not None for cell in code), "a code cell did not run"
