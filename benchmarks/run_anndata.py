@@ -17,7 +17,10 @@ Queries (the same answer from every engine, checked through a digest):
 * `selective`: `SELECT obs, var, X FROM obs_var WHERE obs IN (100 cells)` — every stored
   entry of 100 cells picked at random (seeded), by name, on the CSR store;
 * `genewise`: `SELECT obs, var, X FROM obs_var WHERE var IN (100 genes)` — every stored
-  entry of 100 genes picked at random (seeded), by name, on the CSC store.
+  entry of 100 genes picked at random (seeded), by name, on the CSC store;
+* `genes_csr`: the same 100 genes on the CSR store, where genes are the minor axis: every
+  chunk holds some of their entries, so every engine reads all of X; what differs is how the
+  condition is applied per stored entry.
 
 Engines:
 
@@ -74,9 +77,12 @@ QUERIES = {
     "full": "SELECT var, avg(X) AS mean_x FROM {src} GROUP BY var",
     "selective": "SELECT obs, var, X FROM {src} WHERE obs IN ({names})",
     "genewise": "SELECT obs, var, X FROM {src} WHERE var IN ({names})",
+    "genes_csr": "SELECT obs, var, X FROM {src} WHERE var IN ({names})",
 }
 #: The sparse format of the store each query runs on.
-FORMAT = {"full": "csr", "selective": "csr", "genewise": "csc"}
+FORMAT = {"full": "csr", "selective": "csr", "genewise": "csc", "genes_csr": "csr"}
+#: The queries selecting genes (the others select cells, or none).
+GENE_QUERIES = ("genewise", "genes_csr")
 ENGINE_IMPORTS = {
     "zarrsql": [*ZARRSQL_IMPORTS, "zarrsql.scan.sparse", "zarrsql.decode.sparse", "zarrsql.conventions.anndata"],
     "anndata": ["anndata", "scipy.sparse", "pandas", "numpy"],
@@ -122,7 +128,7 @@ def selected_genes(m: int) -> list[str]:
 
 
 def selected_names(query: str, n: int, m: int) -> list[str]:
-    return selected_genes(m) if query == "genewise" else selected_cells(n)
+    return selected_genes(m) if query in GENE_QUERIES else selected_cells(n)
 
 
 def build_store(quick: bool, fmt: str = "csr", *, force: bool = False) -> Path:
@@ -271,7 +277,7 @@ def run_anndata(query: str, store: str, names: list[str]) -> Any:
         adata = ad.read_zarr(store)
     if query == "full":
         return _full_from_csr(adata.X, adata.var_names)
-    sub = adata[:, names] if query == "genewise" else adata[names]
+    sub = adata[:, names] if query in GENE_QUERIES else adata[names]
     return _entries_frame(sub.X, sub.obs_names, sub.var_names)
 
 
@@ -291,7 +297,7 @@ def run_anndata_backed(query: str, store: str, names: list[str]) -> Any:
         if query == "full":
             return _full_from_csr(x[:], var_names)  # a full aggregate reads all of X anyway
         obs_names = ad.io.read_elem(group["obs"]).index
-        if query == "genewise":  # columns of a CSC matrix: its compressed axis
+        if query in GENE_QUERIES:  # columns: a CSC matrix's compressed axis, a CSR's minor one
             cols = np.sort(var_names.get_indexer(names))
             sub, obs_names, var_names = x[:, cols], obs_names, var_names[cols]
         else:
@@ -430,6 +436,7 @@ def markdown(report: dict) -> str:
         "- `full` (CSR): `SELECT var, avg(X) FROM obs_var GROUP BY var` (mean of each gene's stored entries)",
         f"- `selective` (CSR): `SELECT obs, var, X FROM obs_var WHERE obs IN ({N_SELECTED} cells)`",
         f"- `genewise` (CSC): `SELECT obs, var, X FROM obs_var WHERE var IN ({N_SELECTED} genes)`",
+        f"- `genes_csr` (CSR): the same {N_SELECTED} genes, the minor axis of the matrix",
         "- `anndata`: `anndata.read_zarr` (all in memory) + scipy/pandas; `anndata.backed`: obs/var "
         "indexes by `read_elem`, X by `anndata.io.sparse_dataset` (rows/columns on demand) + scipy/pandas",
         "",
@@ -602,7 +609,7 @@ def parent(args: argparse.Namespace) -> int:
     needed = {
         q: chunks_needed(stores[FORMAT[q]], _positions(q, selected_names(q, n, m), n, m))
         for q in queries
-        if q != "full"
+        if q in ("selective", "genewise")  # the compressed axis' positions: genes_csr reads all of X
     }
     agreement = {}
     for q in queries:
