@@ -43,9 +43,8 @@ from typing import Any
 from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
 from zarrsql.store.base import is_url
 from zarrsql.store.hdf5_chunks import checksummed_refs, unwritten_refs
-from zarrsql.store.local import file_version
 from zarrsql.store.redaction import redacted_text, redacted_url
-from zarrsql.store.references import ReferenceStore, SetSource
+from zarrsql.store.references import ReferenceStore, SetSource, refset_version
 from zarrsql.store.refsets import FolderOpener, RefSet, parse_json_refs
 
 #: Scanned files kept (path and version → reference set); a scan reads every object header.
@@ -269,12 +268,6 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
     return refs
 
 
-def _version(location: str) -> str | None:
-    """The cache key of a local file's scan: its path and version, None when it is gone."""
-    version = file_version(location)
-    return None if version is None else f"{location}:{version}"
-
-
 def _refset(location: str, options: Mapping[str, Any], key: str) -> RefSet:
     """The file's reference set, scanned once per `key` (its version, taken before the scan)."""
     with _lock:
@@ -306,9 +299,9 @@ def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_fol
             raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
     if is_url(location):
         return ReferenceStore(_refset(location, options, location), options, open_folder, token=location)
-    key = _version(location)
+    key = refset_version(location, location)
     if key is None:
         raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
     given = location
-    source = SetSource(lambda: _version(given), lambda version: _refset(given, options, version))
+    source = SetSource(lambda: refset_version(given, given), lambda version: _refset(given, options, version))
     return ReferenceStore(_refset(location, options, key), options, open_folder, token=key, source=source)

@@ -319,10 +319,10 @@ def _container_prefix(prefix: str) -> str:
     return normal_location(prefix)
 
 
-def _refset_version(location: str, path: str) -> str | None:
-    """The version of the local reference set at `location`, from its file at `path` (a
-    Parquet folder's `.zmetadata`, which kerchunk writes again with the records), None when
-    it is gone."""
+def refset_version(location: str, path: str) -> str | None:
+    """The version of the local reference set at `location`, from its file at `path` (a JSON
+    file or a scanned HDF5 file itself; a Parquet folder's `.zmetadata`, which kerchunk writes
+    again with the records), None when it is gone."""
     version = file_version(path)
     return None if version is None else f"{location}:{version}"
 
@@ -352,7 +352,7 @@ def open_references(
     def load(version: str) -> RefSet:
         return load_refset(given, storage_options, open_folder)
 
-    source = SetSource(lambda: _refset_version(given, path), load)
+    source = SetSource(lambda: refset_version(given, path), load)
     token = source.version() or location  # taken before the set is read
     refset = load_refset(location, storage_options, open_folder)
     return ReferenceStore(
