@@ -53,18 +53,11 @@ def literal(value: Any) -> str:
 
 
 def _quoted(sql: str, pos: int) -> str:
-    """The text of the quoted token starting at `pos` (its quote doubled inside)."""
-    quote, i, chars = sql[pos], pos + 1, []
-    while i < len(sql):
-        if sql[i] == quote:
-            if sql[i + 1 : i + 2] == quote:
-                chars.append(quote)
-                i += 2
-                continue
-            break
-        chars.append(sql[i])
-        i += 1
-    return "".join(chars)
+    """The text of the quoted token starting at `pos` (its quote doubled inside; unclosed, to
+    the end of `sql`)."""
+    quote = sql[pos]
+    close = _closing_quote(sql, pos, backslash=False)
+    return sql[pos + 1 : close].replace(quote * 2, quote)
 
 
 def string_constants(sql: str, *, table_position: bool = False) -> list[str]:
