@@ -281,6 +281,27 @@ def test_a_scan_closed_early_leaves_no_fetch_behind(http, monkeypatch):
     LIMIT met by the first unit is tests/remote/test_window.py's; here the second batch opens
     the whole window and the fetches two windows ahead, which `concurrency` keeps short of
     the table."""
+    _closed_early(http, monkeypatch)
+
+
+def test_a_closed_scan_cancels_its_fetches_at_once_even_when_the_loop_runs_between(http, monkeypatch):
+    """The same, with the event loop given time to run while the fetches are being forgotten
+    (a loaded machine preempts the closing thread): a cancelled request in flight gives its
+    slot back, and a queued fetch not cancelled yet would take it and be sent (a CI run saw
+    all 11 sent). The scan forgets in one call, and the store cancels in one step on its loop."""
+    from zarrsql.store.remote import FsspecStore
+
+    forget = FsspecStore.forget
+
+    def preempted(self, keys):
+        forget(self, keys)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(FsspecStore, "forget", preempted)
+    _closed_early(http, monkeypatch)
+
+
+def _closed_early(http, monkeypatch):
     monkeypatch.setattr("zarrsql.plan.units.GROUP_CELLS", 1)  # one unit per chunk, as counted here
     from zarrsql.scan import ReadRequest, open_table
     from zarrsql.scan.reader import FETCH_WINDOWS, read_batches

@@ -717,10 +717,8 @@ def _unit_results(
     finally:
         with _running_lock:
             _running.discard(stop)
-        for _, queued in pending:
-            if queued.drop() and queued.keys and isinstance(scan.store, Prefetching):  # nobody will take them
-                scan.store.forget(queued.keys)
-        if ahead is not None and isinstance(scan.store, Prefetching):
-            scan.store.forget(ahead.close())
+        left = [k for _, queued in pending if queued.drop() for k in queued.keys]  # nobody will take them
+        if isinstance(scan.store, Prefetching):  # forgotten in one call: see the store's `forget`
+            scan.store.forget(left + (ahead.close() if ahead is not None else []))
         # Do not wait for a unit still decoding: the engine has what it asked for.
         pool.shutdown()

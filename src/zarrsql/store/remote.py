@@ -302,12 +302,25 @@ class FsspecStore:
 
     def forget(self, keys: Sequence[str]) -> None:
         """Prefetches nobody will take (a LIMIT ended the scan): dropped, and cancelled when no
-        reader took their key yet."""
+        reader took their key yet.
+
+        The cancels run together in one callback on the event loop, the last key first: a
+        request in flight that is cancelled gives its `concurrency` slot back, and were the
+        fetches queued behind it still live at that moment, the next would take the slot and
+        be sent (under load, the loop ran between two cancels made from this thread)."""
+        doomed = []
         with self._lock:
             for key in keys:
                 entry = self._release(key)
                 if entry is not None and not entry[2]:
-                    entry[0].cancel()
+                    doomed.append(entry[0])
+        if not doomed:
+            return
+        doomed.reverse()
+        try:
+            self.fs.loop.call_soon_threadsafe(_cancel_all, doomed)
+        except RuntimeError:  # the loop is closed: nothing on it runs any more
+            _cancel_all(doomed)
 
     def _take_ahead(self, keys: Sequence[str]) -> dict[str, concurrent.futures.Future[bytes | None]]:
         if not self._ahead:
@@ -473,3 +486,9 @@ def _token_of(info: dict[str, Any]) -> str:
     if not parts:
         return f"unvalidated:{time.monotonic_ns()}"
     return "|".join(parts)
+
+
+def _cancel_all(futures: Sequence[concurrent.futures.Future[Any]]) -> None:
+    """Cancel each of `futures` (see `FsspecStore.forget`)."""
+    for future in futures:
+        future.cancel()
