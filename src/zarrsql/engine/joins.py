@@ -10,12 +10,13 @@ for two shapes:
    `read_zarr(...)`, a `'x.zarr'` string or a view that is `SELECT *` of one;
 2. `... FROM <zarr table> WHERE (dims) IN (SELECT ...) AND ...` (the IN a top-level conjunct).
 
-The other side (or the subquery) is run first, on its own, for its distinct keys; when there
-are at most `MAX_KEYS`, the zarr table is replaced by `(SELECT * FROM <it> WHERE <keys>)`,
-every key a literal of the other side's own type (`join_keys`), so the comparison is the
-join's own. Rows that cannot match are the only ones removed, so the result is the same as
-without the rewrite; the pushed filter prunes the scan. Anything else (a correlated
-subquery, keys on data columns only, too many keys, an error on the way) leaves the
+The other side (or the subquery) is run first, on its own, for its distinct keys (beyond
+`MAX_KEYS` of them, for each dimension's values or range), and the zarr table is replaced by
+`(SELECT * FROM <it> WHERE <keys>)`, every key a literal of the other side's own type or of
+the dimension's where that compares the same (`join_keys`), so the comparison is the join's
+own. Rows that cannot match are the only ones removed, so the result is the same as without
+the rewrite; the pushed filter prunes the scan. Anything else (a correlated subquery, keys
+on data columns only, an error on the way) leaves the
 statement as it was, and so does an other side whose keys, listed alone, may not be the ones
 the join compares with (`join_sides`: a name the statement defines as a CTE, a side that may
 give other rows when run again, keys under a collation).
