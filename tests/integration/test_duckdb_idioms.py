@@ -364,6 +364,21 @@ def test_show_tables_hides_internal_names(con: zarrsql.Connection, air: str) -> 
     assert [r[2] for r in con.sql("SHOW ALL TABLES").fetchall()] == ["mine"]
 
 
+def test_show_and_describe_alone_hide_internal_names(con: zarrsql.Connection, air: str) -> None:
+    """`SHOW` and `DESCRIBE` with no argument list every table with its columns, as plain
+    DuckDB does: the user's, not the registrations behind `read_zarr` or a `'x.zarr'` string."""
+    con.execute("CREATE TABLE mine (a INTEGER)")
+    assert air.endswith(".zarr")
+    assert con.sql(f"SELECT count(*) FROM '{air}'").fetchall()[0][0] > 0
+    assert con.sql(f"SELECT count(*) FROM read_zarr('{air}')").fetchall()[0][0] > 0
+    internal = [r[2] for r in con.duckdb.sql("SHOW").fetchall() if r[2] != "mine"]
+    assert air in internal
+    assert any(n.startswith("__zarrsql_") for n in internal)
+    for statement in ("SHOW", "DESCRIBE", "show;", "DESCRIBE -- all of them"):
+        assert [(r[2], r[3]) for r in con.sql(statement).fetchall()] == [("mine", ["a"])], statement
+        assert [r[2] for r in con.execute(statement).fetchall()] == ["mine"], statement
+
+
 def test_plain_duckdb_connection_is_told_to_use_the_wrapper(con: zarrsql.Connection, air: str) -> None:
     with pytest.raises(duckdb.Error, match=r"zarrsql\.Connection") as err:
         con.duckdb.sql(f"SELECT count(*) FROM read_zarr('{air}', decode_times := false)").fetchall()

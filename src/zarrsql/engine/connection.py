@@ -265,7 +265,8 @@ class Connection(FunctionInstaller, ScanRegistration):
 
     def _statement(self, query: Any) -> Any:
         """The statement as DuckDB should run it: `name = value` arguments of zarrsql's
-        functions as `name := value`, and `SHOW TABLES` without zarrsql's internal names."""
+        functions as `name := value`, and `SHOW TABLES` (`SHOW`, `DESCRIBE`) without zarrsql's
+        internal names."""
         if not isinstance(query, str):
             return query
         body = show_tables(query)  # without comments and `;`, which would swallow the wrapper

@@ -475,17 +475,19 @@ def copy_to_zarr(sql: str) -> str | None:
 
 
 def show_tables(sql: str) -> str | None:
-    """`sql` if it is just `SHOW TABLES` or `SHOW ALL TABLES` (optionally `FROM db`), from its
-    first token to its last, without trailing semicolons and the comments around it, so that
-    it can stand inside a subquery (`SHOW TABLES -- note` would swallow what follows it);
-    None for any other statement."""
+    """`sql` if it is just `SHOW TABLES` or `SHOW ALL TABLES` (optionally `FROM db`), or `SHOW`
+    or `DESCRIBE` alone (every table, with its columns), from its first token to its last,
+    without trailing semicolons and the comments around it, so that it can stand inside a
+    subquery (`SHOW TABLES -- note` would swallow what follows it); None for any other
+    statement. Each lists tables in a column `name`."""
     toks = tokens(sql)
     while toks and toks[-1].text == ";":
         toks.pop()
     if any(t.text == ";" for t in toks):  # several statements: left as they are
         return None
     words = [t.text.upper() for t in toks[:3]]
-    if words[:2] != ["SHOW", "TABLES"] and words != ["SHOW", "ALL", "TABLES"]:
+    alone = len(toks) == 1 and words[0] in ("SHOW", "DESCRIBE")
+    if words[:2] != ["SHOW", "TABLES"] and words != ["SHOW", "ALL", "TABLES"] and not alone:
         return None
     return sql[toks[0].pos : toks[-1].pos + len(toks[-1].text)]
 
