@@ -176,6 +176,21 @@ def test_nothing_kept(con, oracle, store):
     assert row == (None, 0, 0, None)
 
 
+@pytest.mark.parametrize("bound", ["2021-03-02T05:30:00+01:00", "2021-03-02 05:30:00-05:30", "2021-03-02 05:30:00Z"])
+def test_time_strings_with_an_offset_are_read_as_duckdb_reads_them(con, oracle, store, bound):
+    """A UTC offset in a time compared with a TIMESTAMP dimension: the rows are DuckDB's, and
+    the estimate of the rows read parses it without numpy's timezone warning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for op in ("<", ">=", "="):
+            sql = f"SELECT lat, count(*), avg(air) FROM {{t}} WHERE time {op} '{bound}' GROUP BY lat"
+            _check(con, oracle, store, sql)
+    plain = duckdb.connect()
+    assert grouped._micros(bound) == plain.execute(f"SELECT epoch_us(CAST('{bound}' AS TIMESTAMP))").fetchone()[0]
+
+
 def test_the_integer_sum_is_duckdbs_hugeint(con, store):
     rel = con.sql(f"SELECT lat, sum(counts) FROM read_zarr('{store}') GROUP BY lat")
     assert REWRITTEN in rel.sql_query()

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -960,10 +961,24 @@ def _number(node: Any, values: tuple[np.ndarray, str] | None) -> Any:
         return None
     try:
         if values[1] == "timestamp_us":
-            return np.datetime64(value.text.strip().replace(" ", "T"), "us").astype(np.int64)
+            return _micros(value.text)
         return float(value.text)
     except (TypeError, ValueError):
         return None
+
+
+#: A UTC offset ending a time's text (`+01:00`, `-0530`, `+01`, `Z`), after a time of day.
+_OFFSET = re.compile(r"(?<=\d)(?:[+-]\d{2}(?::?\d{2})?|Z)$")
+
+
+def _micros(text: str) -> int:
+    """A time's text as microseconds since 1970, as DuckDB casts it to TIMESTAMP: a UTC offset
+    after the time of day is dropped, not applied (numpy would apply it, and warn that its
+    parsing of offsets may stop). Only an estimate of the rows read uses it (`_rows_at_most`)."""
+    text = text.strip()
+    if re.search(r"\d[T ]\d", text):  # a time of day: a '-' after it starts an offset, not a date's part
+        text = _OFFSET.sub("", text).rstrip()
+    return int(np.datetime64(text.replace(" ", "T"), "us").astype(np.int64))
 
 
 def _string(node: Any) -> str | None:
