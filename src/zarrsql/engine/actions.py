@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from zarrsql.engine import interrupts
+from zarrsql.engine.duckdb_version import MAJOR
 from zarrsql.errors import ParameterError, ZarrSQLError
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class PendingAction:
         unmount that the statement only binds, no rows with the columns it would give."""
         if self.kind not in CHANGING or executes(duck, text, f"zarr_{self.kind}"):
             return self()
-        if _prepares(duck, text) and int(duckdb.__version__.split(".")[0]) < 2:
+        if _prepares(duck, text) and MAJOR < 2:
             raise ParameterError(
                 f"PREPARE of a statement calling zarr_{self.kind} is not supported on DuckDB "
                 f"{duckdb.__version__}: it runs a prepared statement without binding it again, so EXECUTE "

@@ -45,7 +45,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -65,6 +64,7 @@ from zarrsql.engine.answers import (
     rendered,
     rewritten_or_same,
 )
+from zarrsql.engine.duckdb_version import MAJOR
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.sqltext import AGGREGATE_CALL, quote_ident, quote_text
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
@@ -117,7 +117,7 @@ MAX_GROUPS = 1 << 22
 MAX_RESULTS_KEPT = 64
 MAX_BYTES_KEPT = 512 << 20
 #: DuckDB 2's `relation.query()` binds over the relation itself, not a view (`_relation`).
-_OWN_QUERY = int(duckdb.__version__.split(".")[0]) >= 2
+_OWN_QUERY = MAJOR >= 2
 #: Logical types whose sums the scan adds in int64 without overflow on any table it accepts.
 _SMALL_INTEGERS = frozenset({"int8", "int16", "int32", "uint8", "uint16", "uint32"})
 _FLOATS = frozenset({"float32", "float64"})

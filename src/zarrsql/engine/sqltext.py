@@ -169,9 +169,9 @@ def _show_reads_a_string() -> bool:
     """Whether `SHOW 'x.parquet'` describes the file, as on DuckDB 1.5. DuckDB 2 reads that
     string as a dotted name (schema `x`, table `parquet`), so a store there is not claimed: a
     view named after it would not be found either."""
-    import duckdb
+    from zarrsql.engine.duckdb_version import MAJOR
 
-    return int(duckdb.__version__.split(".")[0]) < 2
+    return MAJOR < 2
 
 
 def _character_positions(sql: str, raw: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
