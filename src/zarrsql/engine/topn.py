@@ -19,6 +19,11 @@ direction and NULL placement (the session's defaults where it names none), so Na
 as a literal of the column's own type (`CAST('<text>' AS <type>)`, declined unless the text
 reads back as the value), which DuckDB pushes into the scan.
 
+With one ORDER BY key and `k = 1`, all the rows wanted sort equal (the first value's cells),
+and SQL leaves open which of them come out; the other axes are then bounded to the first of
+those cells in storage order (`_first_cells`). Without that, a dimension that is not chunked
+(`ORDER BY latitude LIMIT 10` on a store chunked by time) kept every chunk.
+
 Only this shape is rewritten: the top-level `SELECT <items> FROM <one zarrsql table>
 ORDER BY <dimension column> [ASC|DESC] [NULLS FIRST|LAST] [, any keys] LIMIT <n> [OFFSET
 <m>]`, the table `read_zarr(...)`, a `'x.zarr'` string or a view that is `SELECT *` of one,
@@ -43,6 +48,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from zarrsql.decode.logical import Labels
 from zarrsql.engine import parsetree
 from zarrsql.engine.answers import (
@@ -63,6 +70,10 @@ if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
     from zarrsql.scan import TableScan
 
+#: Dimension types whose first positions a comparison can select (`_first_cells`).
+_BOUNDABLE = frozenset(
+    {"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "timestamp_us"}
+)
 _QUICK = re.compile(r"\border\s+by\b.*\blimit\b", re.IGNORECASE | re.DOTALL)
 #: Expression classes a select item or ORDER BY key may contain: no window, subquery or
 #: parameter (a FUNCTION is checked to be scalar by name, `_check_scalar`).
@@ -93,6 +104,7 @@ class _Order:
     axis: int
     descending: bool
     nulls_first: bool
+    alone: bool  # the only ORDER BY key: SQL leaves the order of its ties open
 
 
 def _rewrite(conn: Connection, query: str) -> str:
@@ -219,7 +231,7 @@ def _order(conn: Connection, node: dict[str, Any], alias: str, scan: TableScan) 
     if column.dim is None or isinstance(column.logical, Labels):
         raise Decline("not a dimension column, or a string one (its order may be its labels')")
     descending, nulls_first = _direction(conn, key)
-    return _Order(column.name, axis, descending, nulls_first)
+    return _Order(column.name, axis, descending, nulls_first, len(node["modifiers"][0]["orders"]) == 1)
 
 
 def _direction(conn: Connection, key: dict[str, Any]) -> tuple[bool, bool]:
@@ -273,4 +285,91 @@ def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -
     if nan_count and not HAS_SOURCES:
         raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
     condition = f"{column} {'>=' if order.descending else '<='} CAST({quote_text(str(text))} AS {kind})"
-    return f"({condition} OR {column} IS NULL)" if order.nulls_first and nulls else condition
+    if order.nulls_first and nulls:
+        return f"({condition} OR {column} IS NULL)"
+    if order.alone and positions == 1:
+        tied = scan.num_rows // length * _positions_holding(scan.dims[order.axis].values, 0)
+        ties = _first_cells(conn, scan, order.axis, tied, rows_wanted)
+        return condition if ties is None else f"{condition} AND {ties}"
+    return condition
+
+
+def _positions_holding(values: Any, first: int) -> int:
+    """How many positions of an axis hold the same value as position `first` (a coordinate may
+    repeat a value; never less than 1)."""
+    try:
+        return max(1, int(np.count_nonzero(values == values[first])))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _first_cells(conn: Connection, scan: TableScan, axis: int, tied: int, rows_wanted: int) -> str | None:
+    """Bounds on the other axes keeping at least `rows_wanted` of the `tied` rows that share the
+    first value of `axis`: the first cells among them in storage order. Every one of those rows
+    is a first row of the statement's only ORDER BY key, and SQL leaves open which of them it
+    returns; bounded, the scan reads the chunks of the first ones, where it read every chunk
+    holding the value (every chunk, when `axis` is not chunked: `ORDER BY latitude LIMIT 10`).
+
+    The tied cells are a box (those positions of `axis` by every position of the others), so
+    going through the other axes slowest first, an axis keeps its first position while one
+    position still holds `rows_wanted` of them, else the first positions that do, and the
+    faster axes stay whole. An axis whose coordinate is not strictly monotonic numbers or
+    times (no comparison selects its first positions) stays whole; None when nothing is kept
+    out."""
+    bounds = []
+    for k, n in enumerate(scan.table.shape):
+        if k == axis or n < 2:
+            continue
+        per_position = tied // n
+        keep = -(-rows_wanted // per_position)
+        if keep >= n:
+            break
+        ascending = _monotonic(scan, k)
+        if ascending is None:
+            continue
+        literal = _position_value(conn, scan, k, keep - 1)
+        if literal is None:
+            continue
+        column, value = literal
+        bounds.append(f"{column} {'<=' if ascending else '>='} {value}")
+        if keep > 1:
+            break
+        tied = per_position
+    return " AND ".join(bounds) or None
+
+
+def _position_value(conn: Connection, scan: TableScan, k: int, position: int) -> tuple[str, str] | None:
+    """Axis `k`'s coordinate column (as SQL) and its value at `position` in storage order, as a
+    literal of the column's type; None when the value's text does not read back as it."""
+    column = quote_ident(next(c.name for c in scan.columns if c.dim == k and c.derived is None))
+    with _axis_tables(conn, scan, [], [], {k}) as axes:
+        table = quote_ident(str(axes[k].table))
+        value = f"(SELECT {column} FROM {table} LIMIT 1 OFFSET {position})"  # in storage order
+        text, kind = conn._con.execute(f"SELECT CAST({value} AS VARCHAR), typeof({value})").fetchall()[0]
+        kind = str(kind).upper()
+        if text is None or not _TYPE_NAME.match(kind):
+            return None
+        literal = f"CAST({quote_text(str(text))} AS {kind})"
+        if conn._con.execute(f"SELECT {literal} IS NOT DISTINCT FROM {value}").fetchall()[0][0] is not True:
+            return None
+    return column, literal
+
+
+def _monotonic(scan: TableScan, axis: int) -> bool | None:
+    """True when the axis' coordinate strictly increases, False when it strictly decreases,
+    None otherwise (or when it holds labels, NaN or NaT)."""
+    if isinstance(scan.dim_logical[axis], Labels) or scan.dim_logical[axis] not in _BOUNDABLE:
+        return None
+    values = np.asarray(scan.dims[axis].values)
+    if values.dtype.kind not in "iufM" or len(values) < 2:
+        return None
+    steps = np.diff(values)
+    if values.dtype.kind == "M":
+        steps = steps.astype(np.int64)
+        if np.isnat(values).any():
+            return None
+    if bool((steps > 0).all()):
+        return True
+    if bool((steps < 0).all()):
+        return False
+    return None
