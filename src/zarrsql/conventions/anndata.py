@@ -5,8 +5,10 @@ A group with `encoding-type: anndata` (or `MuData` for a MuData root) has the ta
   coordinate of its axis (so every table filters and joins by cell or gene name);
 - `obs_var`: `X` and `layers/*` — one row per stored entry when all are sparse of one format
   (CSR/CSC), one row per cell otherwise (sparse read densely); CSR and CSC mixed: unnamed;
-- `obs_<key>_component` for each `obsm/<key>` array (its second axis a positional dimension),
-  `var_<key>_component` for `varm`;
+- `obs_<key>_component` for each `obsm/<key>` entry (its second axis a positional dimension
+  `<key>_component`), `var_<key>_component` for `varm`: a dense array (one of more than two
+  dimensions adds the axes `<key>_component_2`, ...) or a CSR/CSC matrix (one row per stored
+  entry, as `obs_var` when sparse);
 - `obs_obs_2` / `var_var_2` for `obsp` / `varp` (the second axis is named `obs_2`/`var_2`,
   holding the same names, so it still joins to `obs`).
 `raw` (the matrix kept before genes were filtered, `adata.raw`) has tables of its own in
@@ -272,26 +274,59 @@ def _tables(tree: NodeTree, path: str) -> list[TableInfo]:
 
 
 def _embeddings(tree: NodeTree, path: str, element: str, axis: str, index: ArrayMeta) -> list[TableInfo]:
-    """A table per 2-D `obsm`/`varm` array; one whose rows are not its axis's is refused,
-    naming it (anndata refuses the store), never left out without a word."""
+    """A table per `obsm`/`varm` entry, in key order: a dense array of two or more dimensions,
+    or a CSR/CSC matrix (one row per stored entry, as X is when sparse). One whose rows are
+    not its axis's is refused, naming it (anndata refuses the store), never left out without
+    a word."""
+    groups, arrays = tree.children(_join(path, element))
     out = []
-    for p in tree.children(_join(path, element))[1]:
+    for p in sorted([*groups, *arrays]):
         a = _array(tree, p)
-        if a is None or a.ndim != 2:
-            continue
-        dims = (axis, f"{a.name}_component")
-        grid = chunk_grid([a], 2)
-        if a.shape[0] == index.shape[0]:
-            out.append(TableInfo(path, None, dims, a.shape, grid, (a,), (index, None)))
-            continue
-        problem = (
-            f"array '/{p}' has shape {list(a.shape)} but {axis} has {index.shape[0]} rows; its rows and its "
-            "axis disagree (anndata refuses the store too): rewrite the array"
-        )
-        out.append(
-            TableInfo(path, None, dims, a.shape, grid, (a,), (None, None), problem, problem_kind=ProblemKind.CORRUPT)
-        )
+        if a is not None:
+            t = _dense_embedding(path, p, a, axis, index)
+        else:
+            t = _sparse_embedding(tree, path, p, axis, index) if p in tree.groups else None
+        out += [t] if t else []
     return out
+
+
+def _sparse_embedding(tree: NodeTree, path: str, p: str, axis: str, index: ArrayMeta) -> TableInfo | None:
+    """The table of a sparse obsm/varm group, over the same axes as its dense twin; None when
+    the group is no CSR/CSC matrix (a data frame, an awkward array: listed by read_zarr_metadata).
+    Its width k is the one its `shape` attribute declares; its rows must be the axis's."""
+    n, declared = index.shape[0], tree.groups[p].attrs.get("shape")
+    k = declared[1] if isinstance(declared, list | tuple) and len(declared) == 2 and isinstance(declared[1], int) else 0
+    mats, problem = _matrices(tree, [p], (n, k), f"(n_{axis}, k) that {axis} gives")
+    dims = (axis, f"{p.rsplit('/', 1)[-1]}_component")
+    return _matrix_table(path, dims, (n, k), (index, None), mats, problem)
+
+
+def _component_dims(axis: str, key: str, ndim: int) -> tuple[str, ...]:
+    """An obsm/varm entry's axes: its observation (variable) axis, then `<key>_component` and,
+    for an array of more than two dimensions, `<key>_component_2`, ... (positions 0 … k-1)."""
+    return (axis, f"{key}_component", *(f"{key}_component_{i}" for i in range(2, ndim)))
+
+
+def _dense_embedding(path: str, p: str, a: ArrayMeta, axis: str, index: ArrayMeta) -> TableInfo | None:
+    """The table of a dense obsm/varm array; None for a 0-D or 1-D one (anndata stores a 1-D
+    entry as (n, 1)). Anndata accepts (n_obs, k, l, ...) too: such an array is one row per
+    cell over axes `<key>_component`, `<key>_component_2`, ..., and keeps the name
+    `<axis>_<key>_component` (its axes joined would repeat the key), so every entry is found
+    under the same name pattern whatever its number of dimensions."""
+    if a.ndim < 2:
+        return None
+    dims, grid = _component_dims(axis, a.name, a.ndim), chunk_grid([a], a.ndim)
+    name = f"{axis}_{a.name}_component"
+    if a.shape[0] == index.shape[0]:
+        return TableInfo(path, None, dims, a.shape, grid, (a,), (index, *(None,) * (a.ndim - 1)), name_hint=name)
+    problem = (
+        f"array '/{p}' has shape {list(a.shape)} but {axis} has {index.shape[0]} rows; its rows and its "
+        "axis disagree (anndata refuses the store too): rewrite the array"
+    )
+    coords = (None,) * a.ndim
+    return TableInfo(
+        path, None, dims, a.shape, grid, (a,), coords, problem, name_hint=name, problem_kind=ProblemKind.CORRUPT
+    )
 
 
 # ----------------------------------------------------------------------------- members
@@ -306,9 +341,8 @@ def _axis_dims(tree: NodeTree, root: str, array: ArrayMeta) -> tuple[str, ...] |
         return (head,)
     if head in ("X", "layers") and array.ndim == 2:
         return ("obs", "var")
-    if head in ("obsm", "varm") and len(parts) == 2:
-        axis = head[:3]
-        return (axis,) if array.ndim == 1 else (axis, f"{parts[1]}_component") if array.ndim == 2 else None
+    if head in ("obsm", "varm") and len(parts) == 2 and array.ndim >= 1:
+        return _component_dims(head[:3], parts[1], array.ndim)[: array.ndim]
     if head in ("obsp", "varp") and len(parts) == 2 and array.ndim == 2:
         return (head[:3], f"{head[:3]}_2")
     return None
