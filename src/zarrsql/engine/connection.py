@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 
 from zarrsql.engine import interrupts
-from zarrsql.engine.failures import bounds_hint, gone_store, interrupted, statement_failure
+from zarrsql.engine.failures import arrow_overflow, bounds_hint, gone_store, interrupted, statement_failure
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import FUNCTIONS
 from zarrsql.engine.installing import FunctionInstaller
@@ -326,7 +326,7 @@ class Connection(FunctionInstaller, ScanRegistration):
                     text
                 ):
                     continue
-                gone = gone_store(err)  # not the statement's own string: a stored view's
+                gone = gone_store(err) or arrow_overflow(err)  # a stored view's string; DuckDB 1.5's limit
                 if gone is not None:
                     raise gone from err
                 from zarrsql.engine import hints  # only for an error on its way to the caller

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from zarrsql.engine import interrupts
-from zarrsql.errors import QueryInterrupted, StoreNotFoundError, ZarrSQLError
+from zarrsql.errors import QueryInterrupted, StoreNotFoundError, UnsupportedError, ZarrSQLError
 from zarrsql.store import is_url
 
 if TYPE_CHECKING:
@@ -68,6 +68,28 @@ def gone_store(err: duckdb.Error) -> ZarrSQLError | None:
     return StoreNotFoundError(
         f"no Zarr store at '{name}' (named by a view): the path does not exist; check the path "
         "(relative paths are resolved from the current directory) or recreate the view"
+    )
+
+
+#: What DuckDB 1.5 says when it hands an Arrow scan a filter holding a UBIGINT of 2**63 or more
+#: (an IN list, its join filters): it converts the values to Python ints that pyarrow reads as
+#: int64. Plain DuckDB 1.5 over any pyarrow dataset fails the same way; DuckDB 2 does not.
+_ARROW_OVERFLOW = "OverflowError: Python int too large to convert to C long"
+
+
+def arrow_overflow(err: duckdb.Error) -> ZarrSQLError | None:
+    """DuckDB 1.5 failing to hand a filter on a large UBIGINT to the scan (`_ARROW_OVERFLOW`),
+    explained with the ways around it; None for any other error (and always on DuckDB 2)."""
+    from zarrsql.engine.source import HAS_SOURCES
+
+    if HAS_SOURCES or _ARROW_OVERFLOW not in str(err):
+        return None
+    return UnsupportedError(
+        "DuckDB 1.5 could not hand a filter to the zarr scan: it holds a UBIGINT of 2^63 or more (in an IN "
+        "list, or the keys of a join), which DuckDB 1.5 passes to Arrow scans as a type they cannot read (its "
+        "own limit: plain DuckDB 1.5 fails the same way over a pyarrow dataset). Compare as HUGEINT so that "
+        "the filter is not handed over (WHERE CAST(u AS HUGEINT) IN (...), JOIN ... ON CAST(z.u AS HUGEINT) "
+        "= k.u), write the IN as ORs of equalities, or upgrade to DuckDB 2, which has no such limit"
     )
 
 
