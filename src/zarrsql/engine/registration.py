@@ -24,6 +24,7 @@ from zarrsql.engine import udfs
 from zarrsql.engine.sqltext import claimable, literal_stores, quote_ident, quote_text, string_constants
 from zarrsql.errors import SelectionError, StoreNotFoundError, ZarrSQLError
 from zarrsql.store import is_url, using_opener
+from zarrsql.store.files import missing_error
 from zarrsql.store.opening import detected_format
 
 if TYPE_CHECKING:
@@ -153,10 +154,7 @@ class ScanRegistration:
             if t.rstrip("/").lower().endswith(".zarr") and not is_url(t) and not os.path.exists(os.path.expanduser(t))
         ]
         if missing:  # DuckDB would only say "table does not exist"
-            raise StoreNotFoundError(
-                f"no Zarr store at '{missing[0]}': the path does not exist; check the path "
-                "(relative paths are resolved from the current directory)"
-            )
+            raise missing_error(missing[0], os.path.expanduser(missing[0]))
         folders = [t for t in texts if t.rstrip("/").lower().endswith(".zarr") and _local_folder(t)]
         if folders:  # or "Did you mean pg_namespace?"
             raise StoreNotFoundError(

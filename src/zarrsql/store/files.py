@@ -10,6 +10,7 @@ to tell; only those few header bytes (or a zip's directory) are read.
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 
 from zarrsql.errors import StoreNotFoundError, UnsupportedError, ZarrSQLError
@@ -62,6 +63,30 @@ def _zip_holds_zarr(path: str) -> bool:
     except (OSError, zipfile.BadZipFile):
         return False
     return any(n.rsplit("/", 1)[-1] in METADATA_DOCUMENTS and n.count("/") <= 1 for n in names)
+
+
+def missing_error(location: str, path: str) -> StoreNotFoundError:
+    """The error for a local location where nothing is. When a zarrsql replacement (mode="w")
+    that cannot swap the two folders in one step was killed between its two renames, the old
+    store lies beside the location as `.<name>.zarrsql-old-<hex>` (zarrsql.write.staging): say
+    where, and how it comes back. A reader only says so; it moves nothing."""
+    folder, name = os.path.split(os.path.abspath(path).rstrip(os.sep))
+    aside = re.compile(rf"\.{re.escape(name)}\.zarrsql-old-[0-9a-f]{{32}}")
+    try:
+        found = sorted(n for n in os.listdir(folder) if aside.fullmatch(n) and os.path.isdir(os.path.join(folder, n)))
+    except OSError:
+        found = []
+    if found:
+        return StoreNotFoundError(
+            f"no Zarr store at '{location}': the path does not exist, but '{os.path.join(folder, found[0])}' beside "
+            'it holds the store a zarrsql replacement (mode="w") moved aside and did not move back (its writer was '
+            "killed, or is finishing now: read again). The next zarrsql write to "
+            f"'{location}' puts it back; or rename that folder to '{location}' yourself"
+        )
+    return StoreNotFoundError(
+        f"no Zarr store at '{location}': the path does not exist; "
+        "check the path (relative paths are resolved from the current directory)"
+    )
 
 
 def file_error(location: str, path: str) -> ZarrSQLError:

@@ -16,10 +16,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from zarrsql.errors import ParameterError, UnsupportedError, WriteError
+from zarrsql.errors import ParameterError, UnsupportedError
 from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
 from zarrsql.write.allocator import returning_memory
-from zarrsql.write.source import Source, source_of
+from zarrsql.write.source import Source, query_error, source_of
 from zarrsql.write.targets import check_append_target, check_target
 
 __all__ = ["to_zarr"]
@@ -72,6 +72,7 @@ def write_zarr(
     _check(layout, mode, append_dim, zarr_format, consolidated)
     check_target(target, storage_options)
     source = source_of(relation_or_sql, connection if connection is not None else _own_connection(relation_or_sql))
+    source = dataclasses.replace(source, store=target)
     with returning_memory(source.connection.duckdb):
         try:
             if layout == "table":
@@ -79,6 +80,10 @@ def write_zarr(
             return _write_grid(
                 source, target, dims, chunks, mode, append_dim, zarr_format, consolidated, storage_options
             )
+        except duckdb.InterruptException:
+            raise  # Ctrl-C: not the query's failure
+        except duckdb.Error as err:  # a query over the relation (an aggregate, a check) failed: as its rows would
+            raise query_error(source, err) from err
         finally:  # however the write ended, no stream of its rows is left open on the connection
             source.close_readers()
 
@@ -172,7 +177,7 @@ def _write_table(
         raise ParameterError("dims is for layout='grid' (a table has one row axis); drop dims")
     if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
         raise ParameterError(f"chunks for layout='table' is the rows per chunk, a positive int; got {chunks!r}")
-    reader = _QueryRows(_integers_as_doubles(source), store)
+    reader = _QueryRows(_integers_as_doubles(source))
     try:
         write_table(reader.stream(), store, mode=mode, chunks=chunks, zarr_format=zarr_format,
                     consolidated=consolidated, storage_options=storage_options)  # fmt: skip
@@ -203,13 +208,13 @@ class _QueryRows:
     COPY's `Count`), and a failing query reported as the query's error, not as the I/O error
     pyarrow's OSError would be taken for (it carries DuckDB's error out of the Arrow stream)."""
 
-    def __init__(self, source: Source, store: str) -> None:
-        self.source, self.store = source, store
+    def __init__(self, source: Source) -> None:
+        self.source = source
         self.rows = 0
         try:
             self.reader = source.open_reader()
         except duckdb.Error as err:  # a query DuckDB runs to its end before the first batch
-            raise self._query_error(err) from err
+            raise query_error(self.source, err) from err
 
     def stream(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.reader.schema, self._batches())
@@ -226,16 +231,6 @@ class _QueryRows:
             except StopIteration:
                 return
             except (OSError, duckdb.Error) as err:
-                raise self._query_error(err) from err
+                raise query_error(self.source, err) from err
             self.rows += batch.num_rows
             yield batch
-
-    def _query_error(self, err: Exception) -> Exception:
-        taken = getattr(self.source.connection, "take_scan_error", None)
-        scan_error = taken() if taken is not None else None
-        if scan_error is not None:  # a zarrsql scan the query reads failed: that error, as itself
-            return scan_error.with_traceback(None)  # type: ignore[no-any-return]
-        return WriteError(
-            f"the query failed while its rows were written to '{self.store}': {err}; fix the query (nothing "
-            "was written: a new store is not created, an append is rolled back)"
-        )

@@ -6,11 +6,14 @@ only supplies `write(target)`, which writes arrays and groups into `target.zarr_
 readers see it (where a target may be is `write.targets`' to check):
 
 - `publish_new` (mode "w-" / "w"). On local disk the store is written into a hidden staging
-  directory beside the target (`.<name>.zarrsql-staging-<hex>`), consolidated, and renamed
-  into place: readers see no store or the whole store (mode "w": the old store until the
-  rename). On failure the staging directory is removed, and nothing else. Mode "w" holds the
-  old store's writer lock while it writes, so it never interleaves with an append. On an
-  object store, `write.remote_publish` does the same without a rename.
+  directory beside the target (`write.staging`), consolidated, and renamed into place:
+  readers see no store or the whole store. Mode "w" swaps the new store with the old one in
+  one step where the system can (`write.swap`), so readers see the old store until then and
+  the path is never empty; elsewhere it renames the old store aside first. On failure the
+  staging directory is removed, and nothing else; what a killed writer left is repaired by
+  the next write of the target (`staging.tidy`). Mode "w" holds the old store's writer lock
+  while it writes, so it never interleaves with an append. On an object store,
+  `write.remote_publish` does the same without a rename.
 - `append_commit` (mode "a"). Under the writer lock (`write.lock`, local disk only),
   `write(target)` adds chunks and then rewrites the changed arrays' documents; last, the
   consolidated root document (v3 `zarr.json`, v2 `.zmetadata`) is replaced atomically
@@ -29,15 +32,16 @@ some arrays grown and others not. docs/writing.md says so.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError
 from zarrsql.store.icechunk import is_session_location
 from zarrsql.write import lock as writer_lock
+from zarrsql.write import staging as staged
 from zarrsql.write.in_flight import InFlight, fenced
 from zarrsql.write.journal import (
     BACKUP_NAME,
@@ -48,11 +52,11 @@ from zarrsql.write.journal import (
     journaled,
     node_documents,
     recover,
-    remove_path,
     restore,
     write_atomic,
 )
 from zarrsql.write.remote_publish import append_remote, publish_remote
+from zarrsql.write.swap import exchange
 from zarrsql.write.targets import (
     StoreTarget,
     check_mode,
@@ -69,6 +73,8 @@ from zarrsql.write.targets import (
 __all__ = ["BACKUP_NAME", "MODES", "StoreTarget", "append_commit", "node_documents", "publish_new", "recover"]
 
 MODES = ("w-", "w")
+
+logger = logging.getLogger(__name__)
 
 
 def _wrapped(kind: str, store: str, err: OSError, left: str) -> WriteError:
@@ -112,10 +118,12 @@ def _publish_local(
     store: str, path: Path, mode: str, write: Callable[[StoreTarget], None], zarr_format: int, *, consolidated: bool
 ) -> None:
     check_not_inside(store, path)
+    # through a link too (to where it points, even if a killed replacement left it dangling)
+    restored = staged.tidy(store, Path(os.path.realpath(path)))
     path = _link_target(path)
     check_replaceable(store, path, mode)
     if mode == "w-" and occupied(path):
-        raise exists_error(store)
+        raise exists_error(store) if restored is None else staged.restored_error(store, restored)
     # mode "w" holds the old store's writer lock until the old store is moved aside (the lock
     # goes with it): an append running elsewhere refuses the replacement, and none can start
     held = writer_lock.acquire(store, path) if mode == "w" and path.is_dir() and is_zarr_root(path) else None
@@ -145,17 +153,16 @@ def _stage_and_move(
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.parent / f".{path.name}.zarrsql-staging-{uuid.uuid4().hex}"
-        staging.mkdir()
+        staging = staged.begin(path)
     except OSError as err:
         raise _wrapped("cannot create the staging directory", store, err, "nothing was written") from err
     in_flight = InFlight()
     try:
-        zarr_store = fenced(LocalStore(staging), in_flight)
+        zarr_store = fenced(LocalStore(staging.folder), in_flight)
         write(StoreTarget(store, zarr_store, zarr_format))
         if consolidated:
             consolidate(zarr_store, zarr_format)
-        _move_into_place(store, staging, path, mode)
+        replaced = _move_into_place(store, staging, path, mode)
     except OSError as err:
         _discard(staging, in_flight)
         left = "nothing was created" if mode == "w-" else "the old store, if any, is unchanged"
@@ -163,39 +170,72 @@ def _stage_and_move(
     except BaseException:  # Ctrl-C too: zarr's event loop may still be writing into the staging
         _discard(staging, in_flight)
         raise
+    _remove_replaced(store, staging, replaced)
 
 
-def _discard(staging: Path, in_flight: InFlight) -> None:
+def _discard(staging: staged.Staging, in_flight: InFlight) -> None:
     """Remove a failed write's staging directory once no write into it is under way (removed
     earlier, it would be recreated by the chunk writes still running); when some still ran
-    after the bounded wait, wait once more and remove it again."""
+    after the bounded wait, wait once more and remove it again. Then its writer's record."""
     for _ in range(2):
         idle = in_flight.stop()
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging.folder, ignore_errors=True)
         if idle:
-            return
+            break
+    staged.finish(staging)
 
 
-def _move_into_place(store: str, staging: Path, path: Path, mode: str) -> None:
-    """Rename the complete staging directory to `path` (mode "w": the old store aside first)."""
+def _move_into_place(store: str, staging: staged.Staging, path: Path, mode: str) -> Path | None:
+    """Put the complete staging directory at `path`; returns where what it replaced (the old
+    store, or an empty directory) now is, for the caller to remove, or None.
+
+    Over something, the two are swapped in one step where the system can (`write.swap`);
+    elsewhere what is there is renamed aside first (`staging.old`), and put back should the
+    second rename fail. A writer killed between those two renames leaves nothing at `path`:
+    the next write of the target puts the old store back (`staging.tidy`)."""
     if not (path.exists() or path.is_symlink()):
-        os.rename(staging, path)
-        return
+        os.rename(staging.folder, path)
+        return None
     check_replaceable(store, path, mode)  # something else may have appeared while we wrote
-    if mode == "w-":
-        if occupied(path):
-            raise exists_error(store)
-        path.rmdir()  # an empty directory: ours to fill
-        os.rename(staging, path)
-        return
-    old = path.parent / f".{path.name}.zarrsql-old-{uuid.uuid4().hex}"
-    os.rename(path, old)
+    if mode == "w-" and occupied(path):
+        raise exists_error(store)
+    if exchange(staging.folder, path):
+        return staging.folder  # now holding the old store (or the empty directory)
+    os.rename(path, staging.old)
     try:
-        os.rename(staging, path)
+        os.rename(staging.folder, path)
     except BaseException:
-        os.rename(old, path)
+        _move_back(store, staging, path)
         raise
-    remove_path(old)
+    return staging.old
+
+
+def _move_back(store: str, staging: staged.Staging, path: Path) -> None:
+    """Put the old store back after the new one could not be renamed in. Should that fail too
+    (another writer put something at `path` in between), the old store stays aside, whole, and
+    the error says where; its writer's record goes, so that no later write removes it as
+    replaced."""
+    try:
+        os.rename(staging.old, path)
+    except OSError as err:
+        staging.record.unlink(missing_ok=True)
+        raise WriteError(
+            f"writing '{store}' failed: something else was put at '{store}' while the old store was moved aside "
+            f"to '{staging.old}', and it could not be moved back ({err}); the old store is there, whole: move it "
+            "back yourself"
+        ) from err
+
+
+def _remove_replaced(store: str, staging: staged.Staging, replaced: Path | None) -> None:
+    """Remove what the new store replaced. The new store is in place already: a failure here
+    is not the write's, and what is left (with its writer's record) is removed by a later
+    write of the target once this process has ended (`staging.tidy`)."""
+    if replaced is not None:
+        try:
+            shutil.rmtree(replaced)
+        except OSError as err:
+            logger.warning("the new store is at %s, but what it replaced could not be removed: %s", store, err)
+    staged.finish(staging)
 
 
 def append_commit(
@@ -214,6 +254,7 @@ def append_commit(
         append_remote(store, storage_options, write)
         return
     check_not_inside(store, path)
+    staged.tidy(store, Path(os.path.realpath(path)))  # an old store a killed replacement left aside comes back
     zarr_format = _format_of(store, path)
     with writer_lock.held(store, path) as held:
         if held.reclaimed or (path / BACKUP_NAME).exists():

@@ -15,7 +15,8 @@ time axis stored as float counts of `<unit> since <origin>` gets float counts. W
 stored dtype cannot hold is refused, never wrapped or made infinite by numpy's cast: a time
 count outside an integer dtype's range (2100 as seconds since 2000 in int32), a NaT where an
 integer array has no code for it (neither a `_FillValue` nor int64's NaT), a finite number
-beyond a narrower float's range (1e300 into float32).
+beyond a narrower float's range (1e300 into float32). So is a time 'infinity' (DuckDB's
+largest count), new store or append: no datetime64 holds it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from zarrsql.errors import AppendSchemaError, UnwritableColumnError, WriteError
 __all__ = ["ArraySpec", "missing_text_error", "spec_for", "time_unit"]
 
 NAT = np.iinfo(np.int64).min
+#: DuckDB's count of a time 'infinity' (its negation: '-infinity'), in any unit.
+_INFINITE = np.iinfo(np.int64).max
 #: Units a time coordinate is written in, coarsest first: the first that holds every value
 #: exactly is used, as xarray does, so `days since ...` for daily data.
 _UNITS = (("days", "D"), ("hours", "h"), ("minutes", "m"), ("seconds", "s"), ("milliseconds", "ms"),
@@ -147,6 +150,7 @@ class ArraySpec:
         cast into the stored dtype would wrap it (2100-01-01 as int32 seconds since 2000 would
         read back as 1963)."""
         stored = np.dtype(self.dtype)
+        self._check_finite(data)
         finite = ~np.isnat(data)
         # counted in microseconds (int64: 292,000 years each way, so "days since 0001-01-01"
         # fits) unless the unit or the origin is finer; nanoseconds span only 1677-2262
@@ -188,6 +192,20 @@ class ArraySpec:
             )
         counts[~finite] = 0 if nat is None else nat
         return counts.astype(stored)
+
+    def _check_finite(self, data: np.ndarray) -> None:
+        """Refuse a TIMESTAMP_NS 'infinity' or '-infinity' (DuckDB's largest count, negated or
+        not): as nanoseconds it is a valid datetime64, 2262-04-11 (other units' infinities are
+        refused earlier, beyond datetime64[ns]'s years), which a reader would take for a date."""
+        counts = data.view(np.int64)
+        infinite = (counts == _INFINITE) | (counts == -_INFINITE)
+        if infinite.any():
+            value = "infinity" if counts[np.argmax(infinite)] > 0 else "-infinity"
+            raise WriteError(
+                f"column '{self.name}' holds the time '{value}', which a grid store cannot hold (a datetime64 array "
+                f'has no infinite time); filter such rows out (WHERE isfinite("{self.name}")) or CAST the column '
+                "to text"
+            )
 
     def _time_inexact(self, value: np.datetime64) -> WriteError:
         """The refusal of a time the array's unit cannot hold exactly (it would be truncated)."""

@@ -1,11 +1,12 @@
 """Grid appends: new steps along `append_dim` of an existing grid store.
 
 The relation must have the store's variables over the same dimensions, kinds that the
-stored arrays hold (integers within the stored dtype's range, text in every cell),
-coordinates of the other dimensions among the stored ones, and new `append_dim` coordinates
-that follow the stored ones (past the last, in the stored direction; a value already there
-is a clash). The new steps are placed sorted in the store's direction, whatever the
-relation's order. Then, under `append_commit`: every new chunk
+stored arrays hold (integers within the stored dtype's range, text in every cell; a bare
+`NULL AS v`, which DuckDB 2 gives no type, as a NULL of the stored array's type),
+coordinates of the other dimensions among the stored ones (and of their sort: text is no
+number), and new `append_dim` coordinates that follow the stored ones (past the last, in the
+stored direction; a value already there is a clash). The new steps are placed sorted in the
+store's direction, whatever the relation's order. Then, under `append_commit`: every new chunk
 is written beyond the committed end (a chunk straddling the old end is rewritten with its
 old cells kept, atomically on local disk), then each grown array's metadata, and the
 consolidated root last, the one commit point a reader sees.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -70,7 +72,9 @@ def _append_grid(
     zarr_format: int | None,
 ) -> int | None:
     """`append_grid`, reading the existing store from `where` (`existing_store`)."""
-    _refuse_table_layout(store, _open_existing(store, where))
+    existing = _open_existing(store, where)
+    _refuse_table_layout(store, existing)
+    source = _typed_nulls(source, existing)
     dims, kinds, variables, schema = grid_columns(
         source, dims_given if dims_given is not None else _stored_dims(store, where)
     )
@@ -83,7 +87,8 @@ def _append_grid(
 
     # chunks=None: no dask, which would tokenize (pickle, so re-create) the filesystem of `where`
     old = xr.open_zarr(where, consolidated=False if is_session_location(store) else None, chunks=None)
-    _check_variables(store, old, dims, variables)
+    _check_variables(store, old, group, dims, variables)
+    _check_dimension_kinds(store, group, dims, kinds)
     _check_layout_arguments(store, group, dims, append_dim, variables, chunks, zarr_format)
     new = discover_grid(source, dims, kinds)
     if not len(new.indexes[dims.index(append_dim)]):
@@ -170,7 +175,41 @@ def _open_existing(store: str, where: Any) -> Any:
         ) from err
 
 
-def _check_variables(store: str, old: Any, dims: tuple[str, ...], variables: dict[str, str]) -> None:
+def _typed_nulls(source: Source, group: Any) -> Source:
+    """The source with each bare NULL column (`NULL AS v`: DuckDB 2 gives it the type null, which
+    no array holds; 1.5 gave it INTEGER) cast to the type of the stored array of its name, so it
+    appends as a NULL of that type does: every cell missing (NaN, NaT or the `_FillValue`), and
+    refused where the array cannot mark a missing cell. Other columns are kept as they are."""
+    types = source.relation.types
+    if group is None or not any(t.id == "null" for t in types):
+        return source
+    picked = []
+    for k, (name, column_type) in enumerate(zip(source.columns, types, strict=True)):
+        array = _array_of(group, name) if column_type.id == "null" else None
+        sql_type = None if array is None else _SQL_TYPES.get(_stored_kind(_dtype_of(array), dict(array.attrs)))
+        picked.append(f"#{k + 1}{'' if sql_type is None else '::' + sql_type} AS {quote(name)}")  # by position
+    return replace(source, relation=source.relation.project(", ".join(picked)))
+
+
+#: The SQL type of the values that go into a stored array of each kind (`_stored_kind`).
+_SQL_TYPES = {"float": "DOUBLE", "packed": "DOUBLE", "int": "BIGINT", "bool": "BOOLEAN", "time": "TIMESTAMP",
+              "string": "VARCHAR"}  # fmt: skip
+
+
+def _array_of(group: Any, name: str) -> Any:
+    """The array `name` of the store's root group, or None (no such node, or a group)."""
+    import zarr
+
+    node = group.get(name)
+    return node if isinstance(node, zarr.Array) else None
+
+
+def _dtype_of(array: Any) -> np.dtype[Any] | None:
+    """The stored array's numpy dtype; None for a text array (Zarr's variable-length strings)."""
+    return np.dtype(array.dtype) if not str(array.dtype).startswith(("<U", "|U", "str", "String")) else None
+
+
+def _check_variables(store: str, old: Any, group: Any, dims: tuple[str, ...], variables: dict[str, str]) -> None:
     """The relation's columns are the store's variables, over the same dimensions."""
     stored = set(map(str, old.data_vars))
     extra = sorted(set(variables) - stored)
@@ -183,13 +222,53 @@ def _check_variables(store: str, old: Any, dims: tuple[str, ...], variables: dic
     if missing:
         raise AppendSchemaError(
             f"the store '{store}' has the variable '{missing[0]}', which the relation lacks; an append must have "
-            "every variable: add the column (NULL AS ... for none)"
+            f"every variable: add the column{_none_hint(group, missing[0])}"
         )
     for name in variables:
         if tuple(old[name].dims) != dims:
             raise AppendSchemaError(
                 f"variable '{name}' of the store '{store}' has dimensions {list(old[name].dims)}, the relation's dims "
                 f"are {list(dims)}; pass dims in the store's order"
+            )
+
+
+def _none_hint(group: Any, name: str) -> str:
+    """How to append a variable the rows have no value for: a NULL of the stored array's type,
+    where that array can mark a missing cell."""
+    array = _array_of(group, name)
+    if array is None:
+        return ""
+    dtype = _dtype_of(array)
+    stored_kind = _stored_kind(dtype, dict(array.attrs))
+    sql_type = _SQL_TYPES.get(stored_kind)
+    if sql_type is None:
+        return ""
+    kind = "float" if stored_kind == "packed" else stored_kind  # the kind of a NULL::<sql_type>
+    if _fits(kind, stored_kind, False, dtype, _missing_code(array, stored_kind)):
+        return f' (NULL::{sql_type} AS "{name}" where the rows have none: those cells are missing)'
+    return f" (every cell needs a value: the store's {array.dtype} array '{name}' cannot mark a missing one)"
+
+
+#: What a dimension's values are, by kind (the relation's, or `_stored_kind` of its coordinates):
+#: values of different sorts never match, so their coordinates are not compared.
+_VALUE_SORTS = {"float": "numbers", "int": "numbers", "bool": "numbers", "packed": "numbers", "time": "times",
+                "string": "text"}  # fmt: skip
+
+
+def _check_dimension_kinds(store: str, group: Any, dims: tuple[str, ...], kinds: Mapping[str, str]) -> None:
+    """Each dimension's values are of the sort of the store's coordinates (a VARCHAR '0' is no
+    coordinate 0): refused here by its type, rather than as a value the store lacks."""
+    for d in dims:
+        array = _array_of(group, d)
+        if array is None:  # no coordinate array: xarray numbers the positions
+            continue
+        stored_kind = _stored_kind(_dtype_of(array), dict(array.attrs))
+        given, stored = _VALUE_SORTS.get(kinds[d]), _VALUE_SORTS.get(stored_kind)
+        if given is not None and stored is not None and given != stored:
+            raise AppendSchemaError(
+                f"dimension '{d}' holds {given} in the relation, but the store '{store}' has {stored} as its '{d}' "
+                f"coordinates ({array.dtype}); CAST it to the store's type, e.g. "
+                f'CAST("{d}" AS {_SQL_TYPES[stored_kind]}) AS "{d}"'
             )
 
 
@@ -241,28 +320,39 @@ def _stored_spec(store: str, array: Any, name: str, kind: str, complete: bool) -
     """How the relation's column goes into the array as stored, or why it cannot. A CF-packed
     array (`scale_factor` / `add_offset`) takes any number, packed as xarray packs it; a time
     axis stored as counts `<unit> since <origin>` (integer or float) takes times."""
-    dtype = np.dtype(array.dtype) if not str(array.dtype).startswith(("<U", "|U", "str", "String")) else None
+    dtype = _dtype_of(array)
     attrs = dict(array.attrs)
     stored_kind = _stored_kind(dtype, attrs)
     if stored_kind == "string" and kind == "string" and not complete:
         raise missing_text_error(name)  # as a new store refuses it: a text array has no missing marker
-    # a packed or time array marks a missing cell by what xarray masks (`_FillValue`), not by
-    # Zarr's fill value (xarray's v3 arrays have 0 there, which would read as a value)
-    fill = _declared_fill(array, attrs) if stored_kind in ("packed", "time") else array.fill_value
-    fits = {
-        "time": kind == "time" and stored_kind == "time" and (complete or _marks_nat(dtype, fill)),
-        "float": kind in ("float", "int", "bool") and stored_kind == "float",
-        "int": kind in ("int", "bool") and stored_kind in ("int", "bool") and complete,
-        "bool": kind == "bool" and stored_kind == "bool" and complete,
-        "string": kind == "string" and stored_kind == "string",
-        "packed": kind in ("float", "int", "bool") and (complete or fill is not None or _is_float(dtype)),
-    }
-    if not fits.get(stored_kind, False):
+    fill = _missing_code(array, stored_kind)
+    if not _fits(kind, stored_kind, complete, dtype, fill):
         raise _misfit(store, array, name, kind, stored_kind, complete)
     code, origin = _time_units(store, name, attrs) if stored_kind == "time" else (None, None)
     packing = (float(attrs.get("scale_factor", 1.0)), float(attrs.get("add_offset", 0.0)))
     return ArraySpec(name, kind, dtype if dtype is not None else "str", fill, attrs, code, origin,
                      packing if stored_kind == "packed" else None)  # fmt: skip
+
+
+def _missing_code(array: Any, stored_kind: str) -> Any:
+    """The fill value a missing cell is written as. A packed or time array marks one by what
+    xarray masks (`_FillValue`), not by Zarr's fill value (xarray's v3 arrays have 0 there,
+    which would read as a value)."""
+    return _declared_fill(array, dict(array.attrs)) if stored_kind in ("packed", "time") else array.fill_value
+
+
+def _fits(kind: str, stored_kind: str, complete: bool, dtype: np.dtype[Any] | None, fill: Any) -> bool:
+    """Whether a column of `kind` (with a missing cell or a NULL unless `complete`) goes into a
+    stored array of `stored_kind`, whose missing cells are written as `fill`."""
+    fits = {
+        "time": kind == "time" and stored_kind == "time" and (complete or _marks_nat(dtype, fill)),
+        "float": kind in ("float", "int", "bool") and stored_kind == "float",
+        "int": kind in ("int", "bool") and stored_kind in ("int", "bool") and complete,
+        "bool": kind == "bool" and stored_kind == "bool" and complete,
+        "string": kind == "string" and stored_kind == "string" and complete,  # text has no missing marker
+        "packed": kind in ("float", "int", "bool") and (complete or fill is not None or _is_float(dtype)),
+    }
+    return fits.get(stored_kind, False)
 
 
 def _misfit(store: str, array: Any, name: str, kind: str, stored_kind: str, complete: bool) -> AppendSchemaError:

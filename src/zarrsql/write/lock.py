@@ -10,6 +10,9 @@ next writer takes it over and is told so (`Lock.reclaimed`), so that it can repa
 dead writer may have left (see `write.commit`). A lock of another host cannot be checked and
 is never taken over. Zarr readers do not look at the file (it is not a Zarr key they know).
 
+The same record of an owner marks the folders a new store is staged in beside its target
+(`write.staging`): `record_owner` writes one, `owner_died` says whether its writer is gone.
+
 Object stores have no lock: concurrent writers there are unsupported (docs/writing.md).
 """
 
@@ -113,6 +116,25 @@ def acquire(store: str, root: Path) -> Lock:
             if _create(path):
                 return Lock(path, reclaimed=True)
     raise _refuse(store, path, _holder(path) or {})
+
+
+def record_owner(path: Path) -> None:
+    """Write this process's host and pid into the file `path`, whole or not at all (a temporary
+    `<path>.tmp` renamed onto it), so that a later writer can tell whether its writer is alive."""
+    temp = path.with_name(f"{path.name}.tmp")
+    temp.write_text(json.dumps(_owner()), encoding="utf-8")
+    os.replace(temp, path)
+
+
+def owner_died(path: Path) -> bool:
+    """Whether the file at `path` records a process of this host that is no longer alive. False
+    for a live process, another host's (it cannot be checked), a file that is not such a
+    record, and no file: what is not known to be dead is left alone."""
+    try:
+        owner = _holder(path)
+    except OSError:  # a folder, or a file we may not read: not known to be dead
+        return False
+    return owner is not None and _stale(owner)
 
 
 def release(lock: Lock) -> None:

@@ -6,11 +6,17 @@ relation's columns, or takes them from the one zarrsql table the relation reads 
 kept all of that table's dimensions (found in DuckDB's parse of the relation's SQL, through
 `'x.zarr'` strings, views, mounts and CTEs); otherwise it asks for `dims=`. `kinds_of(...)`
 sorts every other column into what a dense array can hold.
+
+A query that fails while a writer reads it (a CAST of a bad value in the first batch or the
+last, in the user's relation or in the SQL a writer runs around it) is one error whatever the
+path: `query_error`, a `WriteError` quoting DuckDB's message without its quote of the SQL it
+ran (zarrsql's, in a writer's own query), or the error of a zarrsql scan the query reads.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +40,7 @@ class Source:
     relation: duckdb.DuckDBPyRelation
     connection: Any  # a zarrsql.Connection
     readers: list[pa.RecordBatchReader] = field(default_factory=list, compare=False, repr=False)
+    store: str | None = None  # where the rows go (named when the query fails); None: into memory
 
     @property
     def columns(self) -> list[str]:
@@ -313,6 +320,12 @@ def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
         return "string"
     if pa.types.is_dictionary(t) and pa.types.is_string(t.value_type):
         return "string"
+    where = "a grid store's dense arrays" if target == "grid" else "an xarray Dataset's dense arrays"
+    if pa.types.is_null(t):  # a bare NULL: DuckDB 2 gives it no type (1.5 made it an INTEGER)
+        raise UnwritableColumnError(
+            f"column '{name}' is a bare NULL (type null), with no type for {where} to hold it in; give it one, "
+            f'e.g. NULL::DOUBLE AS "{name}" (every cell missing), or drop it from the SELECT'
+        )
     hint = "drop it from the SELECT, or CAST it to a number or text"
     if pa.types.is_interval(t) or pa.types.is_duration(t):  # no layout stores a duration as it is
         hint = f'drop it from the SELECT, or CAST it to a number of a unit, e.g. epoch_us("{name}") (microseconds)'
@@ -320,7 +333,6 @@ def kind_of(name: str, arrow_type: pa.DataType, target: str) -> Kind:
     # geometries, never durations or maps: point there only when it can help
     unstorable = pa.types.is_interval(t) or pa.types.is_duration(t) or pa.types.is_map(t)
     table = ", or write it with layout='table'" if target == "grid" and not unstorable else ""
-    where = "a grid store's dense arrays" if target == "grid" else "an xarray Dataset's dense arrays"
     raise UnwritableColumnError(f"column '{name}' has type {t}, which {where} cannot hold; {hint}{table}")
 
 
@@ -341,7 +353,7 @@ def schema_of(source: Source) -> pa.Schema:
 
 def batches(source: Source, relation: duckdb.DuckDBPyRelation | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of `relation` (default: the source's), streamed batch by batch, never the
-    whole result at once. A zarrsql scan that fails while streaming re-raises as itself."""
+    whole result at once. A query that fails while streaming raises `query_error`."""
     rel = source.relation if relation is None else relation
     reader = None
     try:
@@ -353,15 +365,35 @@ def batches(source: Source, relation: duckdb.DuckDBPyRelation | None = None) -> 
                 return
             if batch.num_rows:
                 yield batch
+    except duckdb.InterruptException:
+        raise  # Ctrl-C: not the query's failure
     except (duckdb.Error, OSError, pa.ArrowException) as err:
-        taken = getattr(source.connection, "take_scan_error", None)
-        zerr = taken() if taken is not None else None
-        if zerr is not None:
-            raise zerr.with_traceback(None) from err
-        if isinstance(err, duckdb.Error):
-            raise
-        # DuckDB's error, passed through the Arrow stream as an OSError: the query's, not the disk's
-        raise WriteError(f"the query failed while its rows were written: {err}; no row was written") from err
+        # DuckDB's error, raised by the first batch or passed through the Arrow stream (as an
+        # OSError without an errno): the query's, not the disk's
+        raise query_error(source, err) from err
     finally:
         if reader is not None:
             reader.close()  # a writer that stops early (a duplicate found) leaves no open result
+
+
+#: Where DuckDB's message quotes the SQL it ran ("LINE 1: SELECT ...", a caret line below).
+_SQL_QUOTE = re.compile(r"\n\s*LINE \d+:.*", re.DOTALL)
+
+
+def query_error(source: Source, err: BaseException) -> Exception:
+    """What a query that failed while a writer read it is raised as: the error of a zarrsql
+    scan the query reads, as itself; otherwise a `WriteError` with DuckDB's message (raise it
+    `from err`). DuckDB's quote of the SQL is left out: in a writer's own query (the relation
+    joined to coordinates, its wide numbers cast) that SQL is zarrsql's, not the user's, and
+    the message says what failed without it."""
+    taken = getattr(source.connection, "take_scan_error", None)
+    scan_error = taken() if taken is not None else None
+    if scan_error is not None:
+        return scan_error.with_traceback(None)  # type: ignore[no-any-return]
+    message = _SQL_QUOTE.sub("", str(err)).strip()
+    if source.store is None:
+        return WriteError(f"the query failed while its rows were read: {message}; fix the query")
+    return WriteError(
+        f"the query failed while its rows were written to '{source.store}': {message}; fix the query (nothing "
+        "was written: a new store is not created, an append is rolled back)"
+    )

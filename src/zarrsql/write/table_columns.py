@@ -19,7 +19,10 @@ Encodings chosen (docs/writing.md, "Table layout and appends"):
   `polygon` group (coords + offsets).
 
 A NULL in a float column is never turned into NaN: a NaN in the data would become NULL when
-read back (or the converse), so NULLs always get a mask.
+read back (or the converse), so NULLs always get a mask. A time or date 'infinity' (or
+'-infinity') is refused, as the grid layout refuses it: a datetime64 array has no infinite
+time, and DuckDB's code for one (the largest count) would read back as a date (the year
+294247 in xarray) or as NULL.
 
 This module holds the scalar and fixed-size-list writers; `categorical_column.py` and
 `geometry_column.py` hold the other two, and `column_arrays.py` the arrays they all grow.
@@ -41,6 +44,12 @@ from zarrsql.write.column_arrays import Layout, create_array, grow, move_node, t
 # ----------------------------------------------------------------------------- scalars
 def scalar_dtype(name: str, arrow: pa.DataType) -> np.dtype | None:
     """The numpy dtype a scalar Arrow type is stored as; None when it is not a scalar type."""
+    if pa.types.is_null(arrow):  # a bare NULL: DuckDB 2 gives it no type (1.5 made it an INTEGER)
+        raise UnwritableColumnError(
+            f"column '{name}' is a bare NULL (type null), with no type for the table layout to store it as; give "
+            f'it one, e.g. NULL::DOUBLE AS "{name}" (in an append, the column\'s type in the table, which '
+            "read_zarr_metadata shows)"
+        )
     if pa.types.is_boolean(arrow):
         return np.dtype(bool)
     if pa.types.is_decimal(arrow):
@@ -87,6 +96,7 @@ def _numpy(name: str, block: pa.ChunkedArray | pa.Array, dtype: np.dtype) -> tup
     if block.null_count:
         mask = np.asarray(block.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if dtype.kind == "M":
+        _check_finite(name, block)
         times = block.to_numpy(zero_copy_only=False) if isinstance(block, pa.Array) else block.to_numpy()
         return _in_unit(name, np.asarray(times), dtype), mask
     if mask is not None:
@@ -94,6 +104,28 @@ def _numpy(name: str, block: pa.ChunkedArray | pa.Array, dtype: np.dtype) -> tup
         block = pc.fill_null(block, placeholder)
     values = block.to_numpy(zero_copy_only=False) if isinstance(block, pa.Array) else block.to_numpy()
     return np.asarray(values, dtype=dtype), mask
+
+
+#: DuckDB's codes of an infinite time in Arrow: +-(the largest count) of a TIMESTAMP of any unit
+#: (int64) and of a DATE (int32 days); -infinity is the negated largest count, not the minimum.
+_INFINITE_COUNTS = {pa.int64(): 2**63 - 1, pa.int32(): 2**31 - 1}
+
+
+def _check_finite(name: str, block: pa.ChunkedArray | pa.Array) -> None:
+    """Refuse a TIMESTAMP or DATE 'infinity' / '-infinity' (see the module docstring)."""
+    if not (pa.types.is_timestamp(block.type) or pa.types.is_date32(block.type)):
+        return  # a DATE64 (from pandas or Arrow, never DuckDB) has no infinite value
+    counts_type = pa.int64() if pa.types.is_timestamp(block.type) else pa.int32()
+    counts = pc.cast(block, counts_type)
+    largest = _INFINITE_COUNTS[counts_type]
+    infinite = pc.or_kleene(pc.equal(counts, largest), pc.equal(counts, -largest))
+    if not pc.any(infinite).as_py():
+        return
+    value = "infinity" if counts[pc.index(infinite, True).as_py()].as_py() > 0 else "-infinity"
+    raise UnwritableColumnError(
+        f"column '{name}' holds the time '{value}', which the table layout cannot store (a datetime64 array has "
+        f'no infinite time); filter such rows out (WHERE isfinite("{name}")) or CAST the column to text'
+    )
 
 
 #: Nanoseconds in one of each numpy time unit a table column is stored in.
@@ -219,10 +251,19 @@ def _check_dtype(name: str, stored: np.dtype, given: np.dtype) -> None:
         return
     if (same_kind or (stored.kind in "iuf" and given.kind in "iu")) and np.can_cast(given, stored, "safe"):
         return
+    wide = given == np.dtype(np.float64) and stored.kind in "iu"
+    why = " (a HUGEINT, UHUGEINT or DECIMAL column, e.g. a sum(), is written as float64)" if wide else ""
     raise AppendSchemaError(
-        f"column '{name}' is stored as {stored} but the rows to append give {given}; append "
-        f'CAST("{name}" AS <the stored type>) (check read_zarr_metadata for the store\'s types)'
+        f"column '{name}' is stored as {stored} but the rows to append give {given}{why}; append "
+        f'CAST("{name}" AS {_SQL_NAMES.get(stored.str[1:], "<the stored type>")}) (check read_zarr_metadata for '
+        "the store's types)"
     )
+
+
+#: The DuckDB type of the values each stored numeric dtype holds (by its code: "i8", "f4", ...).
+_SQL_NAMES = {"i1": "TINYINT", "i2": "SMALLINT", "i4": "INTEGER", "i8": "BIGINT", "u1": "UTINYINT",
+              "u2": "USMALLINT", "u4": "UINTEGER", "u8": "UBIGINT", "f4": "FLOAT", "f8": "DOUBLE",
+              "b1": "BOOLEAN"}  # fmt: skip
 
 
 def fixed_shape(arrow: pa.DataType) -> tuple[tuple[int, ...], pa.DataType]:
