@@ -31,7 +31,10 @@ relation holding it, fetched again after the store changed (a coordinate rewritt
 an append), fails and says to run the statement again instead of repeating an old answer; a
 local store's check is a `stat` per document and coordinate chunk of the table, no chunk is
 read. Any other shape, or anything unexpected on the way, leaves the statement as it was: it
-runs as before, with the same result.
+runs as before, with the same result. A store that fails to open while a rewrite binds the
+statement or a part of it (`bind`) is the exception: its error is the statement's own, raised
+at once, since running the statement as written would open the store, and wait out its
+retries and timeouts, a second time.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from zarrsql.engine import params, parsetree
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import catalog_match, claimable, quote_ident, quote_text, view_body
+from zarrsql.errors import MetadataError, StoreReadError
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
 from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, conjoin, leaf_truth
@@ -206,12 +210,42 @@ _LEAF_CLASSES = frozenset({"TYPE", "CONSTANT", "CAST", "COMPARISON", "CONJUNCTIO
 
 
 class Raised(Exception):
-    """An error a rewrite met doing the statement's own work (reading its chunks): raised as
-    the statement's error, not declined (running it as written would only meet it again)."""
+    """An error a rewrite met doing the statement's own work (reading its chunks, opening its
+    stores): raised as the statement's error, not declined (running it as written would only
+    meet it again, after as many retries and timeouts again).
 
-    def __init__(self, error: BaseException) -> None:
+    `part`: met binding a part of the statement on its own (a join's side, `bind`), which the
+    statement binds too unless the part lies in a CTE: DuckDB binds a CTE only where the
+    statement reads it. For a statement that may have one, the rewrite declines instead."""
+
+    def __init__(self, error: BaseException, *, part: bool = False) -> None:
         super().__init__(str(error))
         self.error = error
+        self.part = part
+
+    def met_as_written(self, query: str) -> bool:
+        """Whether `query` run as written meets the error too (see the class docstring)."""
+        return not self.part or not _WITH.search(query)
+
+
+#: Errors binding a read meets when its store cannot be opened: a document that could not
+#: be read (after the `retries` and `timeout` of its storage options) or is not valid Zarr.
+#: The statement bound as written opens the same store and meets the same error, after the
+#: same retries: a rewrite that met one while binding raises it (`bind`).
+STORE_FAILURES = (StoreReadError, MetadataError)
+#: Text that may start a CTE (`Raised.part`); a store's name holding the word only costs the
+#: statement a second bind, as before.
+_WITH = re.compile(r"\bwith\b", re.IGNORECASE)
+
+
+def bind(conn: Connection, probe: str, *args: Any, part: bool = False) -> Any:
+    """Run `probe`, a `DESCRIBE` that binds the statement (`part`: a part of it) and opens
+    the stores it reads; a store that fails to open is raised as `Raised`, not left for the
+    statement to open, and fail, again."""
+    try:
+        return conn._run(probe, conn._con.execute, probe, *args)
+    except STORE_FAILURES as err:
+        raise Raised(err, part=part) from None
 
 
 class _NoView(Decline):
@@ -247,7 +281,8 @@ def rewrite(conn: Connection, query: str, has_args: bool) -> str:
     table this module answers (see the module docstring), else `query` itself.
 
     Called by the connection before a top-level statement runs. A zarrsql error while
-    binding (a bad store, a bad parameter) is left for the statement itself to raise."""
+    binding is left for the statement itself to raise (a bad parameter), or raised at once
+    when its store failed to open (`bind`): the statement would only open it again."""
     return rewritten_or_same(conn, query, has_args, _QUICK, _answer, "count not answered")
 
 
@@ -260,7 +295,8 @@ def rewritten_or_same(
     what: str,
 ) -> Any:
     """`rewrite(conn, query)` for a top-level statement without parameters whose text
-    `quick` matches; on a decline, or anything unexpected, the statement as written."""
+    `quick` matches; on a decline, or anything unexpected, the statement as written; the
+    error of a `Raised` the statement as written would meet too."""
     if has_args or not isinstance(query, str) or not quick.search(query) or conn._state.depth:
         return query
     try:
@@ -268,7 +304,9 @@ def rewritten_or_same(
     except Decline as why:
         log.debug("%s: %s", what, why)
     except Raised as failed:  # the rewrite read the store and met a real error: the statement's
-        raise failed.error.with_traceback(None) from None
+        if failed.met_as_written(query):
+            raise failed.error.with_traceback(None) from None
+        log.debug("%s: %r", what, failed.error)
     except Exception as err:  # the edge: whatever went wrong, the statement runs as written
         log.debug("%s: %r", what, err)
     return query
@@ -432,8 +470,7 @@ def _bind(conn: Connection, query: str, *, as_text: bool = True) -> tuple[list[s
     """Bind the statement (registering its scan if needed): its result's column names and
     types, and the table of the one scan the binding asked for. `as_text`: decline a result
     type whose values are not carried over as text (constants of `_values`)."""
-    probe = "DESCRIBE " + query
-    described = conn._run(probe, conn._con.execute, probe).fetchall()
+    described = bind(conn, "DESCRIBE " + query).fetchall()
     types = [str(row[1]).upper() for row in described]
     if as_text and not all(_TYPE_NAME.match(t) for t in types):
         raise Decline("a result type not carried over as text")

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrsql.engine import parsetree
+from zarrsql.engine.answers import STORE_FAILURES, Raised
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
@@ -305,7 +306,7 @@ def _listed(exprs: list[str], types: list[str], keys: set[tuple[str, ...]], per_
     columns as a hashed `IN (SELECT ... FROM (VALUES ...))`, not an OR DuckDB tries term by
     term (0.03-0.06 s rather than 0.15-0.36 s for 100 pairs on a million rows)."""
     if per_dimension or len(exprs) == 1 or not keys:
-        return _matching(exprs, types, keys, per_dimension)
+        return _matching(exprs, types, keys, per_dimension, arrow_scan=not HAS_SOURCES)
     rows = ", ".join(
         "(" + ", ".join(f"CAST({quote_text(k)} AS {t})" for k, t in zip(key, types, strict=True)) + ")"
         for key in sorted(keys)
@@ -351,8 +352,13 @@ _BIGINT_END = 2**63
 
 
 def column_names(conn: Connection, sql: str) -> list[str]:
-    """The names of the columns `sql` gives."""
-    return [str(r[0]) for r in conn.sql("DESCRIBE " + sql).fetchall()]
+    """The names of the columns `sql` gives: a part of the statement (a join's other side, a
+    key subquery), whose store, when it fails to open, is the statement's error (`answers.bind`)."""
+    try:
+        described = conn.sql("DESCRIBE " + sql).fetchall()
+    except STORE_FAILURES as err:
+        raise Raised(err, part=True) from None
+    return [str(r[0]) for r in described]
 
 
 def guarded_side(conn: Connection, rest: dict[str, Any], keys: Keys) -> dict[str, Any]:

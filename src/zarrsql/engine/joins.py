@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.engine import join_keys, join_sides, parsetree
-from zarrsql.engine.answers import _check_from, _NoView, rewritten_or_same
+from zarrsql.engine.answers import _check_from, _NoView, bind, rewritten_or_same
 from zarrsql.engine.join_keys import MAX_KEYS as MAX_KEYS  # re-exported: the limits are joins'
 from zarrsql.engine.join_keys import MAX_TUPLE_KEYS as MAX_TUPLE_KEYS
 from zarrsql.engine.parsetree import Decline
@@ -259,7 +259,7 @@ def _zarr_scan(conn: Connection, zarr: dict[str, Any]) -> TableScan:
             del state.scan_keys[args]
         state.fresh.update(offered)
     try:
-        conn._run(probe, conn._con.execute, probe).fetchall()
+        bind(conn, probe, part=True).fetchall()  # a store that fails to open: the statement's error
         asked = [args for args, (gen, _) in list(state.scan_keys.items()) if gen == now]
     finally:
         with state.lock:

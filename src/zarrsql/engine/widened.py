@@ -42,7 +42,8 @@ for float32; for times, the value may be any expression of constants, parameters
 functions that give one value per statement (`now()`, `current_timestamp`, interval
 arithmetic, casts), and DuckDB, asked for its type, must call it TIMESTAMPTZ or TIMESTAMP_NS.
 Either applies in statements whose `FROM` is one zarrsql table; anything else (or any error on
-the way) leaves the statement as written.
+the way) leaves the statement as written, except a store that fails to open, whose error is the
+statement's own (`answers.bind`: running it as written would open the store, and fail, again).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarrsql.engine import parsetree
+from zarrsql.engine.answers import Raised
 from zarrsql.engine.joins import (
     _dimension_columns,
     _is_zarr,
@@ -145,6 +147,10 @@ def rewrite(conn: Connection, query: Any, args: _Args) -> Any:
     try:
         return _rewrite(conn, query, args)
     except Decline:
+        return query
+    except Raised as failed:  # a store of the statement failed to open (`answers.bind`)
+        if failed.met_as_written(query):
+            raise failed.error.with_traceback(None) from None
         return query
     except Exception:  # the edge: whatever went wrong, the statement runs as written
         return query

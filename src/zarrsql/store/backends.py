@@ -6,15 +6,18 @@ how its library's own retries are switched off (so that zarrsql's `retries` are 
 ones), the storage-option defaults, how a key is read and validated, whether it can list, and
 what the error hints say. A scheme missing from `BACKENDS` (memory://, ...) gets `GENERIC`.
 
-Options are checked when a store opens, not at its first request: an S3 keyword s3fs does not
-take (`region`, `aws_access_key_id`) would otherwise fail every request with a TypeError from
-deep inside aiobotocore, and a GCS `token` that is neither a method, a key file nor its JSON
-is taken by gcsfs for a raw access token and sent to Google in a URL (which its errors repeat).
-Messages name the option and its right spelling, never an option's value (it may be a secret).
+Options are checked when a store opens (`option_checks`).
+
+Keys of a Zarr store over http(s) are names: each path segment is percent-encoded into the
+request's URL (`NAMED_KEYS`), so that an array named 'a#b', 'q?x' or 'p%41' is asked for as
+itself, not cut at a fragment or query, nor decoded. Other http(s) keys are URL text, as the
+file names of a reference set's targets are ('file%20x.nc', a signed 'f.nc?X-Amz-Signature=...').
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import inspect
 import os
 import re
@@ -23,9 +26,11 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from zarrsql.errors import ParameterError
 from zarrsql.store.base import ByteRange
+from zarrsql.store.option_checks import NAMED_KEYS, check_gcs_options, check_http_options, check_s3_options
 from zarrsql.store.options import (
     NetworkOptions,
     azure_defaults,
@@ -94,7 +99,6 @@ def _gcs_token(token: Any) -> Any:
     credentials: given as text, gcsfs first asks Google's tokeninfo endpoint about it with the
     token in the URL, which its errors then repeat.
     """
-    import difflib
 
     if not isinstance(token, str) or token in _GCS_TOKEN_METHODS or os.path.isfile(os.path.expanduser(token)):
         return token
@@ -151,7 +155,6 @@ def gcs_keywords(options: dict[str, Any]) -> dict[str, Any]:
 
 def _gcs_elsewhere(options: dict[str, Any]) -> bool:
     """Whether gs:// requests go to a host other than Google's (gcsfs's own precedence)."""
-    from urllib.parse import urlsplit
 
     endpoint = str(options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST") or "")
     if endpoint in ("", "default"):
@@ -216,76 +219,60 @@ def _one_azure_attempt(fs: Any) -> None:
         policy.total_retries = 0
 
 
-#: Keywords s3fs passes on rather than declares: aiobotocore's session, fsspec's caches.
-_S3_PASSED_ON = ("profile", "session_vars", "event_hooks", "include_builtin_handlers")
-_FSSPEC_KEYWORDS = ("use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache")
-#: What users write for an S3 option (boto3's, the AWS CLI's, DuckDB's names) and s3fs's spelling.
-_S3_SPELLINGS = {
-    "region": """'client_kwargs': '{"region_name": "..."}'""",
-    "region_name": """'client_kwargs': '{"region_name": "..."}'""",
-    "aws_region": """'client_kwargs': '{"region_name": "..."}'""",
-    "endpoint": "'endpoint_url'",
-    "aws_endpoint_url": "'endpoint_url'",
-    "s3_endpoint": "'endpoint_url'",
-    "aws_access_key_id": "'key'",
-    "access_key_id": "'key'",
-    "key_id": "'key'",
-    "aws_secret_access_key": "'secret'",
-    "secret_access_key": "'secret'",
-    "secret_key": "'secret'",
-    "aws_session_token": "'token'",
-    "session_token": "'token'",
-    "profile_name": "'profile'",
-    "aws_profile": "'profile'",
-    "verify": """'client_kwargs': '{"verify": ...}'""",
-}
-#: s3fs keywords whose value is a JSON object (keywords for botocore), each with an example.
-_S3_OBJECTS = {
-    "client_kwargs": '{"region_name": "eu-west-1"}',
-    "config_kwargs": '{"max_pool_connections": 64}',
-    "s3_additional_kwargs": '{"ServerSideEncryption": "AES256"}',
-}
-
-
-def _s3_keywords() -> frozenset[str] | None:
-    """Every keyword s3fs takes, read from the installed s3fs (None when it is missing)."""
-    import inspect
-
-    try:
-        from s3fs import S3FileSystem  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    declared = inspect.signature(S3FileSystem.__init__).parameters
-    named = {n for n, p in declared.items() if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY}
-    return frozenset(named - {"self"}) | frozenset(_S3_PASSED_ON) | frozenset(_FSSPEC_KEYWORDS)
-
-
-def _check_s3_options(options: Mapping[str, Any]) -> None:
-    """Refuse an option s3fs does not take, naming its spelling, and a nested option that is
-    not a JSON object; values are never repeated (they may be secrets)."""
-    known = _s3_keywords()
-    for name in options:
-        if known is not None and name not in known:
-            import difflib
-
-            hint = _S3_SPELLINGS.get(name.lower())
-            if hint is None:
-                near = difflib.get_close_matches(name, sorted(known), n=1)
-                hint = f"'{near[0]}'" if near else None
-            fix = f"use {hint}" if hint else "see docs/remote.md for the options s3:// takes"
-            raise ParameterError(f"storage option '{name}' is not an option of s3:// stores; {fix}")
-    for name, example in _S3_OBJECTS.items():
-        if name in options and not isinstance(options[name], dict):
-            raise ParameterError(
-                f"storage option '{name}' must be a JSON object of keywords, e.g. '{name}': '{example}'; "
-                f"got {type(options[name]).__name__} text"
-            )
-
-
 async def _cat(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched:
     start, end = (None, None) if byte_range is None else byte_range.bounds()
     data = bytes(await fs._cat_file(path, start=start, end=end))
     return Fetched(data, len(data))
+
+
+#: Characters a name keeps as they are in a URL's path segment: RFC 3986's sub-delimiters, ':'
+#: and '@', which yarl (aiohttp's URLs) leaves alone too, so that an ordinary name ('a b', 'ü',
+#: 'x+y') is asked for by the URL it always was; '%', '?', '#' and the rest are percent-encoded.
+_SEGMENT_SAFE = "!$&'()*+,;=:@"
+
+
+def _http_root(url: str) -> str:
+    """An http(s) URL as a store's root: its scheme lowercase, no trailing '/' (store/remote.py)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme.lower()}://{rest.rstrip('/')}"
+
+
+@functools.cache
+def _named_keys_class() -> type:
+    """fsspec's HTTPFileSystem, with the keys below one URL (`NAMED_KEYS`) encoded as names.
+
+    Every request fsspec, zarrsql's backend and zarr-python make goes through `encode_url`, so
+    that one method is the whole difference. The instances live in HTTPFileSystem's own cache
+    (one per store URL and options): whatever clears or closes fsspec's HTTP filesystems (at
+    exit, in tests) reaches them too.
+    """
+    import yarl
+    from fsspec.implementations.http import HTTPFileSystem
+
+    class NamedKeysHTTPFileSystem(HTTPFileSystem):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.names_below = _http_root(kwargs.pop(NAMED_KEYS))
+            super().__init__(*args, **kwargs)
+
+        def encode_url(self, url: str) -> Any:
+            if not url.startswith(self.names_below + "/"):
+                return super().encode_url(url)
+            names = url[len(self.names_below) + 1 :].split("/")
+            root = super().encode_url(self.names_below)  # as given: its escapes are the user's
+            return yarl.URL(f"{root}/{'/'.join(quote(n, safe=_SEGMENT_SAFE) for n in names)}", encoded=True)
+
+    NamedKeysHTTPFileSystem._cache = HTTPFileSystem._cache
+    return NamedKeysHTTPFileSystem
+
+
+def _http_class(options: dict[str, Any]) -> type:
+    """The HTTP filesystem class: names below a Zarr store's URL encoded (`NAMED_KEYS`), else
+    fsspec's own, whose keys are URL text."""
+    if NAMED_KEYS in options:
+        return _named_keys_class()
+    from fsspec.implementations.http import HTTPFileSystem
+
+    return HTTPFileSystem  # type: ignore[no-any-return]
 
 
 def _range_header(byte_range: ByteRange) -> str:
@@ -310,7 +297,9 @@ async def _http_get(fs: Any, path: str, byte_range: ByteRange | None) -> Fetched
     # socket and fewer wake-ups of the event loop per chunk (about 10% off a bulk scan)
     async with session.get(fs.encode_url(path), **{"read_bufsize": READ_BUFFER, **kwargs}) as r:
         if r.status >= 400:
-            raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
+            raise ClientResponseError(
+                r.request_info, r.history, status=r.status, message=r.reason or "", headers=r.headers
+            )
         data = await r.read()  # a body shorter than its Content-Length raises here
         whole = r.status != 206
         info = {"ETag": r.headers.get("ETag"), "Last-Modified": r.headers.get("Last-Modified")}
@@ -376,14 +365,18 @@ async def _http_head(fs: Any, path: str) -> dict[str, Any]:
         if r.status in _NO_HEAD:
             pass
         elif r.status >= 400:
-            raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
+            raise ClientResponseError(
+                r.request_info, r.history, status=r.status, message=r.reason or "", headers=r.headers
+            )
         else:
             return _validators(r.headers, r.headers.get("Content-Length"))
     kwargs = dict(fs.kwargs)
     headers = {**(kwargs.pop("headers", None) or {}), "Range": "bytes=0-0"}
     async with session.get(url, allow_redirects=True, headers=headers, **kwargs) as r:
         if r.status >= 400:
-            raise ClientResponseError(r.request_info, r.history, status=r.status, message=r.reason or "")
+            raise ClientResponseError(
+                r.request_info, r.history, status=r.status, message=r.reason or "", headers=r.headers
+            )
         total = r.headers.get("Content-Range", "").rpartition("/")[2]
         return _validators(r.headers, total if r.status == 206 and total.isdigit() else r.headers.get("Content-Length"))
 
@@ -459,7 +452,7 @@ GENERIC = Backend()
 
 _S3 = Backend(
     extra="s3",
-    check_options=_check_s3_options,
+    check_options=check_s3_options,
     root_word="bucket",
     one_attempt=_one_s3_attempt,
     set_defaults=s3_defaults,
@@ -486,6 +479,7 @@ _GCS = Backend(
     ls=_fresh_ls,
     root_word="bucket",
     keywords=gcs_keywords,
+    check_options=check_gcs_options,
 )
 _AZURE = Backend(
     extra="azure",
@@ -504,6 +498,8 @@ _AZURE = Backend(
 _HTTP = Backend(
     extra="http",
     can_list=False,
+    check_options=check_http_options,
+    fs_class=_http_class,
     set_defaults=http_defaults,
     get=_http_get,
     info=_http_head,

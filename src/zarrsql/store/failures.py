@@ -14,7 +14,8 @@ read only when gcsfs raised it.
   fails the same way (a TLS connection dropped mid-stream, `SSLEOFError`, stays TRANSIENT);
 - FATAL: everything else (other 4xx, bad URLs) — reported at once.
 
-`describe` turns the cause into the words an error message uses.
+`describe` turns the cause into the words an error message uses (aiohttp's TooManyRedirects,
+whose status is 0, as a server that redirected too many times).
 """
 
 from __future__ import annotations
@@ -232,11 +233,26 @@ def _payload_cut(err: BaseException) -> bool:
     return False
 
 
+def _redirects(err: BaseException) -> int | None:
+    """How many redirects aiohttp followed before it gave up (its TooManyRedirects carries no
+    status, only the responses it followed), if that is how the request failed."""
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is None:
+        return None
+    return next((len(e.history) for e in _chain(err) if isinstance(e, aiohttp.TooManyRedirects)), None)
+
+
 def describe(err: BaseException, timeout: float) -> str:
     """The cause of a failed request in a few words, with the HTTP status when there is one."""
     status = status_of(err)
     if status is not None:
         return f"HTTP {status}"
+    redirects = _redirects(err)
+    if redirects is not None:
+        return (
+            f"the server redirected too many times ({redirects} redirects without an answer): a redirect loop, "
+            "or a chain longer than 'max_redirects' in storage_options allows (10 by default)"
+        )
     if _payload_cut(err):
         return "the response was cut short (fewer bytes than its Content-Length: truncated in transit)"
     if _malformed(err):

@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
-from zarrsql.store.base import Store, is_url
+from zarrsql.store.base import METADATA_DOCUMENTS, Store, is_url
 from zarrsql.store.choice import StoreChoice
-from zarrsql.store.files import file_error
+from zarrsql.store.files import file_error, missing_error
 from zarrsql.store.local import LocalStore
 from zarrsql.store.redaction import redacted_url
 
@@ -154,7 +154,28 @@ def detected_format(location: str) -> str:
 def _open_zarr(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
     if choice.format == "zarr":
         _check_not_other_format(location)
+    _check_not_a_document(location)
+    if location.lower().startswith(("http://", "https://")):
+        # a Zarr store's keys are names ('a#b' is an array, not 'a' and a fragment); the files
+        # a reference set reads through `open_folder` are named by URL text
+        from zarrsql.store.backends import NAMED_KEYS
+
+        storage_options = {**storage_options, NAMED_KEYS: location}
     return open_folder(location, storage_options)
+
+
+def _check_not_a_document(location: str) -> None:
+    """A URL that names one of a store's metadata documents (copied from a browser or a bucket's
+    console): say so, as a local path's error does (store/files.py), rather than read it as a
+    folder and report a missing zarr.json below it. Nothing is requested."""
+    if not is_url(location) or not _names_document(location):
+        return
+    shown = redacted_url(location.rstrip("/"))
+    folder, _, name = shown.rpartition("/")
+    raise StoreNotFoundError(
+        f"no Zarr store at '{shown}': '{name}' is a Zarr metadata document, not a store; point at the "
+        f"folder that holds it, '{folder}'"
+    )
 
 
 def _check_not_other_format(location: str) -> None:
@@ -190,16 +211,21 @@ def _local_path(location: str) -> str | None:
 
 
 def _is_kerchunk(location: str) -> bool:
-    """A kerchunk reference set: a remote name ending .json/.parq/.parquet, a local .json
-    file (not zarr.json), or a local folder whose .zmetadata has `record_size`."""
+    """A kerchunk reference set: a remote name ending .json/.parq/.parquet (not zarr.json), a
+    local .json file (not zarr.json), or a local folder whose .zmetadata has `record_size`."""
     from zarrsql.store import refsets
 
     name, path = location.rstrip("/").lower(), _local_path(location)
-    if path is None:
-        return name.endswith(refsets.JSON_SUFFIXES + refsets.PARQUET_SUFFIXES)
+    if path is None:  # a store's own zarr.json is not a reference set (`_check_not_a_document`)
+        return name.endswith(refsets.JSON_SUFFIXES + refsets.PARQUET_SUFFIXES) and not _names_document(location)
     if os.path.isdir(path):
         return refsets.is_parquet_layout(path)
     return os.path.isfile(path) and name.endswith(refsets.JSON_SUFFIXES) and os.path.basename(name) != "zarr.json"
+
+
+def _names_document(location: str) -> bool:
+    """Whether the last part of `location` is a Zarr metadata document's name."""
+    return location.rstrip("/").rpartition("/")[2] in METADATA_DOCUMENTS
 
 
 def _is_hdf5(location: str) -> bool:
@@ -231,10 +257,7 @@ def open_folder(location: str, storage_options: Mapping[str, Any] | None = None)
     if os.path.exists(path) and not os.path.isdir(path):
         raise file_error(location, path)
     if not os.path.isdir(path):
-        raise StoreNotFoundError(
-            f"no Zarr store at '{location}': the path does not exist; "
-            "check the path (relative paths are resolved from the current directory)"
-        )
+        raise missing_error(location, path)
     return LocalStore(path)
 
 

@@ -223,11 +223,18 @@ def _trusting(cafile: str) -> ssl.SSLContext:
 
 
 def s3_defaults(theirs: dict[str, Any]) -> None:
-    """Anonymous access without credentials, and botocore's retries off (else a 5xx would be
-    retried `retries` x 5 times)."""
+    """Anonymous access without credentials, and botocore's retries off (else every zarrsql
+    attempt would hide botocore's own, unseen by `trace()`).
+
+    botocore's `total_max_attempts` counts the first request, so 1 is one request; its
+    older `max_attempts` counts retries (`max_attempts: 1` is two requests). A `retries`
+    entry the user gives in `config_kwargs` is kept; other `config_kwargs` (a pool size) do
+    not bring botocore's retries back."""
     if not s3_has_credentials(theirs):
         theirs["anon"] = True
-    theirs.setdefault("config_kwargs", {"retries": {"max_attempts": 1, "mode": "standard"}})
+    config = dict(theirs.get("config_kwargs") or {})
+    config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
+    theirs["config_kwargs"] = config
 
 
 def s3_pool(theirs: dict[str, Any], concurrency: int) -> None:

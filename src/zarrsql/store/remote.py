@@ -3,8 +3,9 @@
 Requests run on fsspec's own event loop (`fsspec.asyn.sync`), never `asyncio.run`, so the
 store works inside Jupyter and from any reader thread. Each request is one attempt of at most
 `timeout` seconds; a transient failure (see `failures.py`) is retried `retries` times with
-doubling backoff; a 404 is a missing key (None), a 401/403 is never retried. Every attempt
-counts as a request in `zarrsql.trace()`, validation requests (HEAD) included.
+doubling backoff, or after the wait the server names (`Retry-After`, `_after_failure`); a 404
+is a missing key (None), a 401/403 is never retried. Every attempt counts as a request in
+`zarrsql.trace()`, validation requests (HEAD) included.
 
 `get_many` fetches keys concurrently, at most `concurrency` requests in flight per store,
 which is what hides the round-trip latency of object storage. `prefetch` starts fetches
@@ -22,8 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime as dt
+import email.utils
 import hashlib
 import json
+import math
 import ssl
 import threading
 import time
@@ -41,7 +45,7 @@ from zarrsql.store.redaction import HIDDEN, redacted_url, url_secrets
 #: Seconds between two "did the store change?" checks triggered by missing chunks: bounds the
 #: extra HEAD requests on stores that legitimately leave many chunks unwritten.
 CHANGE_CHECK_INTERVAL = 1.0
-#: Longest wait between two attempts, whatever the backoff doubled to.
+#: Longest wait the backoff doubles to (a server's `Retry-After` may ask for more: `_after_failure`).
 MAX_BACKOFF = 2.0
 #: Seconds a validator seen on a GET stands in for a HEAD (once): about a round trip's worth
 #: of staleness, which a HEAD has too. It saves the HEAD that follows reading a document.
@@ -178,23 +182,36 @@ class FsspecStore:
         while True:
             attempt += 1
             counters.count(requests=1)
+            started = time.monotonic()
             try:
                 async with self._sem:
+                    started = time.monotonic()  # the attempt, not its wait for a slot
                     return await asyncio.wait_for(call(), self.network.timeout)
             except Exception as err:  # backends raise their own types: classified, never guessed
-                wait = self._after_failure(key, err, attempt)
+                wait = self._after_failure(key, err, attempt, time.monotonic() - started)
                 if wait is None:
                     return None
             await asyncio.sleep(wait)
 
-    def _after_failure(self, key: str, err: Exception, attempt: int) -> float | None:
+    def _after_failure(self, key: str, err: Exception, attempt: int, took: float) -> float | None:
         """What a failed attempt leads to: None for a missing key, else the seconds to wait
-        before the next attempt; raises `StoreReadError` when there is no next attempt."""
+        before the next attempt; raises `StoreReadError` when there is no next attempt.
+
+        The wait is the doubling backoff, or longer when the server named one (a 429 or 503
+        with `Retry-After`): retrying sooner would only meet the same refusal. The attempt
+        (`took` seconds) and the wait it names take at most `timeout` together, so a server
+        that names long waits (or a hostile one: `Retry-After: 86400`) costs a query no more
+        time than one that stalls every attempt until its timeout; a longer `timeout` honours
+        longer waits."""
         kind = classify(err)
         if kind is Failure.MISSING:
             return None
         if kind is Failure.TRANSIENT and attempt <= self.network.retries:
-            return min(MAX_BACKOFF, self.network.retry_backoff * 2 ** (attempt - 1))
+            backoff = min(MAX_BACKOFF, self.network.retry_backoff * 2 ** (attempt - 1))
+            asked = _retry_after(err)
+            if asked is None:
+                return backoff
+            return max(backoff, min(asked, self.network.timeout - took))
         raise self._error(key, err, kind, attempt) from err
 
     def _error(self, key: str, err: BaseException, kind: Failure, attempts: int) -> StoreReadError:
@@ -414,10 +431,11 @@ class FsspecStore:
         while True:
             attempt += 1
             counters.count(requests=1)
+            started = time.monotonic()
             try:
                 return call()
             except Exception as err:  # backends raise their own types: classified, never guessed
-                wait = self._after_failure(key, err, attempt)
+                wait = self._after_failure(key, err, attempt, time.monotonic() - started)
                 if wait is None:
                     return None
             time.sleep(wait)
@@ -486,6 +504,63 @@ def _token_of(info: dict[str, Any]) -> str:
     if not parts:
         return f"unvalidated:{time.monotonic_ns()}"
     return "|".join(parts)
+
+
+def _retry_after(err: BaseException) -> float | None:
+    """The seconds the server asked to wait before the next request, from the `Retry-After`
+    header (RFC 9110: a number of seconds, or an HTTP date) of the response that failed; None
+    when no response header says. The response comes with the failure or one of its causes:
+    aiohttp's ClientResponseError `.headers` (http(s)://, when the backend passes them on),
+    botocore's ClientError `.response` (s3://: s3fs raises its own error from it), azure-core's
+    HttpResponseError `.response.headers` (az://). gcsfs keeps no headers on its errors."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = err
+    while cur is not None and cur not in seen and len(seen) < 8:
+        value = _header(_response_headers(cur), "retry-after")
+        if value is not None:
+            return _seconds_from(value)
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+def _response_headers(err: BaseException) -> Any:
+    """The response headers a library's error carries, if any (see `_retry_after`)."""
+    headers = getattr(err, "headers", None)
+    if headers is not None:
+        return headers
+    response: Any = getattr(err, "response", None)
+    if isinstance(response, dict):
+        return (response.get("ResponseMetadata") or {}).get("HTTPHeaders")
+    return getattr(response, "headers", None)
+
+
+def _header(headers: Any, name: str) -> str | None:
+    """Header `name` (lowercase) of `headers`, whatever the case its library keeps names in."""
+    items = getattr(headers, "items", None)
+    if not callable(items):
+        return None
+    for key, value in items():
+        if str(key).lower() == name:
+            return str(value)
+    return None
+
+
+def _seconds_from(value: str) -> float | None:
+    """A `Retry-After` value in seconds from now (0 for a date past); None when it is neither
+    a number nor an HTTP date."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # HTTP dates are GMT
+            when = when.replace(tzinfo=dt.UTC)
+        seconds = (when - dt.datetime.now(dt.UTC)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _cancel_all(futures: Sequence[concurrent.futures.Future[Any]]) -> None:
