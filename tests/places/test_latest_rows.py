@@ -60,19 +60,24 @@ def _zarrsql(path: str, sql: str, setup: str = "", args: str = "") -> tuple[list
     return rows, tr
 
 
+def era5_like(shape: tuple[int, int, int], seed: int) -> xr.Dataset:
+    """An ERA5-like dataset (latitude descending) whose t2m values are unique."""
+    rng = np.random.default_rng(seed)
+    t2m = rng.permutation(np.prod(shape)).reshape(shape).astype("float32")
+    return xr.Dataset(
+        {"t2m": (("time", "latitude", "longitude"), t2m)},
+        coords={
+            "time": pd.date_range("2020-01-01", periods=shape[0], freq="6h"),
+            "latitude": np.linspace(80, -80, shape[1]).astype("float32"),
+            "longitude": np.arange(0, 360, 360 / shape[2]).astype("float32"),
+        },
+    )
+
+
 @pytest.fixture(scope="module")
 def era5(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pd.DataFrame]:
     """An ERA5-like store (latitude stored descending) and its pandas copy; t2m values unique."""
-    rng = np.random.default_rng(7)
-    t2m = rng.permutation(np.prod(SHAPE)).reshape(SHAPE).astype("float32")
-    ds = xr.Dataset(
-        {"t2m": (("time", "latitude", "longitude"), t2m)},
-        coords={
-            "time": pd.date_range("2020-01-01", periods=SHAPE[0], freq="6h"),
-            "latitude": np.linspace(80, -80, SHAPE[1]).astype("float32"),
-            "longitude": np.arange(0, 360, 45).astype("float32"),
-        },
-    )
+    ds = era5_like(SHAPE, 7)
     return _write(ds, tmp_path_factory.mktemp("latest") / "era5.zarr", CHUNKS), _frame(ds)
 
 

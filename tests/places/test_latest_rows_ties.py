@@ -21,6 +21,7 @@ import pytest
 import xarray as xr
 
 import zarrsql
+from tests.places.test_latest_rows import _frame, _write, era5_like
 
 #: time 50 x latitude 9 (stored descending) x longitude 8, in chunks of 7 x 9 x 3: latitude
 #: is not chunked, so every work unit holds every latitude; 8 x 1 x 3 = 24 units.
@@ -31,23 +32,8 @@ KEYS = ["time", "latitude", "longitude"]
 
 @pytest.fixture(scope="module")
 def era5(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pd.DataFrame]:
-    rng = np.random.default_rng(3)
-    t2m = rng.permutation(np.prod(SHAPE)).reshape(SHAPE).astype("float32")
-    ds = xr.Dataset(
-        {"t2m": (("time", "latitude", "longitude"), t2m)},
-        coords={
-            "time": pd.date_range("2020-01-01", periods=SHAPE[0], freq="6h"),
-            "latitude": np.linspace(80, -80, SHAPE[1]).astype("float32"),
-            "longitude": np.arange(0, 360, 45).astype("float32"),
-        },
-    )
-    path = Path(tmp_path_factory.mktemp("ties")) / "era5.zarr"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds.to_zarr(path, encoding={"t2m": {"chunks": CHUNKS}}, zarr_format=3, consolidated=False)
-    frame = ds.to_dataframe().reset_index()
-    frame["time"] = frame["time"].astype("datetime64[us]")
-    return str(path), frame
+    ds = era5_like(SHAPE, 3)
+    return _write(ds, Path(tmp_path_factory.mktemp("ties")) / "era5.zarr", CHUNKS), _frame(ds)
 
 
 def _run(path: str, frame: pd.DataFrame, sql: str) -> tuple[list[tuple], list[tuple], zarrsql.Trace]:
