@@ -21,7 +21,10 @@ coordinate columns instead, without reading a data chunk:
    (`plan/classes.py`): a count is the sum of class-size products where it is true; a
    class of an axis is *live* where it is true with some class of every other axis, and
    min, max and count(DISTINCT) of a column of that axis, which do not depend on how often
-   a value occurs, are DuckDB's own aggregates of the column over the live positions.
+   a value occurs, are DuckDB's own aggregates of the column over the live positions. Those
+   of a positional dimension no atom reads are its positions' (0, n - 1, n), by arithmetic:
+   its axis is never handed over, and one of more than `MAX_POSITIONS_HELD` positions is
+   handed over for no atom either (plan/positions.py): such a condition declines.
 5. Each value becomes a constant of the statement's result type (`CAST('<text>' AS
    <type>)`, declined unless DuckDB reads the text back as the same value).
 
@@ -59,6 +62,7 @@ from zarrsql.engine.sqltext import catalog_match, claimable, quote_ident, quote_
 from zarrsql.errors import MetadataError, StoreReadError
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
+from zarrsql.plan.positions import Positions
 from zarrsql.plan.predicate import And, Atom, Cmp, InSet, IsNull, Leaf, Not, Or, Predicate, conjoin, leaf_truth
 from zarrsql.scan import Column, TableScan, open_table
 from zarrsql.store import using_opener
@@ -418,7 +422,7 @@ def _answer(conn: Connection, query: str) -> str:
     where = node.get("where_clause")
     predicate = None if where is None else _split(where, by_name, alias, atoms)
     not_null = {  # count(c) counts where also c IS NOT NULL
-        i: _not_null(it.column, by_name, alias, atoms)
+        i: _not_null(scan, it.column, by_name, alias, atoms)
         for i, it in enumerate(items)
         if it.kind == "count" and it.column is not None
     }
@@ -427,9 +431,10 @@ def _answer(conn: Connection, query: str) -> str:
         predicate = conjoin((predicate, _as_atoms(scan.base_predicate, scan, extra, len(atoms))))
     wants = [_want(i, it, by_name, alias, predicate, not_null) for i, it in enumerate(items)]
     needed = {w.axis for w in wants if w.axis is not None}
-    with _axis_tables(conn, scan, atoms, extra, needed) as axes:
+    by_position = {k for k in needed if _by_position(scan, k, wants, atoms, extra)}
+    with _axis_tables(conn, scan, atoms, extra, needed - by_position) as axes:
         classes = _classes(conn, axes)
-        values = _values(conn, axes, classes, wants, types)
+        values = _values(conn, axes, classes, wants, types, by_position)
     check = f"{conn._state.check_function}({quote_text(conn._state.answer_check(scan))})"
     return (
         "SELECT "
@@ -456,7 +461,7 @@ def _want(
     by_name: dict[str, tuple[Column, int]],
     alias: str,
     predicate: Predicate | None,
-    not_null: dict[int, Predicate],
+    not_null: dict[int, Predicate | None],
 ) -> _Want:
     """count(c) counts the cells where also c IS NOT NULL; the other aggregates read c."""
     if item.kind == "count":
@@ -573,8 +578,14 @@ def _unqualified(node: Any, by_name: dict[str, tuple[Column, int]], alias: str) 
     return {k: _unqualified(v, by_name, alias) for k, v in node.items()}
 
 
-def _not_null(ref: str, by_name: dict[str, tuple[Column, int]], alias: str, atoms: list) -> Predicate:
+def _not_null(
+    scan: TableScan, ref: str, by_name: dict[str, tuple[Column, int]], alias: str, atoms: list
+) -> Predicate | None:
+    """The cells where column `ref` is not NULL: an atom, or None (every cell) for a positional
+    dimension's column, whose positions are never NULL (and are not handed over as a table)."""
     col, axis = _resolve(ref, by_name, alias)
+    if col.dim is not None and scan.positional[col.dim]:
+        return None
     atoms.append({"axis": axis, "sql": f"{quote_ident(col.name)} IS NOT NULL"})
     return Atom(f"\0axis{axis}", len(atoms) - 1)
 
@@ -683,10 +694,14 @@ def _entries(scan: TableScan) -> tuple[int, np.ndarray] | None:
 
 def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> pa.Table:
     """The columns of one axis as the scan hands them to DuckDB, and each `bounds :=` leaf's
-    truth there."""
+    truth there. A positional dimension's positions are handed over only up to
+    `MAX_POSITIONS_HELD`: a longer axis is declined (the statement runs as written)."""
+    values = scan.dims[axis].values
+    if isinstance(values, Positions) and not values.holdable:
+        raise Decline("a positional dimension too long to hand over as a table")
     columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
     for key, leaf in leaves:
-        t, nl = leaf_truth(leaf, scan.dims[axis].values, scan.dims[axis].nulls)
+        t, nl = leaf_truth(leaf, np.asarray(values), scan.dims[axis].nulls)
         columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)
     if not columns:
         raise Decline("an axis without a column")
@@ -731,8 +746,10 @@ def _values(
     classes: list[tuple[AxisClasses, list[int]]],
     wants: list[_Want],
     types: list[str],
+    by_position: set[int],
 ) -> list[str]:
-    """Each item's value as a SQL constant of its result type."""
+    """Each item's value as a SQL constant of its result type; those of the axes
+    `by_position` by arithmetic over their positions (`_by_position`)."""
     values: dict[int, str] = {}
     per_axis: dict[int, list[int]] = {}
     sizes = [c for c, _ in classes]
@@ -746,14 +763,44 @@ def _values(
         live = live_classes(wants[picked[0]].predicate, sizes, k)  # every aggregate reads the WHERE's cells
         if live is None:
             raise Decline("too many classes")
+        if k in by_position:
+            values.update((i, _position_value(wants[i], types[i], axes[k].total, bool(live.any()))) for i in picked)
+            continue
         codes = [code for code, alive in zip(classes[k][1], live, strict=True) if alive]
         parts.append(_aggregate_sql(axes[k], codes, [wants[i] for i in picked], [types[i] for i in picked]))
     if parts:  # one statement: a row per axis, joined
         row = conn._con.execute("SELECT * FROM " + ", ".join(parts)).fetchall()[0]
-        for picked in per_axis.values():
+        for k, picked in per_axis.items():
+            if k in by_position:
+                continue
             texts, row = _constants(row[: 3 * len(picked)], [types[i] for i in picked]), row[3 * len(picked) :]
             values.update(zip(picked, texts, strict=True))
     return [values[i] for i in range(len(wants))]
+
+
+def _by_position(
+    scan: TableScan, k: int, wants: list[_Want], atoms: list[dict[str, Any]], extra: list[tuple[int, Leaf]]
+) -> bool:
+    """Whether the aggregates of axis `k` are its positions' (min, max, count(DISTINCT) of a
+    positional dimension's column, nothing else asked of the axis): answered by arithmetic,
+    without handing DuckDB the axis as a table (`_position_value`), however long it is."""
+    if not (scan.rows_are_cells and scan.positional[k]):
+        return False
+    if any(a["axis"] == k for a in atoms) or any(axis == k for axis, _ in extra):
+        return False
+    return all(w.column == scan.dims[k].name for w in wants if w.axis == k)
+
+
+def _position_value(want: _Want, kind: str, n: int, live: bool) -> str:
+    """min, max or count(DISTINCT) of the positions 0 .. n-1 of an axis that nothing in the
+    statement filters (`live`: whether the WHERE keeps any cell at all), as a constant."""
+    if kind != "BIGINT":
+        raise Decline("an aggregate of positions that is not BIGINT")
+    if want.kind == "distinct":
+        return f"CAST({n if live else 0} AS BIGINT)"
+    if not live or n == 0:
+        return "CAST(NULL AS BIGINT)"
+    return f"CAST({0 if want.kind == 'min' else n - 1} AS BIGINT)"
 
 
 def _count_value(predicate: Predicate | None, axes: list[_Axis], classes: list[AxisClasses], kind: str) -> str:
@@ -821,7 +868,7 @@ def _coordinate_array(scan: TableScan, col: Column) -> pa.Array:
         _, _, values, nulls = scan.aux[col.aux]  # type: ignore[attr-defined]
     else:
         dv = scan.dims[col.dim] if col.dim is not None else scan.derived[col.derived][1]  # type: ignore[index]
-        values, nulls = dv.values, dv.nulls
+        values, nulls = np.asarray(dv.values), dv.nulls  # positions: held, within `_axis_table`'s limit
         values = np.arange(len(values), dtype=np.int32) if isinstance(col.logical, Labels) else values
     array = to_arrow(values, nulls, col.logical)
     if not HAS_SOURCES and pa.types.is_dictionary(array.type) and pa.types.is_string(array.type.value_type):

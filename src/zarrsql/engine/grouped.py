@@ -27,7 +27,8 @@ coordinates, the groups of cells are products of position sets per axis, and
    same names and types as the original, or the original runs as written.
 
 Anything else (another aggregate, a condition on a data variable, a sparse table, grouping
-sets, a window, an error while planning) leaves the statement as it was. Floating-point
+sets, a window, a key, condition or factor on a positional dimension of more than
+`MAX_POSITIONS_HELD` positions, an error while planning) leaves the statement as it was. Floating-point
 sums are added in another order than DuckDB's (which varies with its threads too), so they
 may differ from it in the last bits. The result is computed when the statement is prepared:
 `con.sql(...)` returns a relation over it, which can be fetched again for as long as it
@@ -70,6 +71,7 @@ from zarrsql.engine.sqltext import AGGREGATE_CALL, quote_ident, quote_text
 from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import to_arrow, to_numpy
 from zarrsql.expand.columns import Column
+from zarrsql.plan.positions import Positions
 from zarrsql.plan.predicate import And, Atom
 from zarrsql.scan import TableScan
 from zarrsql.scan.aggregate import AxisGroups, Reduced, Reduction, Weight, reduce_groups
@@ -945,7 +947,10 @@ def _coordinate(scan: TableScan, node: Any, by_name: dict[str, tuple[Column, int
     logical = scan.dim_logical[k]
     if (logical not in _ORDERED and logical != "string") or logical == "duration_us":
         return None
-    return scan.dims[k].values, logical
+    values = scan.dims[k].values
+    if isinstance(values, Positions) and not values.holdable:
+        return None  # not estimated: the axis is declined whole when the statement asks of it
+    return np.asarray(values), logical
 
 
 def _number(node: Any, values: tuple[np.ndarray, str] | None) -> Any:

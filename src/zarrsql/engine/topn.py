@@ -17,7 +17,8 @@ statement's own. `v` is found by DuckDB ordering the coordinate column as the sc
 direction and NULL placement (the session's defaults where it names none), so NaN, NULL
 (NaT), duplicate values and descending axes sort exactly as in the statement. It is written
 as a literal of the column's own type (`CAST('<text>' AS <type>)`, declined unless the text
-reads back as the value), which DuckDB pushes into the scan.
+reads back as the value), which DuckDB pushes into the scan. On a positional dimension `v` is
+the k-th position, worked out without handing the axis over (it may be 10^12 long).
 
 With one ORDER BY key and `k = 1`, all the rows wanted sort equal (the first value's cells),
 and SQL leaves open which of them come out; the other axes are then bounded to the first of
@@ -65,6 +66,7 @@ from zarrsql.engine.answers import (
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
+from zarrsql.plan.positions import Positions
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -268,6 +270,24 @@ def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -
     if positions >= length:
         raise Decline("the rows wanted span every value")
     column = quote_ident(order.column)
+    if scan.positional[order.axis]:  # positions: the k-th in order by arithmetic, never NULL
+        kind, text, nulls = "BIGINT", str(length - positions if order.descending else positions - 1), 0
+    else:
+        kind, text, nulls = _bounding_value(conn, scan, order, positions)
+    condition = f"{column} {'>=' if order.descending else '<='} CAST({quote_text(str(text))} AS {kind})"
+    if order.nulls_first and nulls:
+        return f"({condition} OR {column} IS NULL)"
+    if order.alone and positions == 1:
+        tied = scan.num_rows // length * _positions_holding(scan.dims[order.axis].values, 0)
+        ties = _first_cells(conn, scan, order.axis, tied, rows_wanted)
+        return condition if ties is None else f"{condition} AND {ties}"
+    return condition
+
+
+def _bounding_value(conn: Connection, scan: TableScan, order: _Order, positions: int) -> tuple[str, str, int]:
+    """The type, the text and the NULL count of the coordinate value at `positions` in the
+    statement's order, found by DuckDB over the coordinate column (see the module docstring)."""
+    column = quote_ident(order.column)
     with _axis_tables(conn, scan, [], [], {order.axis}) as axes:
         table = quote_ident(str(axes[order.axis].table))
         kind = str(conn._con.execute(f"SELECT typeof({column}) FROM {table} LIMIT 1").fetchall()[0][0]).upper()
@@ -284,19 +304,14 @@ def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -
         raise Decline("the bounding value is NULL or NaN, or its text does not read back")
     if nan_count and not HAS_SOURCES:
         raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
-    condition = f"{column} {'>=' if order.descending else '<='} CAST({quote_text(str(text))} AS {kind})"
-    if order.nulls_first and nulls:
-        return f"({condition} OR {column} IS NULL)"
-    if order.alone and positions == 1:
-        tied = scan.num_rows // length * _positions_holding(scan.dims[order.axis].values, 0)
-        ties = _first_cells(conn, scan, order.axis, tied, rows_wanted)
-        return condition if ties is None else f"{condition} AND {ties}"
-    return condition
+    return kind, str(text), int(nulls)
 
 
 def _positions_holding(values: Any, first: int) -> int:
     """How many positions of an axis hold the same value as position `first` (a coordinate may
-    repeat a value; never less than 1)."""
+    repeat a value; never less than 1). Positions repeat none."""
+    if isinstance(values, Positions):
+        return 1
     try:
         return max(1, int(np.count_nonzero(values == values[first])))
     except (TypeError, ValueError):
@@ -342,6 +357,8 @@ def _position_value(conn: Connection, scan: TableScan, k: int, position: int) ->
     """Axis `k`'s coordinate column (as SQL) and its value at `position` in storage order, as a
     literal of the column's type; None when the value's text does not read back as it."""
     column = quote_ident(next(c.name for c in scan.columns if c.dim == k and c.derived is None))
+    if scan.positional[k]:  # the position itself
+        return column, f"CAST({quote_text(str(position))} AS BIGINT)"
     with _axis_tables(conn, scan, [], [], {k}) as axes:
         table = quote_ident(str(axes[k].table))
         value = f"(SELECT {column} FROM {table} LIMIT 1 OFFSET {position})"  # in storage order
@@ -358,6 +375,8 @@ def _position_value(conn: Connection, scan: TableScan, k: int, position: int) ->
 def _monotonic(scan: TableScan, axis: int) -> bool | None:
     """True when the axis' coordinate strictly increases, False when it strictly decreases,
     None otherwise (or when it holds labels, NaN or NaT)."""
+    if scan.positional[axis]:
+        return True  # positions strictly increase
     if isinstance(scan.dim_logical[axis], Labels) or scan.dim_logical[axis] not in _BOUNDABLE:
         return None
     values = np.asarray(scan.dims[axis].values)

@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from zarrsql.plan.positions import Positions
 from zarrsql.plan.selection import select_cells  # noqa: F401  (re-exported)
 from zarrsql.plan.units import WorkUnit
 
@@ -56,8 +57,9 @@ def _cells(mask: np.ndarray) -> tuple[np.ndarray, ...]:
     return cells
 
 
-def expand_dim(values: np.ndarray, unit: WorkUnit, k: int) -> np.ndarray:
-    """Dimension `k`'s column for every row of the unit."""
+def expand_dim(values: np.ndarray | Positions, unit: WorkUnit, k: int) -> np.ndarray:
+    """Dimension `k`'s column for every row of the unit. `values` is the whole axis; only the
+    unit's piece of it is taken (a positional dimension's `Positions` make just that piece)."""
     sel = unit.select
     if isinstance(sel, np.ndarray):
         a = unit.region[k][0]

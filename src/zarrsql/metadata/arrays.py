@@ -182,8 +182,14 @@ def parse_fill_value(value: Any, dtype: DType, *, zarr_format: int, where: str =
 def _dimension_names(value: Any, ndim: int, where: str) -> tuple[str | None, ...] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or len(value) != ndim or not all(v is None or isinstance(v, str) for v in value):
+    if not isinstance(value, list) or len(value) != ndim:
         raise MetadataError(f"{where}: dimension names {value!r} do not match the array's {ndim} axes")
+    wrong = [v for v in value if v is not None and not isinstance(v, str)]
+    if wrong:
+        raise MetadataError(
+            f"{where}: dimension names {value!r} hold {wrong[0]!r}, which is not a string; a dimension name "
+            "is a string (or null for an unnamed axis)"
+        )
     return tuple(v if v else None for v in value)
 
 

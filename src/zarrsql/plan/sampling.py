@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from zarrsql.plan.positions import Positions
 from zarrsql.plan.predicate import Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
 from zarrsql.plan.units import DimValues
 
@@ -33,7 +34,7 @@ _WIDEST_GAP = 2**64 - 1
 
 
 def match(
-    values: np.ndarray,
+    values: np.ndarray | Positions,
     nulls: np.ndarray | None,
     targets: np.ndarray,
     *,
@@ -42,6 +43,11 @@ def match(
     kept: np.ndarray | None = None,
 ) -> np.ndarray:
     """Positions into `values` (int64, -1 for no match) for each of `targets`."""
+    if isinstance(values, Positions):
+        found = _match_positions(len(values), targets, method, tolerance) if kept is None else None
+        if found is not None:
+            return found
+        values = np.asarray(values)  # within the positions `bounds :=` keeps: as any axis
     valid = _valid(values, nulls, kept)
     if values.dtype.kind == "f" and (
         targets.dtype.kind in "iu" or (targets.dtype.kind == "f" and targets.dtype.itemsize > values.dtype.itemsize)
@@ -64,6 +70,43 @@ def match(
     else:
         chosen, ok = _nearest_numbers(ordered, targets, method, tolerance)
     out[ok] = candidates[order[chosen[ok]]]
+    return out
+
+
+def _match_positions(n: int, targets: np.ndarray, method: str, tolerance: float | int | None) -> np.ndarray | None:
+    """`match` on a positional axis (positions 0 .. n-1) by arithmetic, never holding it: the
+    nearest position is the target rounded into range, ties going to the larger position as
+    on any axis; distances as `_nearest_integers` (exact) and `_nearest_numbers` (float64)
+    reckon them. None for targets that are no numbers (matched as on any axis)."""
+    out = np.full(len(targets), -1, dtype=np.int64)
+    if n == 0 or len(targets) == 0:
+        return out
+    if targets.dtype.kind in "iu":  # exact, in Python integers: a target may lie far outside int64
+        given = [int(t) for t in targets.tolist()]
+        chosen = np.array([min(max(t, 0), n - 1) for t in given], dtype=np.int64)
+        gaps = [abs(int(c) - t) for c, t in zip(chosen.tolist(), given, strict=True)]
+        if method == "exact":
+            ok = np.array([g == 0 for g in gaps], dtype=bool)
+        else:
+            ok = np.array([tolerance is None or g <= tolerance for g in gaps], dtype=bool)
+    elif targets.dtype.kind == "f":
+        t = targets.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            low = np.clip(np.floor(t), 0, n - 1)
+            high = np.clip(low + 1, 0, n - 1)
+            d_low, d_high = np.abs(low - t), np.abs(high - t)
+            take_high = d_high <= d_low
+            distance = np.where(take_high, d_high, d_low)
+        chosen = np.where(take_high, high, low)
+        if method == "exact":
+            ok = distance == 0
+        else:
+            ok = np.ones(len(t), dtype=bool) if tolerance is None else distance <= tolerance
+        ok &= ~np.isnan(t)
+        chosen = np.where(ok, chosen, 0).astype(np.int64)
+    else:
+        return None
+    out[ok] = chosen[ok]
     return out
 
 
@@ -141,13 +184,17 @@ def kept_positions(predicate: Predicate | None, dim: DimValues) -> np.ndarray | 
     own = conjoin(c for c in conjuncts(predicate) if columns_of(c) == {dim.name})
     if own is None:
         return None
-    holds, _ = evaluate(own, lambda leaf: leaf_truth(leaf, dim.values, dim.nulls))
+    holds, _ = evaluate(own, lambda leaf: leaf_truth(leaf, np.asarray(dim.values), dim.nulls))
     return holds
 
 
-def repeated_value(values: np.ndarray, nulls: np.ndarray | None, kept: np.ndarray | None = None) -> object | None:
+def repeated_value(
+    values: np.ndarray | Positions, nulls: np.ndarray | None, kept: np.ndarray | None = None
+) -> object | None:
     """A coordinate value that occurs more than once along the axis (NULLs and positions
-    outside `kept` aside), or None."""
+    outside `kept` aside), or None. Positions never repeat."""
+    if isinstance(values, Positions):
+        return None
     kept_values = values[_valid(values, nulls, kept)]
     if kept_values.dtype.kind in "OUS":
         seen: set[object] = set()

@@ -31,7 +31,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from zarrsql.plan.classes import MAX_COMBINATIONS, AxisClasses, axes_for, contract, truth_table
+from zarrsql.plan.positions import MAX_POSITIONS_HELD, Positions, positions_where
 from zarrsql.plan.predicate import Leaf, Or, Predicate, columns_of, conjoin, conjuncts, evaluate, leaf_truth
+
+#: The positions an axis keeps (sorted), as an array or as runs (`Positions`); None: all.
+Kept = np.ndarray | Positions | None
 
 
 class DimValues:
@@ -42,13 +46,18 @@ class DimValues:
     coordinates are held (scan/coords.py): a plan without a predicate on them and a scan
     that outputs none of them never ask, so the query never waits for them. `load` must be
     safe to call from several threads and give the same answer each time (a memo).
+
+    A positional dimension's values are `Positions` (plan/positions.py): the positions as
+    runs, never held whole unless a consumer needs them so (`positional`). Slicing and
+    indexing them gives real arrays, as slicing coordinate values does; a consumer of the
+    whole axis asks `Positions.holdable` first, or declines.
     """
 
     __slots__ = ("_load", "_nulls", "_values", "name")
 
-    def __init__(self, name: str, values: np.ndarray, nulls: np.ndarray | None) -> None:
+    def __init__(self, name: str, values: np.ndarray | Positions, nulls: np.ndarray | None) -> None:
         self.name = name
-        self._values: np.ndarray | None = values
+        self._values: np.ndarray | Positions | None = values
         self._nulls = nulls
         self._load: Callable[[], tuple[np.ndarray, np.ndarray | None]] | None = None
 
@@ -59,12 +68,22 @@ class DimValues:
         dv.name, dv._values, dv._nulls, dv._load = name, None, None, load
         return dv
 
+    @classmethod
+    def positions(cls, name: str, n: int) -> DimValues:
+        """The values of a positional dimension of length `n`: its positions, as runs."""
+        return cls(name, Positions.whole(n, name), None)
+
     @property
-    def values(self) -> np.ndarray:
+    def values(self) -> np.ndarray | Positions:
         if self._load is not None:
             self._resolve()
         assert self._values is not None, "set by the constructor or by the load"
         return self._values
+
+    @property
+    def positional(self) -> bool:
+        """Whether the values are a positional dimension's `Positions`."""
+        return self._load is None and isinstance(self._values, Positions)
 
     @property
     def nulls(self) -> np.ndarray | None:
@@ -143,7 +162,7 @@ class ScanPlan:
     shape: tuple[int, ...]
     grid: tuple[int, ...]
     units_total: int
-    kept: tuple[np.ndarray | None, ...] | None
+    kept: tuple[Kept, ...] | None
     predicate: Predicate | None
     dims: tuple[DimValues, ...]
     columns: dict[str, tuple[int, DimValues]]
@@ -224,7 +243,7 @@ class ScanPlan:
         ]
 
     @functools.cached_property
-    def _boxes(self) -> list[tuple[np.ndarray | None, ...]] | None:
+    def _boxes(self) -> list[tuple[Kept, ...]] | None:
         """An OR of separable parts (the cells of a list of points, `(lat = a AND lon = b) OR
         ...`), beside any conditions on one axis each, as one box of kept indices per part;
         None for any other predicate."""
@@ -251,11 +270,13 @@ class ScanPlan:
         """The truth classes of a predicate that is not separable (None: too many classes)."""
         assert self.predicate is not None
         cols = self.columns
+        if any(not _holdable(cols[name][1]) for name in columns_of(self.predicate)):
+            return None  # classes would hold a class per position: each unit is tested on its own
         axes = axes_for(
             self.predicate,
             len(self.shape),
             lambda leaf: cols[leaf.column][0],
-            lambda leaf: leaf_truth(leaf, cols[leaf.column][1].values, cols[leaf.column][1].nulls),
+            lambda leaf: leaf_truth(leaf, np.asarray(cols[leaf.column][1].values), cols[leaf.column][1].nulls),
             self.shape,
         )
         table = truth_table(self.predicate, axes)
@@ -367,10 +388,18 @@ def _n_chunks(n: int, g: int) -> int:
     return -(-n // g) if n else 0
 
 
-def _chunks_kept(n: int, g: int, kept: np.ndarray | None) -> np.ndarray:
+def _chunks_kept(n: int, g: int, kept: np.ndarray | Positions | None) -> np.ndarray:
     if kept is None:
         return np.arange(_n_chunks(n, g))
+    if isinstance(kept, Positions):
+        return kept.chunks(g)
     return sorted_unique(kept // g)
+
+
+def _holdable(dv: DimValues) -> bool:
+    """Whether a whole axis of `dv`'s values may be held to evaluate a predicate over it: any
+    coordinate (held already), positions up to `MAX_POSITIONS_HELD` (plan/positions.py)."""
+    return not dv.positional or len(dv.values) <= MAX_POSITIONS_HELD
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -529,7 +558,7 @@ class InUngroupedOrder(NamedTuple):
 
 
 def _separable_select(
-    kept: tuple[np.ndarray | None, ...] | None, region: tuple[tuple[int, int], ...]
+    kept: tuple[Kept, ...] | None, region: tuple[tuple[int, int], ...]
 ) -> tuple[np.ndarray | None, ...] | None:
     if kept is None:
         return None
@@ -544,9 +573,7 @@ def _separable_select(
     return None if all(s is None for s in out) else tuple(out)
 
 
-def _separable(
-    predicate: Predicate, ndim: int, columns: dict[str, tuple[int, DimValues]]
-) -> tuple[np.ndarray | None, ...] | None:
+def _separable(predicate: Predicate, ndim: int, columns: dict[str, tuple[int, DimValues]]) -> tuple[Kept, ...] | None:
     """Kept indices per dimension when `predicate` is an AND of parts that each read one axis."""
     parts: dict[int, list[Predicate]] = {}
     for c in conjuncts(predicate):
@@ -554,13 +581,33 @@ def _separable(
         if len(axes) != 1:
             return None
         parts.setdefault(axes.pop(), []).append(c)
-    kept: list[np.ndarray | None] = [None] * ndim
+    kept: list[Kept] = [None] * ndim
     for k, ps in parts.items():
         p = conjoin(ps)
         assert p is not None  # every axis listed has at least one part
-        t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, columns[leaf.column][1].values, columns[leaf.column][1].nulls))
-        kept[k] = np.flatnonzero(t)
+        on_axis = _kept_along(p, [columns[name][1] for name in columns_of(p)])
+        if on_axis is None:
+            return None
+        kept[k] = on_axis
     return tuple(kept)
+
+
+def _kept_along(p: Predicate, named: list[DimValues]) -> np.ndarray | Positions | None:
+    """The positions of one axis where `p` (naming the columns `named` of that axis) holds:
+    by arithmetic over a positional dimension alone (`positions_where`, as runs however long
+    the axis), else evaluated over the columns' values; None when that would hold a positional
+    axis too long for it (the plan then tests each unit on its own)."""
+    if len(named) == 1 and named[0].positional:
+        runs = positions_where(p, len(named[0].values), named[0].name)
+        if runs is not None:
+            return runs.compact()
+    if not all(_holdable(dv) for dv in named):
+        return None
+    by_name = {dv.name: dv for dv in named}
+    t, _ = evaluate(
+        p, lambda leaf: leaf_truth(leaf, np.asarray(by_name[leaf.column].values), by_name[leaf.column].nulls)
+    )
+    return np.flatnonzero(t)
 
 
 #: The most OR-ed parts planned box by box (a join's keys, sampled points: `MAX_KEYS` 1,000).
@@ -574,7 +621,7 @@ def _disjuncts(p: Predicate) -> list[Predicate]:
     return [p]
 
 
-def _box_index(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> dict[tuple[int, ...], list[int]]:
+def _box_index(plan: ScanPlan, boxes: list[tuple[Kept, ...]]) -> dict[tuple[int, ...], list[int]]:
     """The units any box touches, with the boxes touching each (only the boxes' own chunks
     are visited: a point list costs its points, not the grid)."""
     touched: dict[tuple[int, ...], list[int]] = {}
@@ -585,7 +632,7 @@ def _box_index(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> di
     return touched
 
 
-def _box_units(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> Iterator[WorkUnit]:
+def _box_units(plan: ScanPlan, boxes: list[tuple[Kept, ...]]) -> Iterator[WorkUnit]:
     """The units of a union of boxes, in row-major order, each masked to its boxes' cells."""
     touched = _box_index(plan, boxes)
     for index in sorted(touched):
@@ -598,9 +645,7 @@ def _box_units(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> It
             yield WorkUnit(index, region, None if mask.all() else mask)
 
 
-def _box_mask(
-    boxes: list[tuple[np.ndarray | None, ...]], which: list[int], region: tuple[tuple[int, int], ...]
-) -> np.ndarray:
+def _box_mask(boxes: list[tuple[Kept, ...]], which: list[int], region: tuple[tuple[int, int], ...]) -> np.ndarray:
     """The cells of `region` that any of the boxes numbered `which` holds."""
     mask = np.zeros(tuple(b - a for a, b in region), dtype=bool)
     for b in which:
@@ -612,13 +657,13 @@ def _box_mask(
     return mask
 
 
-def _box_rows(plan: ScanPlan, boxes: list[tuple[np.ndarray | None, ...]]) -> int:
+def _box_rows(plan: ScanPlan, boxes: list[tuple[Kept, ...]]) -> int:
     """The cells of a union of boxes, by arithmetic: every box's own count, less what the
     boxes sharing a unit count more than once there. Only shared units are visited (a
     corner where `x < 10 OR y < 10` meet), not the 10^5 units along each box, which
     `sum(u.num_rows() for u in units())` visited one by one (15 s on 10^10 units)."""
 
-    def inside(box: tuple[np.ndarray | None, ...], region: tuple[tuple[int, int], ...]) -> int:
+    def inside(box: tuple[Kept, ...], region: tuple[tuple[int, int], ...]) -> int:
         n = 1
         for k, (a, b) in zip(box, region, strict=True):
             n *= (b - a) if k is None else int(np.searchsorted(k, b) - np.searchsorted(k, a))
@@ -674,11 +719,15 @@ def plan_scan(
 
 
 def plan_positions(
-    shape: tuple[int, ...], grid: tuple[int, ...], dims: Sequence[DimValues], kept: Sequence[np.ndarray | None]
+    shape: tuple[int, ...], grid: tuple[int, ...], dims: Sequence[DimValues], kept: Sequence[Kept]
 ) -> ScanPlan:
     """The plan of the cells whose position along each axis `k` is in `kept[k]` (sorted
     positions; None keeps the whole axis): the plan of a separable predicate, for a caller
     that has already worked out which positions each axis keeps."""
     total = int(np.prod([_n_chunks(n, g) for n, g in zip(shape, grid, strict=True)], dtype=np.int64))
-    chosen = None if all(k is None for k in kept) else tuple(None if k is None else np.asarray(k) for k in kept)
+    chosen = (
+        None
+        if all(k is None for k in kept)
+        else tuple(k if k is None or isinstance(k, Positions) else np.asarray(k) for k in kept)
+    )
     return ScanPlan(shape, grid, total, chosen, None, tuple(dims), {d.name: (k, d) for k, d in enumerate(dims)})

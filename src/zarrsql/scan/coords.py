@@ -123,6 +123,7 @@ class DeferredCoords:
 
     def _values(self, path: str) -> tuple[np.ndarray, np.ndarray | None]:
         dv = self._all()[path]
+        assert isinstance(dv.values, np.ndarray), "a coordinate's values, never positions"
         return dv.values, dv.nulls
 
     def _all(self) -> dict[str, DimValues]:

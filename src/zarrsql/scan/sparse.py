@@ -26,6 +26,7 @@ from zarrsql.decode.logical import Labels
 from zarrsql.decode.sparse import entries, load_indptr, put_entries
 from zarrsql.expand.columns import Column
 from zarrsql.plan.predicate import Leaf, Predicate, Truth, columns_of, conjoin, conjuncts, evaluate, leaf_truth
+from zarrsql.plan.units import DimValues
 from zarrsql.scan.table import OpenedTable
 
 #: Stored entries per work unit: large enough to amortise a read, small enough for memory.
@@ -109,7 +110,7 @@ class SparseScan(OpenedTable):
             dv = self.dims[self.axis]
             p = conjoin(mine)
             assert p is not None
-            t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, dv.values, dv.nulls))
+            t, _ = evaluate(p, lambda leaf: leaf_truth(leaf, _whole(dv), dv.nulls))
             kept = np.flatnonzero(t)
         residual = conjoin(rest)
         return kept, residual
@@ -166,7 +167,7 @@ class SparseScan(OpenedTable):
             hit, truths = None, {}
         if hit is None:
             dim = next(d for d in self.dims if d.name == leaf.column)
-            hit = truths[leaf] = leaf_truth(leaf, dim.values, dim.nulls)
+            hit = truths[leaf] = leaf_truth(leaf, _whole(dim), dim.nulls)
         return hit
 
     def _union(self, unit: SparseUnit, *, need_major: bool) -> tuple[np.ndarray | None, np.ndarray, list[np.ndarray]]:
@@ -222,3 +223,10 @@ def _blocks(counts: np.ndarray) -> list[tuple[int, int]]:
         nxt = int(np.searchsorted(cum, start_total + target, side="right"))
         cuts.append(max(nxt, cuts[-1] + 1) if nxt < n else n)
     return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _whole(dv: DimValues) -> np.ndarray:
+    """An axis' values as one array, positions included: a sparse table holds a value per
+    position of its axes anyway (the index pointer), so a positional axis costs no more."""
+    values = dv.values
+    return values if isinstance(values, np.ndarray) else np.arange(len(values), dtype=np.int64)

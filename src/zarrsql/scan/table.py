@@ -56,8 +56,10 @@ PATTERNS_KEPT = 8
 #: Rows, about, of the pieces a unit is handed over in when it carries a coordinate of an
 #: axis after the first (see `DenseScan.row_pieces`): a few of DuckDB's 2,048-row vectors.
 PIECE_ROWS = 1 << 17
-#: The longest dimension a scan opens: its coordinate values (positions, when positional) are
-#: held in memory at 8 bytes each, so an absurd declared shape is refused, not allocated.
+#: The longest dimension with a coordinate a scan opens: its values are held in memory at 8
+#: bytes each, so an absurd declared shape is refused, not allocated. A positional dimension's
+#: positions are runs, never held whole (plan/positions.py): it is refused only beyond this
+#: many chunks, which a plan lists along an unpruned axis (as many as the longest coordinate's).
 MAX_DIMENSION_LENGTH = 2**32
 
 
@@ -84,13 +86,9 @@ class OpenedTable:
         self.columns: list[Column] = []
         self.positional: list[bool] = []
         for k, (name, n, coord) in enumerate(zip(self.table.dims, self.table.shape, self.table.coords, strict=True)):
-            if n > MAX_DIMENSION_LENGTH:
-                raise UnsupportedError(
-                    f"dimension '{name}' of table '{self.table.label}' has length {n}, more than the "
-                    f"{MAX_DIMENSION_LENGTH} a scan holds in memory; the array's shape is absurd or too large"
-                )
+            self._check_length(name, n, self.table.chunk_grid[k], positional=coord is None)
             if coord is None:
-                dv, logical = DimValues(name, np.arange(n, dtype=np.int64), None), "int64"
+                dv, logical = DimValues.positions(name, n), "int64"
             elif self.deferred is not None:  # its type from the metadata (`coords.defers`)
                 dv = self.deferred.dim(name, coord)
                 logical = column_codec(coord, request.options, is_coord=True).logical
@@ -125,6 +123,22 @@ class OpenedTable:
         self.base_predicate: Predicate | None = None
         if request.bounds is not None:
             self.base_predicate = bounds_predicate(request.bounds, self.dims, self.dim_logical, self.positional)
+
+    def _check_length(self, name: str, n: int, chunk: int, *, positional: bool) -> None:
+        """Refuse a dimension too long to open (`MAX_DIMENSION_LENGTH`), not allocate it."""
+        chunks = -(-n // max(chunk, 1))
+        if positional and chunks > MAX_DIMENSION_LENGTH:
+            raise UnsupportedError(
+                f"dimension '{name}' of table '{self.table.label}' has length {n} in {chunks} chunks, more than "
+                f"the {MAX_DIMENSION_LENGTH} chunks a scan lists along one dimension; the array's shape is absurd "
+                "or its chunks too small"
+            )
+        if not positional and n > MAX_DIMENSION_LENGTH:
+            raise UnsupportedError(
+                f"dimension '{name}' of table '{self.table.label}' has length {n}, more than the "
+                f"{MAX_DIMENSION_LENGTH} coordinate values a scan holds in memory; the array's shape is absurd "
+                "or too large"
+            )
 
     def _make_codecs(self) -> list[Any]:
         """One decoder per data variable, chosen by the scan kind."""
@@ -201,6 +215,7 @@ class OpenedTable:
                 self.aux[j] = (name, aux_axes, wrap_longitude(values, setting), nulls)
         for k in axes:
             dv = self.dims[k]
+            assert isinstance(dv.values, np.ndarray), "a longitude is a coordinate, never positional"
             presented = wrap_longitude(dv.values, setting)
             # whole turns added to each value, so its cell bounds move with it (cell_bounds :=)
             self._longitude_shift[k] = presented.astype(np.float64) - dv.values.astype(np.float64)

@@ -245,6 +245,8 @@ def _leading(old: DimValues, new: DimValues) -> bool:
     n = len(old.values)
     if len(new.values) < n:
         return False
+    if old.positional or new.positional:  # positions lead longer positions, and nothing else
+        return old.positional and new.positional
     try:
         same = bool(np.array_equal(old.values, new.values[:n], equal_nan=old.values.dtype.kind in "fcmM"))
     except TypeError:  # values numpy cannot compare so

@@ -242,7 +242,7 @@ def array_path_dims(member: Member) -> list[str]:
     if not isinstance(a, ArrayMeta):
         return []
     names = _read_names(member, a)
-    return list(names) if names is not None else [f"dim_{i}" for i in range(a.ndim)]
+    return _distinct(list(names), []) if names is not None else [f"dim_{i}" for i in range(a.ndim)]
 
 
 def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None) -> ReadTable:
@@ -269,14 +269,12 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
     derived = member.derived if member is not None else ()
     if declared is not None:
         # Declared names (a null entry reads dim_<i>) bind the coordinates they name.
-        dims = declared
-        if dims_override is not None and dims_override != dims:
-            raise ParameterError(
-                f"dims := {list(dims_override)} must equal the names {list(dims)} that {where} declares"
-            )
+        dims = _axis_columns(declared, dims_override, where)
         named = node.dimension_names or (True,) * node.ndim
-        held = _table_coords(tree, group, dims)
-        coords = tuple((find_coord(tree, group, d) or held.get(d)) if named[k] else None for k, d in enumerate(dims))
+        held = _table_coords(tree, group, declared)
+        coords = tuple(
+            (find_coord(tree, group, d) or held.get(d)) if named[k] else None for k, d in enumerate(declared)
+        )
         coords = tuple(
             c if c is not None and c.shape[0] == n else None for c, n in zip(coords, node.shape, strict=True)
         )
@@ -298,6 +296,27 @@ def _array_read(tree: NodeTree, path: str, dims_override: tuple[str, ...] | None
         return ReadTable(group, path, dims, node.shape, grid, coords, (), derived)
     column = DataColumn(node, _value_column(member.column if member is not None and member.column else path, dims))
     return ReadTable(group, path, dims, node.shape, grid, coords, (column,), derived)
+
+
+def _axis_columns(declared: tuple[str, ...], dims_override: tuple[str, ...] | None, where: str) -> tuple[str, ...]:
+    """The dimension columns of an `array_path` read of an array that declares `declared`.
+
+    Declared names that are distinct are the columns, and `dims :=` may only repeat them (a
+    name binds its coordinate). An array may repeat a name (`['x', 'x']`: a square matrix
+    over one dimension, as xarray and zarr-python read it): its columns are then made
+    distinct as data columns are (`x`, `x_1`), each axis still bound to the coordinate of its
+    declared name, and `dims :=` may name them otherwise."""
+    columns = tuple(_distinct(list(declared), []))
+    if columns == declared:
+        if dims_override is not None and dims_override != declared:
+            raise ParameterError(
+                f"dims := {list(dims_override)} must equal the names {list(declared)} that {where} declares"
+            )
+        return declared
+    if dims_override is None:
+        return columns
+    _check_dims(dims_override, len(declared), where)
+    return dims_override
 
 
 def _table_coords(tree: NodeTree, group: str, dims: tuple[str, ...]) -> dict[str, ArrayMeta]:
