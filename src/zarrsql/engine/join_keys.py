@@ -42,6 +42,7 @@ from zarrsql.engine.answers import STORE_FAILURES, Raised
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
+from zarrsql.engine.time_bounds import BOUNDS
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -256,12 +257,10 @@ def _zoned_twin(conn: Connection, expr: str, texts: list[str]) -> str:
     """A range in TIMESTAMP holding every cell of the TIMESTAMP dimension `expr` that equals one
     of the TIMESTAMPTZ keys `texts`. DuckDB reads a cell's time t in the session's zone, as
     the instant t - o for one of the zone's offsets o, all within a day: so t lies within a
-    day of the key's UTC wall time (the reasoning of `widened`)."""
+    day of the key's UTC wall time (`time_bounds`)."""
     low, high = conn._con.execute(
-        "SELECT CAST(CASE WHEN u > TIMESTAMP '0001-01-02' THEN u - INTERVAL 1 DAY ELSE TIMESTAMP '-infinity' END "
-        "AS VARCHAR), CAST(CASE WHEN w < TIMESTAMP '9999-12-30' THEN w + INTERVAL 1 DAY ELSE TIMESTAMP 'infinity' "
-        "END AS VARCHAR) FROM (SELECT timezone('UTC', min(v)) AS u, timezone('UTC', max(v)) AS w "
-        "FROM (SELECT CAST(unnest(CAST(? AS VARCHAR[])) AS TIMESTAMPTZ) AS v))",
+        f"SELECT CAST({BOUNDS['low'].format(v='u')} AS VARCHAR), CAST({BOUNDS['high'].format(v='w')} AS VARCHAR) "
+        "FROM (SELECT min(v) AS u, max(v) AS w FROM (SELECT CAST(unnest(CAST(? AS VARCHAR[])) AS TIMESTAMPTZ) AS v))",
         [texts],
     ).fetchone() or (None, None)
     if low is None or high is None:

@@ -63,6 +63,7 @@ from zarrsql.engine.joins import (
     _select_nodes,
 )
 from zarrsql.engine.parsetree import Decline
+from zarrsql.engine.time_bounds import BOUNDS
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -94,16 +95,6 @@ _FLIPPED = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "=": "="}
 #: A float32 twin's operator by its condition's.
 _FLOAT_OP = {">": ">=", ">=": ">=", "<": "<=", "<=": "<=", "=": "=", "IN": "IN"}
 _ZONED, _NANOS, _NULL = "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_NS", {'"NULL"', "NULL"}
-#: A time twin's bounds in TIMESTAMP, in SQL of the value `{v}` (see the module docstring).
-_UTC = "timezone('UTC', CAST({v} AS TIMESTAMPTZ))"
-_BOUNDS = {
-    "low": f"CASE WHEN {_UTC} > TIMESTAMP '0001-01-02' THEN {_UTC} - INTERVAL 1 DAY ELSE TIMESTAMP '-infinity' END",
-    "high": f"CASE WHEN {_UTC} < TIMESTAMP '9999-12-30' THEN {_UTC} + INTERVAL 1 DAY ELSE TIMESTAMP 'infinity' END",
-    "floor": "CASE WHEN CAST(CAST({v} AS TIMESTAMP) AS TIMESTAMP_NS) > CAST({v} AS TIMESTAMP_NS) "
-    "THEN CAST({v} AS TIMESTAMP) - INTERVAL 1 MICROSECOND ELSE CAST({v} AS TIMESTAMP) END",
-    "ceil": "CASE WHEN CAST(CAST({v} AS TIMESTAMP) AS TIMESTAMP_NS) < CAST({v} AS TIMESTAMP_NS) "
-    "THEN CAST({v} AS TIMESTAMP) + INTERVAL 1 MICROSECOND ELSE CAST({v} AS TIMESTAMP) END",
-}
 #: A time condition's twin, by the value's type and the condition's operator: (operator, bound) pairs, ANDed.
 _TIME_TWINS = {
     _ZONED: {
@@ -432,7 +423,7 @@ def _time_twin(
     """`column op bound(value)` for each (op, bound) of `sides`, ANDed."""
     parts = [
         _substituted(
-            _template(conn, (op, bound), f"{_COLUMN} {op} {_BOUNDS[bound].format(v=_VALUE)}"),
+            _template(conn, (op, bound), f"{_COLUMN} {op} {BOUNDS[bound].format(v=_VALUE)}"),
             {_COLUMN: column, _VALUE: value},
         )
         for op, bound in sides
