@@ -12,7 +12,10 @@ other side's setup untimed; open + query timed):
   as tuples, so each dimension is listed alone;
 * `pandas join`: joined on time to a pandas frame of 48 `datetime64[ns]` times;
 * `ties top-n`: `SELECT * ... ORDER BY latitude LIMIT 10` (latitude is not chunked);
-* `ties top-n 1000`: `... ORDER BY longitude DESC LIMIT 1000`.
+* `ties top-n 1000`: `... ORDER BY longitude DESC LIMIT 1000`;
+* `data top-n`: `SELECT * ... ORDER BY t2m DESC LIMIT 10` (the hottest cells: a data column,
+  which Parquet's row-group statistics prune and Zarr has none of);
+* `data top-n 2 keys`: `... ORDER BY u10, time LIMIT 100`.
 
 `--tree` adds the engine `zarrsql (tree)`: zarrsql imported from another source folder (a
 `git archive` of an older commit), for before/after numbers in the same run. Repetitions are
@@ -41,8 +44,10 @@ QUERIES = {
     "pandas join": "SELECT count(*), round(sum(t2m), 1) FROM {src} z JOIN frame USING (time)",
     "ties top-n": "SELECT * FROM {src} ORDER BY latitude LIMIT 10",
     "ties top-n 1000": "SELECT * FROM {src} ORDER BY longitude DESC LIMIT 1000",
+    "data top-n": "SELECT * FROM {src} ORDER BY t2m DESC LIMIT 10",
+    "data top-n 2 keys": "SELECT * FROM {src} ORDER BY u10, time LIMIT 100",
 }
-ORDER_COLUMN = {"ties top-n": 1, "ties top-n 1000": 2}
+ORDER_COLUMN = {"ties top-n": 1, "ties top-n 1000": 2, "data top-n": 3}
 
 CHILD = r"""
 import importlib, json, sys, time, warnings
@@ -58,8 +63,11 @@ keys = ("CREATE TABLE k AS SELECT TIMESTAMP '2020-01-10' + INTERVAL (h) HOUR AS 
 if engine == "parquet+duckdb":
     con, src = duckdb.connect(), f"read_parquet('{parquet}')"
 else:
-    for m in ZARRSQL_IMPORTS + ["zarrsql.engine.joins", "zarrsql.engine.topn"]:
-        importlib.import_module(m)
+    for m in ZARRSQL_IMPORTS + ["zarrsql.engine.joins", "zarrsql.engine.topn", "zarrsql.scan.first_cells"]:
+        try:
+            importlib.import_module(m)
+        except ImportError:  # an older tree (--tree) without the module
+            pass
     import zarrsql
     con, src = zarrsql.connect(), f"read_zarr('{store}')"
 con.execute(keys)

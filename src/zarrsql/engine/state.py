@@ -8,11 +8,12 @@ top-n, sampling) and the connection can all name it without importing each other
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zarrsql import counters
@@ -126,14 +127,18 @@ class ConnectionState:
         if self.bound_baselines:
             self.bound_baselines = {k: b for k, b in self.bound_baselines.items() if k in self.pinned_names}
 
-    def answer_check(self, table: TableScan) -> str:
+    def answer_check(self, table: TableScan, chunks: Sequence[tuple[str, str | None]] = ()) -> str:
         """A token for the check of an answer computed from `table`'s kept state (its decoded
-        coordinates, `answers.py`): the constant answer calls `check_function` with it each
-        time it runs, which fails once the table's store changed (`_check_udf`)."""
+        coordinates, `answers.py`) and from `chunks` ((key, token) of data chunks it read,
+        `topn_values.py`): the constant answer calls `check_function` with it each time it
+        runs, which fails once the table's store changed (`_check_udf`)."""
         from zarrsql.scan.validity import baseline
 
         token = uuid.uuid4().hex[:16]
-        self.checks[token] = (self.generation, baseline(table))
+        base = baseline(table)
+        if chunks:
+            base = dataclasses.replace(base, coordinates=base.coordinates + tuple(chunks))
+        self.checks[token] = (self.generation, base)
         return token
 
     def record(self, err: ZarrSQLError) -> None:

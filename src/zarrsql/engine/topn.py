@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrsql.decode.logical import Labels
-from zarrsql.engine import parsetree
+from zarrsql.engine import parsetree, topn_values
 from zarrsql.engine.answers import (
     _TYPE_NAME,
     _axis_tables,
@@ -60,7 +60,6 @@ from zarrsql.engine.answers import (
     _check_from,
     _columns,
     _precheck,
-    _resolve,
     rewritten_or_same,
 )
 from zarrsql.engine.parsetree import Decline
@@ -70,6 +69,7 @@ from zarrsql.plan.positions import Positions
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
+    from zarrsql.expand.columns import Column
     from zarrsql.scan import TableScan
 
 #: Dimension types whose first positions a comparison can select (`_first_cells`).
@@ -107,6 +107,7 @@ class _Order:
     descending: bool
     nulls_first: bool
     alone: bool  # the only ORDER BY key: SQL leaves the order of its ties open
+    data: Column | None = None  # a data variable's column (then `axis` is -1)
 
 
 def _rewrite(conn: Connection, query: str) -> str:
@@ -119,12 +120,18 @@ def _rewrite(conn: Connection, query: str) -> str:
     _, _, scan = _bind(conn, query, as_text=False)
     _check_from(conn._con, table)  # again: binding created the view of a 'x.zarr' string
     order = _order(conn, node, parsetree.alias(table), scan)
-    bound = _bound(conn, scan, order, rows_wanted)
+    chunks: list[tuple[str, str | None]] = []
+    if order.data is not None:
+        bound, chunks = topn_values.bound(
+            conn, scan, order.data, order.descending, order.nulls_first, order.alone, rows_wanted
+        )
+    else:
+        bound = _bound(conn, scan, order, rows_wanted)
     state = conn._state
     if not state.check_function:
         raise Decline("no check function installed")
     # a scalar subquery: DuckDB runs the check once per execution, not once per row
-    check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan))}))"
+    check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan, chunks))}))"
     node["where_clause"] = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}", keep=False)[
         "where_clause"
     ]
@@ -222,7 +229,7 @@ def _order(conn: Connection, node: dict[str, Any], alias: str, scan: TableScan) 
         expression = items[position - 1]
     if expression.get("class") != "COLUMN_REF":
         raise Decline("ORDER BY an expression, not a column")
-    column, axis = _resolve(parsetree.ref(expression), _columns(scan), alias)
+    column, axis = _ordered_column(parsetree.ref(expression), _columns(scan), alias)
     name = column.name.lower()
     for item in items:
         named = str(item.get("alias") or "").lower() == name
@@ -230,10 +237,24 @@ def _order(conn: Connection, node: dict[str, Any], alias: str, scan: TableScan) 
             item.get("class") == "COLUMN_REF" and parsetree.ref(item).rpartition("\0")[2].lower() == name
         ):
             raise Decline("a select item aliased to the ORDER BY column's name")
+    alone = len(node["modifiers"][0]["orders"]) == 1
+    if column.data is not None:  # a data variable: its first cells are looked for (`topn_values`)
+        return _Order(column.name, axis, *_direction(conn, key), alone, data=column)
     if column.dim is None or isinstance(column.logical, Labels):
         raise Decline("not a dimension column, or a string one (its order may be its labels')")
     descending, nulls_first = _direction(conn, key)
-    return _Order(column.name, axis, descending, nulls_first, len(node["modifiers"][0]["orders"]) == 1)
+    return _Order(column.name, axis, descending, nulls_first, alone)
+
+
+def _ordered_column(ref: str, by_name: dict[str, tuple[Column, int]], alias: str) -> tuple[Column, int]:
+    """The table's column an ORDER BY key names, with its axis (-1: not along one axis)."""
+    qualifier, _, name = ref.rpartition("\0")
+    if qualifier and qualifier != alias:
+        raise Decline("a column of another relation")
+    hit = by_name.get(name.lower())
+    if hit is None:
+        raise Decline("not a column of the table")
+    return hit
 
 
 def _direction(conn: Connection, key: dict[str, Any]) -> tuple[bool, bool]:
@@ -382,13 +403,13 @@ def _monotonic(scan: TableScan, axis: int) -> bool | None:
     values = np.asarray(scan.dims[axis].values)
     if values.dtype.kind not in "iufM" or len(values) < 2:
         return None
-    steps = np.diff(values)
-    if values.dtype.kind == "M":
-        steps = steps.astype(np.int64)
-        if np.isnat(values).any():
-            return None
-    if bool((steps > 0).all()):
+    if values.dtype.kind == "M" and np.isnat(values).any():
+        return None
+    # compared, not subtracted: a difference of unsigned values wraps (a descending uint16
+    # axis would look ascending), and one of int64 values far apart overflows
+    before, after = values[:-1], values[1:]
+    if bool((after > before).all()):
         return True
-    if bool((steps < 0).all()):
+    if bool((after < before).all()):
         return False
     return None

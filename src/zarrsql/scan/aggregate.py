@@ -127,7 +127,7 @@ class _UnitWork:
         self.order_free = all(a.size == 1 for a in axes) and all(r.weight is None for r in reductions)
 
     def __call__(self, unit: Any) -> tuple[list[np.ndarray], list[tuple[np.ndarray | None, np.ndarray]]]:
-        positions, block = _positions(unit)
+        positions, block = unit_positions(unit)
         steps = [_Step.of(axis, pos) for axis, pos in zip(self.axes, positions, strict=True)]
         read = {col.name: self._read(unit, col, block) for col in self.columns}
         with np.errstate(all="ignore"):  # inf - inf is NaN, as in SQL: no warning
@@ -137,20 +137,27 @@ class _UnitWork:
         return [s.targets for s in steps], parts
 
     def _read(self, unit: Any, col: Column, block: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray | None]:
-        """The column's values and nulls over the unit's block, shaped like it."""
-        if getattr(unit, "merged", 1) > 1 and not self.order_free:
-            # a grouped unit's rows in row-major order of its region (not the reader's chunk order)
-            values, nulls = self.table.codecs[col.data].read(self.table.store, unit)  # type: ignore[index]
-        else:
-            _, parts = self.table.unit_columns(unit, [col])
-            values, nulls = parts[0]
-        values = np.asarray(values)
-        if self.order_free:  # a flat block is as good as any
-            block = (values.shape[0],) + (1,) * (len(block) - 1)
-        return values.reshape(block), None if nulls is None else np.asarray(nulls).reshape(block)
+        return read_block(self.table, unit, col, block, order_free=self.order_free)
 
 
-def _positions(unit: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
+def read_block(
+    table: TableScan, unit: Any, col: Column, block: tuple[int, ...], *, order_free: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """A data column's values and nulls over a unit's block, shaped like it: in row-major
+    order of the block, or in any order when `order_free` (then shaped `(cells, 1, ...)`)."""
+    if getattr(unit, "merged", 1) > 1 and not order_free:
+        # a grouped unit's rows in row-major order of its region (not the reader's chunk order)
+        values, nulls = table.codecs[col.data].read(table.store, unit)  # type: ignore[index]
+    else:
+        _, parts = table.unit_columns(unit, [col])
+        values, nulls = parts[0]
+    values = np.asarray(values)
+    if order_free:  # a flat block is as good as any
+        block = (values.shape[0],) + (1,) * (len(block) - 1)
+    return values.reshape(block), None if nulls is None else np.asarray(nulls).reshape(block)
+
+
+def unit_positions(unit: Any) -> tuple[list[np.ndarray], tuple[int, ...]]:
     """The positions the unit's block covers along each axis, and the block's shape."""
     select = unit.select
     if isinstance(select, np.ndarray):  # plans from kept positions select per axis
