@@ -37,7 +37,9 @@ read. Any other shape, or anything unexpected on the way, leaves the statement a
 runs as before, with the same result. A store that fails to open while a rewrite binds the
 statement or a part of it (`bind`) is the exception: its error is the statement's own, raised
 at once, since running the statement as written would open the store, and wait out its
-retries and timeouts, a second time.
+retries and timeouts, a second time. So is a coordinate chunk that fails to read (a remote
+table's coordinates are read on first use, here: `statement_reads`): the statement filters
+on or outputs that coordinate, and would read the chunk, and fail, again.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from zarrsql.engine import params, parsetree
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import catalog_match, claimable, quote_ident, quote_text, view_body
-from zarrsql.errors import MetadataError, StoreReadError
+from zarrsql.errors import MetadataError, QueryInterrupted, StoreReadError, ZarrSQLError
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, count_true, from_counts, live_classes
 from zarrsql.plan.positions import Positions
@@ -250,6 +252,22 @@ def bind(conn: Connection, probe: str, *args: Any, part: bool = False) -> Any:
         return conn._run(probe, conn._con.execute, probe, *args)
     except STORE_FAILURES as err:
         raise Raised(err, part=part) from None
+
+
+@contextmanager
+def statement_reads() -> Iterator[None]:
+    """A block reading what the statement as written reads too: a remote table's coordinates
+    (deferred: read by the first use of their values, all together, and read by the scan
+    whenever the statement filters on or outputs one), or its chunks. A failure there is the
+    statement's own error (`Raised`), not a decline: declined, the statement would read the
+    same chunks, and fail the same way, again (after as many retries and timeouts). Ctrl-C
+    is raised as KeyboardInterrupt, as the connection raises it."""
+    try:
+        yield
+    except QueryInterrupted as err:
+        raise Raised(KeyboardInterrupt(str(err))) from None
+    except ZarrSQLError as err:
+        raise Raised(err) from None
 
 
 class _NoView(Decline):
@@ -695,11 +713,13 @@ def _entries(scan: TableScan) -> tuple[int, np.ndarray] | None:
 def _axis_table(scan: TableScan, axis: int, leaves: list[tuple[int, Leaf]]) -> pa.Table:
     """The columns of one axis as the scan hands them to DuckDB, and each `bounds :=` leaf's
     truth there. A positional dimension's positions are handed over only up to
-    `MAX_POSITIONS_HELD`: a longer axis is declined (the statement runs as written)."""
-    values = scan.dims[axis].values
-    if isinstance(values, Positions) and not values.holdable:
-        raise Decline("a positional dimension too long to hand over as a table")
-    columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
+    `MAX_POSITIONS_HELD`: a longer axis is declined (the statement runs as written). A
+    coordinate that fails to read is the statement's error (`statement_reads`)."""
+    with statement_reads():  # the first use of a remote table's coordinates reads them
+        values = scan.dims[axis].values
+        if isinstance(values, Positions) and not values.holdable:
+            raise Decline("a positional dimension too long to hand over as a table")
+        columns = {c.name: _coordinate_array(scan, c) for c in scan.columns if _axis_of(scan, c) == axis}
     for key, leaf in leaves:
         t, nl = leaf_truth(leaf, np.asarray(values), scan.dims[axis].nulls)
         columns[f"__zarrsql_leaf_{key}"] = pa.array(t, mask=nl)

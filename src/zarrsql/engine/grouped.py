@@ -28,7 +28,9 @@ coordinates, the groups of cells are products of position sets per axis, and
 
 Anything else (another aggregate, a condition on a data variable, a sparse table, grouping
 sets, a window, a key, condition or factor on a positional dimension of more than
-`MAX_POSITIONS_HELD` positions, an error while planning) leaves the statement as it was. Floating-point
+`MAX_POSITIONS_HELD` positions, an error while planning) leaves the statement as it was; a
+chunk that fails to read, a coordinate's included, is the statement's error (it would read the
+chunk again: `answers.statement_reads`). Floating-point
 sums are added in another order than DuckDB's (which varies with its threads too), so they
 may differ from it in the last bits. The result is computed when the statement is prepared:
 `con.sql(...)` returns a relation over it, which can be fetched again for as long as it
@@ -64,11 +66,11 @@ from zarrsql.engine.answers import (
     bound_scan,
     rendered,
     rewritten_or_same,
+    statement_reads,
 )
 from zarrsql.engine.duckdb_version import MAJOR
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.sqltext import AGGREGATE_CALL, quote_ident, quote_text
-from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.arrow import to_arrow, to_numpy
 from zarrsql.expand.columns import Column
 from zarrsql.plan.positions import Positions
@@ -663,12 +665,8 @@ def _compute(conn: Connection, scan: TableScan, shape: _Shape, per_axis: list[_A
         assert table is not None
         columns[key.name] = _take(table.column(key.name), index[key.axis])
     reductions, slots = _reductions(scan, shape, per_axis)
-    try:
+    with statement_reads():  # the statement reads the same chunks: their failure is its own
         reduced = reduce_groups(scan, [r.groups for r in per_axis], reductions)
-    except QueryInterrupted as err:
-        raise Raised(KeyboardInterrupt(str(err))) from None
-    except ZarrSQLError as err:
-        raise Raised(err) from None
     cells = _cells_per_group(per_axis)
     for agg in shape.aggregates:
         columns[agg.name] = _value_column(agg, reduced, slots, cells, per_axis, index, rows, scan)
@@ -947,7 +945,8 @@ def _coordinate(scan: TableScan, node: Any, by_name: dict[str, tuple[Column, int
     logical = scan.dim_logical[k]
     if (logical not in _ORDERED and logical != "string") or logical == "duration_us":
         return None
-    values = scan.dims[k].values
+    with statement_reads():  # the first use of a remote table's coordinates reads them
+        values = scan.dims[k].values
     if isinstance(values, Positions) and not values.holdable:
         return None  # not estimated: the axis is declined whole when the statement asks of it
     return np.asarray(values), logical

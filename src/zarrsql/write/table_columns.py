@@ -22,7 +22,8 @@ A NULL in a float column is never turned into NaN: a NaN in the data would becom
 read back (or the converse), so NULLs always get a mask. A time or date 'infinity' (or
 '-infinity') is refused, as the grid layout refuses it: a datetime64 array has no infinite
 time, and DuckDB's code for one (the largest count) would read back as a date (the year
-294247 in xarray) or as NULL.
+294247 in xarray) or as NULL. A bare `NULL AS v` (no type) is refused in a new table and
+appended as NULLs of the stored column's type, as a grid append takes it.
 
 This module holds the scalar and fixed-size-list writers; `categorical_column.py` and
 `geometry_column.py` hold the other two, and `column_arrays.py` the arrays they all grow.
@@ -40,16 +41,34 @@ import pyarrow.compute as pc
 from zarrsql.errors import AppendSchemaError, UnwritableColumnError
 from zarrsql.write.column_arrays import Layout, create_array, grow, move_node, type_name
 
-
 # ----------------------------------------------------------------------------- scalars
+#: The dtype `scalar_dtype` gives a bare NULL (`NULL AS v`: DuckDB 2's type null; 1.5 types
+#: it INTEGER, an integer column then): no type of its own, so a new store refuses it
+#: (`bare_null_error`) and an append takes the stored column's (`ScalarColumn.open`), as a
+#: grid append takes the stored array's. Object (as pyarrow gives the null type), so that a
+#: categorical column takes it as it takes text, and a fixed-size list of bare NULLs is
+#: refused as a list of text is.
+BARE_NULL = np.dtype(object, metadata={"zarrsql": "bare NULL"})
+
+
+def is_bare_null(dtype: np.dtype) -> bool:
+    """Whether `dtype` is `BARE_NULL` (numpy's == ignores metadata: object equals it)."""
+    metadata: Any = dtype.metadata
+    return metadata is not None and metadata.get("zarrsql") == "bare NULL"
+
+
+def bare_null_error(name: str) -> UnwritableColumnError:
+    """The refusal of a bare NULL column in a new table: nothing says what type to store."""
+    return UnwritableColumnError(
+        f"column '{name}' is a bare NULL (type null), with no type for the table layout to store it as; give "
+        f'it one, e.g. NULL::DOUBLE AS "{name}" (an append takes the type of the table\'s column)'
+    )
+
+
 def scalar_dtype(name: str, arrow: pa.DataType) -> np.dtype | None:
     """The numpy dtype a scalar Arrow type is stored as; None when it is not a scalar type."""
-    if pa.types.is_null(arrow):  # a bare NULL: DuckDB 2 gives it no type (1.5 made it an INTEGER)
-        raise UnwritableColumnError(
-            f"column '{name}' is a bare NULL (type null), with no type for the table layout to store it as; give "
-            f'it one, e.g. NULL::DOUBLE AS "{name}" (in an append, the column\'s type in the table, which '
-            "read_zarr_metadata shows)"
-        )
+    if pa.types.is_null(arrow):
+        return BARE_NULL
     if pa.types.is_boolean(arrow):
         return np.dtype(bool)
     if pa.types.is_decimal(arrow):
@@ -179,6 +198,8 @@ class ScalarColumn:
     caster: Any = None  # the DuckDB connection a DECIMAL column is cast on, opened by its first block
 
     def create(self) -> None:
+        if is_bare_null(self.dtype):
+            raise bare_null_error(self.name)
         dims = [self.layout.row_dim]
         self.values = create_array(
             self.layout,
@@ -198,6 +219,10 @@ class ScalarColumn:
             self.values, self.mask = node["values"], node["mask"]
         else:
             self.values = node
+        stored = np.dtype(self.values.dtype)
+        if is_bare_null(self.dtype) and stored.kind in "biufOUTM":  # NULLs of the stored column's type
+            self.dtype = _dtype_for(stored)
+            return
         _check_dtype(self.name, self.values.dtype, self.dtype)
         if self.dtype.kind == "M":
             self.dtype = np.dtype(self.values.dtype)  # times are converted (and checked) into the stored unit
@@ -209,6 +234,8 @@ class ScalarColumn:
 
                 self.caster = duckdb.connect(config={"threads": 1})  # one cast per block: no thread pool
             block = _doubles(self.name, block, self.caster)
+        if pa.types.is_null(block.type):  # a bare NULL, appended (`open` took the stored type)
+            block = block.cast(_arrow_type(self.dtype))
         values, mask = _numpy(self.name, block, self.dtype)
         if mask is not None and self.mask is None:
             self._become_nullable(start)
@@ -241,6 +268,22 @@ class ScalarColumn:
         )
         if rows:
             self.mask.resize((rows,))  # fill (False) where the rows so far were all present
+
+
+def _dtype_for(stored: np.dtype) -> np.dtype:
+    """The dtype of the rows that write into a stored array of dtype `stored`: its own, or
+    object for text (Zarr's string dtypes), as text rows are written."""
+    return np.dtype(object) if stored.kind in "OUT" else stored
+
+
+def _arrow_type(dtype: np.dtype) -> pa.DataType:
+    """The Arrow type of rows of `dtype` (`_dtype_for`), that a block of bare NULLs is cast to."""
+    if dtype.kind == "O":
+        return pa.string()
+    if dtype.kind == "M":
+        unit = np.datetime_data(dtype)[0]
+        return pa.date32() if unit == "D" else pa.timestamp(unit)
+    return pa.from_numpy_dtype(dtype)
 
 
 def _check_dtype(name: str, stored: np.dtype, given: np.dtype) -> None:

@@ -8,6 +8,12 @@ naming it: nothing is silently kept or dropped. `pivot` reads the relation once 
 small, twice otherwise; memory: the output arrays, a byte per cell to find duplicates, and
 one batch of rows (or the rows of a small result). A column name given twice is refused;
 names a Zarr store could not hold ('/', 'v' beside 'V') are kept, as xarray keeps them.
+
+A time 'infinity' or '-infinity' is refused, dimension or variable, as the Zarr layouts refuse
+it: datetime64 has no infinite time. A TIMESTAMP_NS one is DuckDB's largest count (negated
+for '-infinity'), which as datetime64[ns] is a real date, 2262-04-11 (1677-09-21): kept, it
+would be a wrong value no reader could tell from a date. Other units' infinities are beyond
+datetime64[ns]'s years and refused while the rows are converted.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ import os
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from zarrsql.errors import WriteError
 from zarrsql.write.allocator import returning_memory
 from zarrsql.write.cells import check_names, dim_kinds, for_writing
 from zarrsql.write.pivot import pivot
@@ -50,8 +59,36 @@ def to_xarray(relation: Any, dims: Sequence[str] | None = None, *, template: Any
     variables = {f.name: kind_of(f.name, f.type, "xarray") for f in schema if f.name not in dims_t}
     with returning_memory(source.connection.duckdb):
         grid, data, _ = pivot(source, dims_t, kinds, variables)
+    _refuse_infinite_times(grid.coords(), dims=True)
+    _refuse_infinite_times(data, dims=False)
     ds = xr.Dataset({name: (dims_t, values) for name, values in data.items()}, coords=grid.coords())
     return ds if opened is None else _apply_template(ds, opened)
+
+
+#: DuckDB's count of a time 'infinity' ('-infinity': its negation, one above NaT's code).
+_INFINITE_COUNT = np.iinfo(np.int64).max
+
+
+def _refuse_infinite_times(arrays: dict[str, np.ndarray], *, dims: bool) -> None:
+    """Refuse a TIMESTAMP_NS 'infinity' or '-infinity' among the time arrays (see the module
+    docstring), naming the column and what to do with it: a dimension's row can only be
+    dropped (a NULL dimension value is refused too), a variable's value can become NaT."""
+    for name, values in arrays.items():
+        if values.dtype.kind != "M":
+            continue
+        counts = values.view(np.int64)
+        infinite = (counts == _INFINITE_COUNT) | (counts == -_INFINITE_COUNT)
+        if not infinite.any():
+            continue
+        positive = counts.flat[int(np.argmax(infinite))] > 0
+        value, seen = ("infinity", "2262-04-11") if positive else ("-infinity", "1677-09-21")
+        col = '"' + name.replace('"', '""') + '"'
+        null = "" if dims else f", make it NULL (NaT): CASE WHEN isfinite({col}) THEN {col} END AS {col}"
+        raise WriteError(
+            f"{'dimension' if dims else 'column'} '{name}' holds the time '{value}', which xarray cannot hold: "
+            f"datetime64 has no infinite time (kept, it would read as {seen}); filter such rows out "
+            f"(WHERE isfinite({col})){null}, or CAST the column to text"
+        )
 
 
 def _open_template(template: Any) -> xr.Dataset:
