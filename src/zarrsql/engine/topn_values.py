@@ -30,11 +30,10 @@ import numpy as np
 import pyarrow as pa
 
 from zarrsql.decode.logical import Labels
-from zarrsql.engine.answers import _TYPE_NAME, Raised, _axis_table, _has_nan
+from zarrsql.engine.answers import _TYPE_NAME, _axis_table, _has_nan, statement_reads
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
-from zarrsql.errors import QueryInterrupted, ZarrSQLError
 from zarrsql.expand.columns import Column
 from zarrsql.scan.first_cells import ORDERABLE, Wanted, column_keys, first_cells
 
@@ -64,13 +63,9 @@ def bound(
     if keys is None:
         raise Decline("a column whose chunk keys are not known ahead (its freshness cannot be checked)")
     wanted = Wanted(column, descending, nulls_first, rows, all_ties=not alone)
-    try:
+    with statement_reads():  # the statement reads the same chunks: their failure is its own
         tokens = list(zip(keys, scan.store.token_many(keys), strict=True))  # before the reads
         cells = first_cells(scan, wanted, MAX_CELLS)
-    except QueryInterrupted as err:
-        raise Raised(KeyboardInterrupt(str(err))) from None
-    except ZarrSQLError as err:  # the statement reads the same chunks: its own error
-        raise Raised(err) from None
     if cells is None or not len(cells):
         raise Decline("too many cells tied with the last row wanted")
     shape = scan.table.shape
