@@ -187,12 +187,6 @@ def test_a_loop_inside_an_array_is_refused_by_name(tmp_path: Path) -> None:
 # -- files given as stores ----------------------------------------------------------------------
 
 
-def _h5ad(path: Path) -> None:
-    import anndata
-
-    anndata.AnnData(np.arange(6.0, dtype="f4").reshape(2, 3)).write_h5ad(path)
-
-
 def _netcdf3(path: Path) -> None:
     _dataset().to_netcdf(path, engine="scipy")  # scipy writes NetCDF3 (classic)
 
@@ -218,8 +212,8 @@ def _parquet(path: Path) -> None:
 
 FILES: dict[str, tuple[str, Callable[[Path], None], type[zarrsql.ZarrSQLError], tuple[str, ...]]] = {
     # name: (file name, writer, error class, message fragments)
-    "h5ad": ("pbmc.h5ad", _h5ad, zarrsql.StoreNotFoundError, ("is a file", "HDF5", "anndata.read_h5ad", "write_zarr")),
-    # plain HDF5 and NetCDF4 files are read in place (tests/virtual/test_hdf5_files.py)
+    # HDF5 and NetCDF4 files are read in place (tests/virtual/test_hdf5_files.py), AnnData's
+    # .h5ad too (tests/anndata/test_h5ad_in_place.py)
     "netcdf3": ("x.nc", _netcdf3, zarrsql.StoreNotFoundError, ("NetCDF3", "xarray.open_dataset", "to_zarr")),
     "zipped-store": ("x.zarr.zip", _zipped_store, zarrsql.UnsupportedError, ("zip", "unzip")),
     "zip": ("x.zip", _plain_zip, zarrsql.StoreNotFoundError, ("zip archive", "no Zarr store")),

@@ -24,6 +24,7 @@ their arrays carry AnnData's axis names.
 
 from __future__ import annotations
 
+from zarrsql.conventions.h5col import name_list
 from zarrsql.conventions.model import GroupInfo, ProblemKind, TableInfo, chunk_grid, resolve_names
 from zarrsql.conventions.records import Categorical, EncodedVariable, Nullable, SparseMatrix, Variable
 from zarrsql.discovery.roles import Member
@@ -103,21 +104,25 @@ def _column(tree: NodeTree, path: str, n: int) -> Variable | None:
 
 def _frame(tree: NodeTree, path: str) -> tuple[ArrayMeta | None, list[Variable], str | None]:
     """A data frame group's index array, its readable columns in `column-order`, and the
-    problem that refuses its table (a column misaligned with the index), or None."""
+    problem that refuses its table (a column misaligned with the index, a `column-order` that
+    lists no names), or None. `column-order` is read by `h5col.name_list`: from an HDF5 file
+    a frame of one column lists it as a plain string (kerchunk's flattening)."""
     group = tree.groups.get(path)
     if group is None or group.attrs.get("encoding-type") != "dataframe":
         return None, [], None
     index = _array(tree, _join(path, str(group.attrs.get("_index", "_index"))))
     if index is None or index.ndim != 1:
         return None, [], None
-    order = group.attrs.get("column-order") or []
+    order = group.attrs.get("column-order", [])
+    names = name_list(order)
+    if names is None:
+        return index, [], f"the frame's column-order is {order!r}, not a list of column names; rewrite the frame"
     columns = []
-    for name in order:
-        if isinstance(name, str):
-            try:
-                columns.append(_column(tree, _join(path, name), index.shape[0]))
-            except _Misaligned as err:
-                return index, [], str(err)
+    for name in names:
+        try:
+            columns.append(_column(tree, _join(path, name), index.shape[0]))
+        except _Misaligned as err:
+            return index, [], str(err)
     return index, [c for c in columns if c is not None], None
 
 

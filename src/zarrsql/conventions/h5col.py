@@ -82,17 +82,31 @@ def _nrows(attrs: Mapping[str, Any]) -> int:
     return n
 
 
+def name_list(value: Any) -> list[str] | None:
+    """An attribute that lists names (an H5Col table's or an AnnData frame's `column-order`)
+    as a list of non-empty strings, or None when it holds something else.
+
+    kerchunk writes an HDF5 attribute array of one element as that element, so a one-column
+    `['ct']` arrives as `'ct'`, whether the file is read in place (store/hdf5.py) or through a
+    saved reference set: a lone string is one name, never a sequence of letters. Names stored
+    as bytes are decoded. An empty list stays empty (a frame with no columns)."""
+    items = [value] if isinstance(value, str | bytes) else value
+    if not isinstance(items, list | tuple):
+        return None
+    names = [_text(v) for v in items]
+    return [n for n in names if n] if all(names) else None
+
+
 def _order(tree: NodeTree, path: str, attrs: Mapping[str, Any]) -> list[str]:
     order = attrs.get("column-order")
     if order is None:
         groups, arrays = tree.children(path)
         names = {p.rsplit("/", 1)[-1] for p in [*groups, *arrays]}
         return sorted(n for n in names if n not in RESERVED_GROUPS)
-    if isinstance(order, str):
-        order = [order]
-    if not isinstance(order, list) or not all(isinstance(n, str) and n for n in order):
+    listed = name_list(order)
+    if listed is None:
         raise _Invalid(f"column-order is {order!r}; it must be a list of column names")
-    return order
+    return listed
 
 
 @dataclass(frozen=True, slots=True)

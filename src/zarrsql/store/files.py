@@ -1,10 +1,13 @@
-"""What a local file given as a store is, so that the error can say so and how to convert it.
+"""What a local file given as a store is, so that the error can say so and what to do.
 
 A Zarr store on disk is a folder. People point zarrsql at the files they have at hand, most
 often HDF5 (AnnData's `.h5ad`, NetCDF4's `.nc`, plain `.h5`), NetCDF3, a zipped store or a
-Parquet file. The kind is told by the file's first bytes (HDF5 allows a user block of 512,
-1024, 2048... bytes before its signature), and by the extension when the file is too short
-to tell; only those few header bytes (or a zip's directory) are read.
+Parquet file. HDF5 files are read in place (store/hdf5.py): `is_hdf5_file` is how
+store/opening.py detects them, by the signature, whatever the name. The errors here are for
+the files zarrsql does not read, or a file reached as a Zarr folder. The kind is told by the
+file's first bytes (HDF5 allows a user block of 512, 1024, 2048... bytes before its
+signature), and by the extension when the file is too short to tell; only those few header
+bytes (or a zip's directory) are read.
 """
 
 from __future__ import annotations
@@ -44,16 +47,6 @@ def is_hdf5_file(path: str) -> bool:
 
 def _xarray_hint(location: str) -> str:
     return f"xarray.open_dataset('{location}').to_zarr('{os.path.splitext(location)[0]}.zarr')"
-
-
-def _convert_hint(location: str) -> str:
-    """How to turn an HDF5 file into a Zarr store, by what its extension says it holds."""
-    anndata = f"anndata.read_h5ad('{location}').write_zarr('{os.path.splitext(location)[0]}.zarr')"
-    if location.lower().endswith(".h5ad"):
-        return anndata
-    if location.lower().endswith((".nc", ".nc4", ".cdf")):
-        return _xarray_hint(location)
-    return f"{_xarray_hint(location)} for NetCDF-like data, or {anndata} for AnnData"
 
 
 def _zip_holds_zarr(path: str) -> bool:
@@ -99,15 +92,21 @@ def file_error(location: str, path: str) -> ZarrSQLError:
             f"{start}; '{name}' is a Zarr metadata document: point at the folder that holds it, "
             f"'{os.path.dirname(location) or '.'}'"
         )
-    if _is_hdf5(path) or (not head and name.lower().endswith(_HDF5_EXTENSIONS)):
+    if _is_hdf5(path):
         return StoreNotFoundError(
-            f"{start}: an HDF5 file (as .h5ad, NetCDF4 and .h5 files are), not Zarr, and zarrsql reads "
-            f"Zarr only; convert it once, e.g. {_convert_hint(location)}, and read the .zarr folder"
+            f"{start}: an HDF5 file (as .h5ad, NetCDF4 and .h5 files are), which zarrsql reads in place: "
+            "pass format := 'hdf5', or leave format := out (its signature is detected)"
+        )
+    if not head and name.lower().endswith(_HDF5_EXTENSIONS):
+        return StoreNotFoundError(
+            f"{start}: named like an HDF5 file, but its first bytes cannot be read (it is empty, or "
+            "not readable by this process), so it is no HDF5 file either; check that it was written or "
+            "downloaded completely"
         )
     if head.startswith(_NETCDF3_SIGNATURES):
         return StoreNotFoundError(
-            f"{start}: a NetCDF3 (classic) file, not Zarr, and zarrsql reads Zarr only; convert it "
-            f"once, e.g. {_xarray_hint(location)}, and read the .zarr folder"
+            f"{start}: a NetCDF3 (classic) file, which zarrsql does not read (it reads Zarr, and HDF5 or "
+            f"NetCDF4 files in place); convert it once, e.g. {_xarray_hint(location)}, and read the .zarr folder"
         )
     if head.startswith(_ZIP_SIGNATURES):
         if _zip_holds_zarr(path):

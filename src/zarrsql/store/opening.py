@@ -31,8 +31,9 @@ from zarrsql.store.files import file_error, missing_error
 from zarrsql.store.local import LocalStore
 from zarrsql.store.redaction import redacted_url
 
-#: Remote names read as HDF5 files in place (`.h5ad` stays AnnData's, refused with a hint).
-HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4")
+#: Remote names read as HDF5 files in place (a local file is told by its signature instead);
+#: AnnData's `.h5ad` is HDF5 too, and reads with AnnData's tables (conventions/anndata.py).
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".nc4", ".h5ad")
 
 #: The storage option whose value names a connection's option set (see the module docstring).
 MOUNT_OPTIONS_KEY = "zarrsql_mount_options"
@@ -229,14 +230,15 @@ def _names_document(location: str) -> bool:
 
 
 def _is_hdf5(location: str) -> bool:
-    """An HDF5 (NetCDF4) file: by its signature when local, by its name when remote; an
-    .h5ad file is AnnData's and keeps its conversion hint."""
+    """An HDF5 (NetCDF4, AnnData .h5ad) file: by its signature when local, whatever its name,
+    by its name when remote (`HDF5_SUFFIXES`). Only the few header bytes are read here; the
+    scan of the file's metadata happens when it is opened."""
     from zarrsql.store.files import is_hdf5_file
 
     name, path = location.rstrip("/").lower(), _local_path(location)
     if path is None:
         return name.endswith(HDF5_SUFFIXES)
-    return os.path.isfile(path) and not name.endswith(".h5ad") and is_hdf5_file(path)
+    return os.path.isfile(path) and is_hdf5_file(path)
 
 
 def open_folder(location: str, storage_options: Mapping[str, Any] | None = None) -> Store:
