@@ -174,3 +174,14 @@ def test_a_healthy_store_is_still_answered(http) -> None:
     kept = np.flatnonzero(LATITUDE > 10)[::-1]  # ascending latitude
     expected = [(LATITUDE[i], float(VALUES[:, i, :].astype(np.float64).mean())) for i in kept]
     assert [(lat, pytest.approx(mean)) for lat, mean in groups] == expected
+
+
+@pytest.mark.parametrize("query", [BASELINE, "SELECT latitude, t2m FROM {t} LIMIT 3", *REWRITTEN])
+def test_the_broken_chunk_is_read_once(http, query) -> None:
+    """A scan that outputs a coordinate starts reading the coordinates in the background while
+    its first unit is fetched; that read's failure is kept for the use that needs the values,
+    which raises it instead of reading the chunk again."""
+    error, reads = _failure(http, query, "bad.zarr")
+    assert isinstance(error, zarrsql.DecodeError)
+    assert BROKEN in str(error)
+    assert reads == 1

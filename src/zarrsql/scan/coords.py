@@ -14,7 +14,6 @@ process lives.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,7 +23,7 @@ import numpy as np
 
 from zarrsql.decode.chunks import decode_chunk, fast_path, read_region
 from zarrsql.decode.columns import DecodeOptions, column_codec, type_needs_values
-from zarrsql.errors import MetadataError, UnsupportedError
+from zarrsql.errors import MetadataError, UnsupportedError, ZarrSQLError
 from zarrsql.metadata.arrays import ArrayMeta
 from zarrsql.metadata.tree import NodeTree
 from zarrsql.plan.units import DimValues
@@ -116,6 +115,8 @@ class DeferredCoords:
         self._lock = threading.Lock()
         self._done: dict[str, DimValues] | None = None
         self._started = False
+        self._failed: ZarrSQLError | None = None  # the background read's failure, raised once
+        self._tried = False
 
     def dim(self, name: str, array: ArrayMeta) -> DimValues:
         """The dimension `name`'s values, from coordinate `array`, read when first used."""
@@ -126,9 +127,15 @@ class DeferredCoords:
         assert isinstance(dv.values, np.ndarray), "a coordinate's values, never positions"
         return dv.values, dv.nulls
 
-    def _all(self) -> dict[str, DimValues]:
+    def _all(self, background: bool = False) -> dict[str, DimValues]:
         with self._lock:  # one read for all of them, whichever thread asks first
             if self._done is None:
+                if background and self._tried:
+                    return {}  # a use read them first (and failed): nothing to read ahead
+                self._tried = True
+                failed, self._failed = self._failed, None
+                if failed is not None:  # read again now, it would fail again (after its retries)
+                    raise failed.with_traceback(None)
                 tree, store, options = self._tree, self._store, self._options
                 fetched = prefetch_coords(tree, store, self._arrays, options)
                 self._done = {a.path: load_coord(tree, store, a, options, fetched)[0] for a in self._arrays}
@@ -136,8 +143,8 @@ class DeferredCoords:
 
     def start(self) -> None:
         """Begin reading them on a thread of their own (once), for a scan about to need them.
-        A failure there is left for the use that needs the values, which reads again and
-        raises it: nothing is lost or reported twice."""
+        A failure there is kept for the next use of the values, which raises it rather than
+        reading the chunks again; the use after that reads again (the store may be mended)."""
         with self._lock:
             if self._started or self._done is not None:
                 return
@@ -145,9 +152,13 @@ class DeferredCoords:
         threading.Thread(target=self._quietly, name="zarrsql-coords", daemon=True).start()
 
     def _quietly(self) -> None:
-        # raised again, by name, where the values are used
-        with contextlib.suppress(Exception):
-            self._all()
+        try:
+            self._all(background=True)
+        except ZarrSQLError as err:  # raised where the values are used
+            with self._lock:
+                self._failed = err
+        except Exception:  # anything else: the use reads again, and meets it there
+            pass
 
 
 def derived_values(d: Derived, n: int) -> tuple[DimValues, str]:
