@@ -77,6 +77,17 @@ class Positions(NDArrayOperatorsMixin):
                 stops = np.maximum.reduceat(stops, np.flatnonzero(first))
         return cls(starts, stops, label)
 
+    @classmethod
+    def from_sorted(cls, values: np.ndarray, label: str = "") -> Positions:
+        """Sorted, distinct positions listed one by one, as their runs of consecutive values."""
+        values = np.asarray(values, dtype=np.int64).reshape(-1)
+        if not len(values):
+            return cls(_EMPTY, _EMPTY, label)
+        breaks = np.flatnonzero(np.diff(values) != 1) + 1
+        starts = values[np.concatenate([[0], breaks])]
+        stops = values[np.concatenate([breaks, [len(values)]]) - 1] + 1
+        return cls(starts, stops, label)
+
     # -- what an array of the positions would say -----------------------------------------
 
     def __len__(self) -> int:
@@ -94,6 +105,11 @@ class Positions(NDArrayOperatorsMixin):
     def runs(self) -> list[tuple[int, int]]:
         """The runs as (start, stop) pairs."""
         return list(zip(self._starts.tolist(), self._stops.tolist(), strict=True))
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The runs as two int64 arrays, their starts and their stops (held, not copied: read only)."""
+        return self._starts, self._stops
 
     @property
     def holdable(self) -> bool:
@@ -183,6 +199,11 @@ class Positions(NDArrayOperatorsMixin):
         ids = np.concatenate([np.arange(a, b + 1, dtype=np.int64) for a, b in zip(first, last, strict=True)])
         keep = np.concatenate([[True], ids[1:] != ids[:-1]])
         return ids[keep]
+
+    def chunk_runs(self, g: int) -> Positions:
+        """The indices of the chunks of `g` positions that hold a position, as runs: what
+        `chunks(g)` lists, in the size of the runs however many chunks they span."""
+        return Positions.from_runs(self._starts // g, (self._stops - 1) // g + 1, self.label)
 
     def compact(self) -> Positions | np.ndarray:
         """A small set as the plain array a plan has always taken, else itself."""

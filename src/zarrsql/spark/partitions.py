@@ -26,8 +26,9 @@ import numpy as np
 
 from zarrsql.decode.logical import Labels
 from zarrsql.expand.columns import Column
+from zarrsql.plan.positions import Positions
 from zarrsql.plan.predicate import Leaf, evaluate, leaf_truth
-from zarrsql.plan.units import ScanPlan, WorkUnit
+from zarrsql.plan.units import ScanPlan, WorkUnit, sorted_unique
 from zarrsql.scan.contract import Plan, TableScan
 from zarrsql.scan.sparse import ENTRIES_PER_UNIT, SparsePlan
 from zarrsql.scan.validity import baseline
@@ -96,50 +97,62 @@ def _listed_counts(plan: Plan) -> tuple[int, ...] | None:
     return grid_counts(base) if isinstance(base, ScanPlan) else None
 
 
-def kept_ordinals(plan: Plan) -> np.ndarray:
-    """The ordinals of the units a plan keeps, ascending, as one int64 array."""
+def kept_ordinals(plan: Plan) -> Positions:
+    """The ordinals of the units a plan keeps, ascending, as runs (`plan.positions.Positions`):
+    a full scan is one run, and a separable predicate's runs come from its kept chunks per
+    dimension by arithmetic, never one ordinal (or one position) at a time, so a positional
+    axis of 10^9 cells plans as quickly as one of ten. Only plans whose units must be listed
+    (a predicate that is not separable, sparse blocks) list them."""
     if not isinstance(plan, ScanPlan):  # listed: sparse blocks, or units masked by their cells
         counts = _listed_counts(plan)
-        return np.fromiter((_ordinal(plan, u, counts) for u in plan.units()), dtype=np.int64)
+        return Positions.from_sorted(np.fromiter((_ordinal(plan, u, counts) for u in plan.units()), dtype=np.int64))
     counts = grid_counts(plan)
     if plan.predicate is None:
-        return np.arange(int(np.prod(counts, dtype=np.int64)), dtype=np.int64)
+        return Positions.whole(int(np.prod(counts, dtype=np.int64)))
     if plan.kept is not None:
-        axes = [
-            np.arange(c, dtype=np.int64) if k is None else np.unique(k // g).astype(np.int64)
-            for c, g, k in zip(counts, plan.grid, plan.kept, strict=True)
-        ]
-        if any(len(a) == 0 for a in axes):
-            return np.zeros(0, dtype=np.int64)
-        mesh = np.meshgrid(*axes, indexing="ij")
-        return np.ravel_multi_index([m.ravel() for m in mesh], counts).astype(np.int64)
-    return np.fromiter((np.ravel_multi_index(u.index, counts) for u in plan.units()), dtype=np.int64)
+        axes = [_chunk_runs(c, g, k) for c, g, k in zip(counts, plan.grid, plan.kept, strict=True)]
+        return _raveled(axes, counts)
+    ordinals = np.fromiter((np.ravel_multi_index(u.index, counts) for u in plan.units()), dtype=np.int64)
+    return Positions.from_sorted(ordinals)
 
 
-def _run_bounds(ordinals: np.ndarray) -> tuple[list[int], list[int]]:
-    """Starts and stops of the runs of consecutive values in sorted `ordinals`."""
-    if len(ordinals) == 0:
-        return [], []
-    breaks = np.flatnonzero(np.diff(ordinals) != 1) + 1
-    starts = ordinals[np.concatenate([[0], breaks])]
-    stops = ordinals[np.concatenate([breaks, [len(ordinals)]]) - 1] + 1
-    return starts.tolist(), stops.tolist()
+def _chunk_runs(count: int, g: int, kept: Any) -> Positions:
+    """The chunks of one dimension holding a kept index, as runs: all `count` of them (None),
+    those of a positional dimension's kept runs by arithmetic, or those of kept indices."""
+    if kept is None:
+        return Positions.whole(count)
+    if isinstance(kept, Positions):
+        return kept.chunk_runs(g)
+    return Positions.from_sorted(sorted_unique(np.asarray(kept) // g))
 
 
-def runs_of(ordinals: np.ndarray) -> Runs:
-    """Sorted ordinals as (start, stop) runs of consecutive values."""
-    starts, stops = _run_bounds(ordinals)
-    return tuple(zip(starts, stops, strict=True))
+def _raveled(axes: list[Positions], counts: tuple[int, ...]) -> Positions:
+    """The row-major ordinals of the grid cells whose index along each dimension is in that
+    dimension's chunk runs, as runs. A dimension kept whole scales the runs of the ones before
+    it; any other repeats its runs once per ordinal kept before it (that many runs there are)."""
+    starts, stops = np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)
+    for runs, count in zip(axes, counts, strict=True):
+        if not len(runs):
+            return Positions.whole(0)
+        first, last = runs.bounds
+        if len(first) == 1 and first[0] == 0 and last[0] == count:
+            starts, stops = starts * count, stops * count
+            continue
+        before = Positions.from_runs(starts, stops)[:]  # each starts runs of its own: fewer than them
+        starts = (before[:, None] * count + first[None, :]).reshape(-1)
+        stops = (before[:, None] * count + last[None, :]).reshape(-1)
+    return Positions.from_runs(starts, stops)
 
 
-def group(ordinals: np.ndarray, per_partition: int) -> list[Runs]:
+def group(ordinals: np.ndarray | Positions, per_partition: int) -> list[Runs]:
     """Consecutive groups of `per_partition` kept units, each as its runs: one pass over the
     runs and the partitions (a million units in a few thousand runs is quick)."""
+    kept = ordinals if isinstance(ordinals, Positions) else Positions.from_sorted(ordinals)
     step = max(1, per_partition)
     out: list[Runs] = []
     current: list[tuple[int, int]] = []
     room = step
-    for start, stop in zip(*_run_bounds(ordinals), strict=True):
+    for start, stop in kept.runs:
         while start < stop:
             take = min(room, stop - start)
             current.append((start, start + take))
