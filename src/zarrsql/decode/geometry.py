@@ -153,12 +153,15 @@ class _Where:
 
 
 def _check_offsets(where: _Where, name: str, values: np.ndarray, start: int, limit: int, target: str) -> None:
-    """`values` (offsets[start:...]) must not decrease and must stay within [0, limit]."""
+    """`values` (offsets[start:...], in their stored integer dtype) must not decrease and must
+    stay within [0, limit]. Neighbours are compared, not subtracted: a difference of unsigned
+    offsets wraps instead of going negative, and a uint64 offset past 2**63 must be named as
+    stored, not as the negative int64 it would become."""
     if len(values) == 0:
         return
-    steps = np.diff(values)
-    if (steps < 0).any():
-        i = int(np.flatnonzero(steps < 0)[0])
+    falls = values[1:] < values[:-1]
+    if falls.any():
+        i = int(np.flatnonzero(falls)[0])
         raise where.broken(
             f"{name}[{start + i}] = {int(values[i])} is followed by {int(values[i + 1])}",
             f"{name} to be non-decreasing",
@@ -210,9 +213,9 @@ class RaggedCodec:
     code: int | None
 
     def _offsets(self, store: Store, array: ArrayMeta, lo: int, hi: int, limit: int, target: str) -> np.ndarray:
-        values = read_region(store, array, ((lo, hi),)).astype(np.int64)
-        _check_offsets(self.where, array.name, values, lo, limit, target)
-        return values
+        stored = read_region(store, array, ((lo, hi),))
+        _check_offsets(self.where, array.name, stored, lo, limit, target)
+        return stored.astype(np.int64)  # each within [0, limit] now: exact as int64
 
     def read(self, store: Store, unit: Cells) -> tuple[Any, np.ndarray | None]:
         r0, r1 = unit.region[0]

@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 
 from zarrsql.engine import interrupts
-from zarrsql.engine.failures import arrow_overflow, bounds_hint, gone_store, interrupted, statement_failure
+from zarrsql.engine.failures import (
+    arrow_unpushable,
+    bounds_hint,
+    gone_store,
+    interrupted,
+    refused_pushdown,
+    statement_failure,
+)
 from zarrsql.engine.frames import call_from, caller_frame
 from zarrsql.engine.functions import FUNCTIONS
 from zarrsql.engine.installing import FunctionInstaller
@@ -326,7 +333,7 @@ class Connection(FunctionInstaller, ScanRegistration):
                     text
                 ):
                     continue
-                gone = gone_store(err) or arrow_overflow(err)  # a stored view's string; DuckDB 1.5's limit
+                gone = gone_store(err) or arrow_unpushable(err)  # a stored view's string; DuckDB 1.5's limits
                 if gone is not None:
                     raise gone from err
                 from zarrsql.engine import hints  # only for an error on its way to the caller
@@ -402,6 +409,10 @@ class Connection(FunctionInstaller, ScanRegistration):
                 relation = self._run(query, getattr(self._con, method), query, *args, **kwargs)
             if relation is not None:
                 self._state.pin(relation, self._state.bound_now())
+                parameters = args[0] if args else kwargs.get("params")
+                refused = refused_pushdown(self._con, self._state, query, parameters, caller_frame())
+                if refused is not None:  # DuckDB 1.5 would fail its first fetch with a raw error
+                    raise refused
             return relation
 
     def execute(self, query: str, *args: Any, **kwargs: Any) -> Connection:

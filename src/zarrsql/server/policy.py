@@ -14,6 +14,9 @@ Refused: everything else (CREATE, INSERT, COPY, ATTACH, SET, USE, LOAD, CALL, ..
 query that calls a function changing state (`nextval`, `checkpoint()`, `enable_logging(...)`,
 ...: see `effects`). Comments before a statement (or before its body) change nothing.
 `--allow-writes` lifts the refusal; the classification still tells queries from writes.
+A PIVOT without an IN list (`PIVOT t ON lon USING sum(air)`) is a write to DuckDB: it first
+creates an ENUM type of the ON column's values (DuckDB 2 parses it as one MULTI statement, 1.5
+as CREATE statements and a SELECT); it is refused by name with the IN list that avoids the type.
 """
 
 from __future__ import annotations
@@ -70,6 +73,16 @@ _PRAGMA_CALL = re.compile(
 _EXPLAIN = re.compile(rf"^{_GAP}explain\b{_GAP}(?:\([^()]*\){_GAP})?(?:analy[sz]e\b{_GAP})?", re.IGNORECASE | re.DOTALL)
 
 
+#: PIVOT (or PIVOT_WIDER) as a word of the statement, outside strings and comments.
+_PIVOT = re.compile(r"\bpivot(?:_wider)?\b", re.IGNORECASE)
+PIVOT_REFUSAL = (
+    "this server is read-only and refuses a PIVOT without an IN list ({text!r}): DuckDB first creates an "
+    "ENUM type of the ON column's values, which is a write; list the values in the PIVOT (PIVOT t ON lon "
+    "IN (0.0, 90.0, 180.0) USING sum(air) ...; SELECT DISTINCT lon FROM t finds them), or start the server "
+    "with --allow-writes"
+)
+
+
 class StatementRefused(ZarrSQLError, PermissionError):
     """A statement this server does not run: a write on a read-only server, or several
     statements in one request."""
@@ -93,6 +106,10 @@ def classify(sql: str, *, allow_writes: bool) -> Statement:
     syntax error is DuckDB's own (the service reports its message).
     """
     statements = duckdb.extract_statements(sql)
+    if _pivot_making_types(sql, statements):
+        if not allow_writes:
+            raise StatementRefused(PIVOT_REFUSAL.format(text=sql.strip()[:60]))
+        return Statement(sql, query=False, parameters=sum(len(s.named_parameters) for s in statements))
     if len(statements) != 1:
         raise StatementRefused(
             f"the request holds {len(statements)} statements; send one statement per request "
@@ -112,6 +129,21 @@ def classify(sql: str, *, allow_writes: bool) -> Statement:
         _refuse_state_changes(body)
     text = _as_select(sql) if body is not None and statements[0].type == duckdb.StatementType.PRAGMA else sql
     return Statement(text, query=body is not None, parameters=len(statements[0].named_parameters))
+
+
+def _pivot_making_types(sql: str, statements: list[Any]) -> bool:
+    """Whether `statements`, parsed from `sql`, are one PIVOT without an IN list: DuckDB 2's one
+    MULTI statement, or DuckDB 1.5's CREATE statements (its ENUM types) then a SELECT."""
+    if not _PIVOT.search(bare_text(sql)):
+        return False
+    kinds = [statement.type for statement in statements]
+    if kinds == [duckdb.StatementType.MULTI]:
+        return True
+    return (
+        len(kinds) > 1
+        and kinds[-1] == duckdb.StatementType.SELECT
+        and all(kind == duckdb.StatementType.CREATE for kind in kinds[:-1])
+    )
 
 
 def _refuse_state_changes(body: str) -> None:
