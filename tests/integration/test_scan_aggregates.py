@@ -24,6 +24,7 @@ import zarr
 import zarrsql
 from zarrsql.engine import grouped
 from zarrsql.errors import ZarrSQLError
+from zarrsql.plan.units import ScanPlan
 
 REWRITTEN = "__zarrsql_grouped_"
 
@@ -34,15 +35,15 @@ def _small_stores_qualify(monkeypatch):
     monkeypatch.setattr(grouped, "MIN_ROWS", 0)
 
 
-def _dataset(nan: float = np.nan) -> xr.Dataset:
+def _dataset(nan: float = np.nan, shape: tuple[int, int, int] = (100, 13, 17)) -> xr.Dataset:
     rng = np.random.default_rng(7)
-    time = pd.date_range("2021-03-01", periods=100, freq="h")
-    lat = np.linspace(60.0, -60.0, 13)  # descending
-    lon = np.linspace(0.0, 352.0, 17)
-    air = (270 + 20 * rng.random((100, 13, 17))).astype("float32")
+    time = pd.date_range("2021-03-01", periods=shape[0], freq="h")
+    lat = np.linspace(60.0, -60.0, shape[1])  # descending
+    lon = np.linspace(0.0, 352.0, shape[2])
+    air = (270 + 20 * rng.random(shape)).astype("float32")
     air[rng.random(air.shape) < 0.07] = nan
-    wind = (rng.random((100, 13, 17)) * 30 - 5).astype("float32")
-    counts = rng.integers(-40, 1000, (100, 13, 17)).astype("int32")
+    wind = (rng.random(shape) * 30 - 5).astype("float32")
+    counts = rng.integers(-40, 1000, shape).astype("int32")
     counts[rng.random(counts.shape) < 0.05] = -999
     ds = xr.Dataset(
         {
@@ -277,7 +278,8 @@ def test_old_relations_fetch_again_and_kept_results_are_bounded(con, oracle, sto
     if int(duckdb.__version__.split(".")[0]) >= 2:  # on 1.5 it reads a name dropped with its parent relation
         kept = [(lat, m + 100) for lat, m in expected if lat > 0]
         got = derived.fetchall()
-        assert len(got) == len(kept) == 6 and all(_close(g[1], e[1]) for g, e in zip(got, kept, strict=True))
+        assert len(got) == len(kept) == 6
+        assert all(_close(g[1], e[1]) for g, e in zip(got, kept, strict=True))
     del rels, derived
     gc.collect()
     con.execute(sql.format(i=-2)).fetchall()
@@ -304,21 +306,36 @@ def test_nan_is_a_value_with_nan_as_null_false(tmp_path):
         assert all(_close(x, y) for x, y in zip(g, e, strict=True)), (g, e)
 
 
-def test_small_chunks_read_in_merged_units(tmp_path):
-    """Chunks far under the reader's unit size are merged into units; groups are still exact."""
+def test_small_chunks_read_in_merged_units(tmp_path, monkeypatch):
+    """Chunks far under the reader's unit size are merged into units; groups are still exact.
+
+    282 880 cells in 320 chunks of 884: just over one unit's `GROUP_CELLS`, so the chunks
+    past the first unit's (read chunk by chunk, for an early LIMIT) are read as one merged
+    unit."""
     path = str(tmp_path / "small.zarr")
-    ds = _dataset()
-    ds["counts"].attrs.pop("_FillValue")
-    ds.chunk({"time": 3, "lat": 2, "lon": 3}).to_zarr(path, mode="w", zarr_format=3)
-    raw = xr.open_zarr(path)
+    ds = _dataset(shape=(64, 65, 68))[["air"]]
+    ds.to_zarr(path, mode="w", zarr_format=3, encoding={"air": {"chunks": (4, 13, 17)}})
+    raw = xr.open_zarr(path, chunks=None)  # xarray's decoding, read whole (no dask graph)
     expected_lat = raw["air"].mean(("time", "lon"), skipna=True).to_series()
     expected_all = float(raw["air"].mean(skipna=True))
+    merged: list[int] = []  # chunks per unit the grouped scans were given
+    listed = ScanPlan.grouped_units
+
+    def spied(plan, *args, **kwargs):
+        for unit in listed(plan, *args, **kwargs):
+            merged.append(unit.merged)
+            yield unit
+
+    monkeypatch.setattr(ScanPlan, "grouped_units", spied)
     with zarrsql.connect() as con, zarrsql.trace() as t:
         rel = con.sql(f"SELECT lat, avg(air) FROM read_zarr('{path}') GROUP BY lat")
         got = dict(rel.fetchall())
         ((whole,),) = con.sql(f"SELECT avg(air) FROM read_zarr('{path}')").fetchall()
     assert REWRITTEN in rel.sql_query()
+    assert t.work_units_planned == 2 * 16 * 5 * 4
     assert t.work_units_read == 2 * t.work_units_planned // 2  # every chunk once, each scan
+    assert sum(merged) == t.work_units_planned, merged  # the units cover every chunk once
+    assert max(merged) > 1, merged  # and some were merged
     assert got == pytest.approx({float(k): float(v) for k, v in expected_lat.items()}, rel=1e-6)
     assert whole == pytest.approx(expected_all, rel=1e-6)
 
