@@ -140,9 +140,9 @@ def refused_pushdown(
     it pushes. None on DuckDB 2, for a text that cannot hold such a filter, for anything but one
     SELECT, and when the plan cannot be had (the fetch then reports what is wrong). A join's
     filters are made while it runs, so a join on such keys is not found here."""
-    from zarrsql.engine.source import HAS_SOURCES
+    from zarrsql.engine.duckdb_version import MAJOR  # not engine.source: it loads the scan machinery
 
-    if HAS_SOURCES or not isinstance(text, str) or not _may_refuse(text, parameters):
+    if MAJOR >= 2 or not isinstance(text, str) or not _may_refuse(text, parameters):
         return None
     try:
         statements = con.extract_statements(text)

@@ -14,6 +14,7 @@ process lives.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -137,8 +138,13 @@ class DeferredCoords:
                 if failed is not None:  # read again now, it would fail again (after its retries)
                     raise failed.with_traceback(None)
                 tree, store, options = self._tree, self._store, self._options
-                fetched = prefetch_coords(tree, store, self._arrays, options)
-                self._done = {a.path: load_coord(tree, store, a, options, fetched)[0] for a in self._arrays}
+                try:
+                    fetched = prefetch_coords(tree, store, self._arrays, options)
+                    self._done = {a.path: load_coord(tree, store, a, options, fetched)[0] for a in self._arrays}
+                except ZarrSQLError as err:
+                    if background:  # kept under the lock: a use waiting on it must not read again
+                        self._failed = err
+                    raise
             return self._done
 
     def start(self) -> None:
@@ -152,13 +158,10 @@ class DeferredCoords:
         threading.Thread(target=self._quietly, name="zarrsql-coords", daemon=True).start()
 
     def _quietly(self) -> None:
-        try:
+        # a ZarrSQLError is kept for the next use (`_all`); anything else, the use reads again
+        # and meets it there
+        with contextlib.suppress(Exception):
             self._all(background=True)
-        except ZarrSQLError as err:  # raised where the values are used
-            with self._lock:
-                self._failed = err
-        except Exception:  # anything else: the use reads again, and meets it there
-            pass
 
 
 def derived_values(d: Derived, n: int) -> tuple[DimValues, str]:
