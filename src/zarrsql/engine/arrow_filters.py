@@ -97,34 +97,6 @@ def _float_value_set(column: pa.Array) -> pa.Array | None:
     return column.field("value_set")[0].values  # type: ignore[no-any-return]
 
 
-#: Calls whose arguments are conditions of their own (a literal there is a whole condition).
-_LOGICAL = frozenset({"and", "and_kleene", "or", "or_kleene", "invert", "and_not", "and_not_kleene", "xor"})
-
-
-def holds_bare_true(filter: Any) -> bool:  # noqa: A002
-    """Whether `filter` holds the literal `true` as a condition: the whole filter, or a term of
-    AND, OR or NOT (not an operand: `b == true` compares a boolean column).
-
-    DuckDB 1.5 hands `v <= 'nan'` (and `NOT (v > 'nan')`) over as `true`: every number is at
-    most NaN, but a NULL is not, and the column it named is gone. Applied as handed over, the
-    filter would keep the NULL rows DuckDB's own answer drops."""
-    form = _pickle_form(filter)
-    if form is None:
-        return str(filter) == "true"
-    _, written, batch = form
-    calls: list[str] = []
-    for key, value in _metadata_entries(written):
-        if key == b"call":
-            calls.append(value.decode("utf-8", "replace"))
-        elif key == b"end" and calls:
-            calls.pop()
-        elif key == b"literal" and (not calls or calls[-1] in _LOGICAL):
-            literal = batch.column(int(value))
-            if pa.types.is_boolean(literal.type) and literal[0].as_py() is True:
-                return True
-    return False
-
-
 def duckdb_nan_rules(filter: Any, schema: pa.Schema) -> Any:  # noqa: A002
     """`filter` comparing floating-point columns of `schema` by DuckDB's rules, where NaN
     equals NaN and is greater than every other value, not IEEE's, which Arrow follows.

@@ -41,9 +41,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from zarrsql.engine.arrow_filters import duckdb_nan_rules, holds_bare_true, zeros_alike
+from zarrsql.engine.arrow_filters import duckdb_nan_rules, zeros_alike
 from zarrsql.engine.interrupts import stopped
-from zarrsql.errors import UnsupportedError, ZarrSQLError
+from zarrsql.errors import ZarrSQLError
 from zarrsql.expand.arrow import schema_of
 from zarrsql.plan.positions import Positions
 from zarrsql.plan.units import Kept, ScanPlan
@@ -94,9 +94,6 @@ class ZarrDataset(pads.Dataset):
 
     def _scanner(self, columns: list[str] | None, filter: Any) -> ZarrScanner:  # noqa: A002
         if filter is not None:
-            if holds_bare_true(filter):
-                with reported(self._on_error):
-                    raise UnsupportedError(NULL_CHECK_LOST)
             filter = zeros_alike(filter)
         scan = self._current()
         by_name = {c.name: c for c in scan.columns}
@@ -280,12 +277,6 @@ def _plain(schema: pa.Schema) -> pa.Schema:
 
 #: Above this many work units the guarantees cost more than they save; every unit is read.
 MAX_GUARANTEED_UNITS = 20_000
-#: DuckDB 1.5 pushed a comparison with NaN into the scan as `true` (`arrow_filters.holds_bare_true`).
-NULL_CHECK_LOST = (
-    "DuckDB 1.5 hands this scan a comparison with NaN (such as v <= 'nan' or NOT (v > 'nan')) as the "
-    "condition `true`, without the column it names, so its NULL rows would pass it; every number is at "
-    "most NaN, so write it as v IS NOT NULL, or use DuckDB 2 (pip install -U duckdb), which applies it exactly"
-)
 
 
 def _guarantee(unit: Any, ranges: list) -> pc.Expression:
