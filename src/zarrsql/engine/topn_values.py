@@ -59,12 +59,14 @@ def bound(
         raise Decline("not a numeric data column")
     if rows > MAX_ROWS or rows * 8 > scan.num_rows:
         raise Decline("too many rows wanted to look for their cells first")
-    keys = column_keys(scan, column)
+    # a remote store's token is a request per chunk, before the query: not taken, as a remote
+    # table's other state is not checked either (`scan/validity.py`)
+    keys = [] if getattr(scan.store, "remote", False) else column_keys(scan, column)
     if keys is None:
         raise Decline("a column whose chunk keys are not known ahead (its freshness cannot be checked)")
     wanted = Wanted(column, descending, nulls_first, rows, all_ties=not alone)
     with statement_reads():  # the statement reads the same chunks: their failure is its own
-        tokens = list(zip(keys, scan.store.token_many(keys), strict=True))  # before the reads
+        tokens = list(zip(keys, scan.store.token_many(keys), strict=True)) if keys else []  # before the reads
         cells = first_cells(scan, wanted, MAX_CELLS)
     if cells is None or not len(cells):
         raise Decline("too many cells tied with the last row wanted")
