@@ -54,7 +54,6 @@ import numpy as np
 from zarrsql.decode.logical import Labels
 from zarrsql.engine import parsetree, topn_values
 from zarrsql.engine.answers import (
-    _TYPE_NAME,
     _axis_tables,
     _bind,
     _check_from,
@@ -62,6 +61,7 @@ from zarrsql.engine.answers import (
     _precheck,
     rewritten_or_same,
 )
+from zarrsql.engine.exact_literals import exact_texts
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
@@ -311,21 +311,17 @@ def _bounding_value(conn: Connection, scan: TableScan, order: _Order, positions:
     column = quote_ident(order.column)
     with _axis_tables(conn, scan, [], [], {order.axis}) as axes:
         table = quote_ident(str(axes[order.axis].table))
-        kind = str(conn._con.execute(f"SELECT typeof({column}) FROM {table} LIMIT 1").fetchall()[0][0]).upper()
-        if not _TYPE_NAME.match(kind):
-            raise Decline("a coordinate type not carried over as text")
-        nans = f"count(*) FILTER (isnan({column}))" if kind in ("FLOAT", "DOUBLE") else "0"
         sort = f"{column} {'DESC' if order.descending else 'ASC'} NULLS {'FIRST' if order.nulls_first else 'LAST'}"
-        text, same, nulls, nan_count = conn._con.execute(
-            f"SELECT CAST(v AS VARCHAR), CAST(CAST(v AS VARCHAR) AS {kind}) IS NOT DISTINCT FROM v, nulls, nans "
-            f"FROM (SELECT {column} AS v FROM {table} ORDER BY {sort} LIMIT 1 OFFSET {positions - 1}), "
-            f"(SELECT count(*) FILTER ({column} IS NULL) AS nulls, {nans} AS nans FROM {table})"
+        kind, texts = exact_texts(
+            conn, f"SELECT {column} AS v FROM {table} ORDER BY {sort} LIMIT 1 OFFSET {positions - 1}"
+        )
+        nans = f"count(*) FILTER (isnan({column}))" if kind in ("FLOAT", "DOUBLE") else "0"
+        nulls, nan_count = conn._con.execute(
+            f"SELECT count(*) FILTER ({column} IS NULL), {nans} FROM {table}"
         ).fetchall()[0]
-    if text is None or same is not True or str(text).lower().lstrip("+-") == "nan":
-        raise Decline("the bounding value is NULL or NaN, or its text does not read back")
     if nan_count and not HAS_SOURCES:
         raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
-    return kind, str(text), int(nulls)
+    return kind, texts[0], int(nulls)
 
 
 def _positions_holding(values: Any, first: int) -> int:
@@ -376,21 +372,17 @@ def _first_cells(conn: Connection, scan: TableScan, axis: int, tied: int, rows_w
 
 def _position_value(conn: Connection, scan: TableScan, k: int, position: int) -> tuple[str, str] | None:
     """Axis `k`'s coordinate column (as SQL) and its value at `position` in storage order, as a
-    literal of the column's type; None when the value's text does not read back as it."""
+    literal of the column's type; None when the value has no such literal (`exact_literals`)."""
     column = quote_ident(next(c.name for c in scan.columns if c.dim == k and c.derived is None))
     if scan.positional[k]:  # the position itself
         return column, f"CAST({quote_text(str(position))} AS BIGINT)"
     with _axis_tables(conn, scan, [], [], {k}) as axes:
         table = quote_ident(str(axes[k].table))
-        value = f"(SELECT {column} FROM {table} LIMIT 1 OFFSET {position})"  # in storage order
-        text, kind = conn._con.execute(f"SELECT CAST({value} AS VARCHAR), typeof({value})").fetchall()[0]
-        kind = str(kind).upper()
-        if text is None or not _TYPE_NAME.match(kind):
+        try:  # in storage order
+            kind, texts = exact_texts(conn, f"SELECT {column} AS v FROM {table} LIMIT 1 OFFSET {position}")
+        except Decline:
             return None
-        literal = f"CAST({quote_text(str(text))} AS {kind})"
-        if conn._con.execute(f"SELECT {literal} IS NOT DISTINCT FROM {value}").fetchall()[0][0] is not True:
-            return None
-    return column, literal
+    return column, f"CAST({quote_text(texts[0])} AS {kind})"
 
 
 def _monotonic(scan: TableScan, axis: int) -> bool | None:

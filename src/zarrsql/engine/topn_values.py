@@ -24,13 +24,14 @@ adds makes a relation fetched after a change fail and say to run the statement a
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from zarrsql.decode.logical import Labels
-from zarrsql.engine.answers import _TYPE_NAME, _axis_table, _has_nan, statement_reads
+from zarrsql.engine.answers import _axis_table, _has_nan, statement_reads
+from zarrsql.engine.exact_literals import exact_texts
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
@@ -100,21 +101,11 @@ def _listed(conn: Connection, scan: TableScan, k: int, kept: np.ndarray) -> str:
 
 def _texts(conn: Connection, table: pa.Table, column: str) -> list[str]:
     """The distinct values of `column` as literals `CAST('<text>' AS <type>)`, found by DuckDB
-    over the column as the scan hands it; declined for a NULL, a NaN or text that does not
-    read back as its value."""
-    name, col = "__zarrsql_cells_" + uuid.uuid4().hex[:12], quote_ident(column)
+    over the column as the scan hands it (see `exact_literals`)."""
+    name = "__zarrsql_cells_" + uuid.uuid4().hex[:12]
     conn._con.register(name, table)
     try:
-        kind = str(conn._con.execute(f"SELECT typeof({col}) FROM {quote_ident(name)} LIMIT 1").fetchall()[0][0])
-        kind = kind.upper()
-        if not _TYPE_NAME.match(kind):
-            raise Decline("a coordinate type not carried over as text")
-        rows: list[Any] = conn._con.execute(
-            f"SELECT DISTINCT CAST({col} AS VARCHAR) AS t, "
-            f"CAST(CAST({col} AS VARCHAR) AS {kind}) IS NOT DISTINCT FROM {col} FROM {quote_ident(name)} ORDER BY t"
-        ).fetchall()
+        kind, texts = exact_texts(conn, f"SELECT {quote_ident(column)} AS v FROM {quote_ident(name)}")
     finally:
         conn._con.unregister(name)
-    if any(text is None or same is not True or str(text).lower().lstrip("+-") == "nan" for text, same in rows):
-        raise Decline("a coordinate at those cells is NULL or NaN, or its text does not read back")
-    return [f"CAST({quote_text(str(text))} AS {kind})" for text, _ in rows]
+    return [f"CAST({quote_text(text)} AS {kind})" for text in texts]
