@@ -15,7 +15,9 @@ other side's setup untimed; open + query timed):
 * `ties top-n 1000`: `... ORDER BY longitude DESC LIMIT 1000`;
 * `data top-n`: `SELECT * ... ORDER BY t2m DESC LIMIT 10` (the hottest cells: a data column,
   which Parquet's row-group statistics prune and Zarr has none of);
-* `data top-n 2 keys`: `... ORDER BY u10, time LIMIT 100`.
+* `data top-n 2 keys`: `... ORDER BY u10, time LIMIT 100`;
+* `data top-n where`: `... WHERE time >= '2020-02-10' AND latitude > 30 ORDER BY t2m DESC
+  LIMIT 10` (the hottest cells of the last three weeks, north of 30°).
 
 `--tree` adds the engine `zarrsql (tree)`: zarrsql imported from another source folder (a
 `git archive` of an older commit), for before/after numbers in the same run. Repetitions are
@@ -46,8 +48,10 @@ QUERIES = {
     "ties top-n 1000": "SELECT * FROM {src} ORDER BY longitude DESC LIMIT 1000",
     "data top-n": "SELECT * FROM {src} ORDER BY t2m DESC LIMIT 10",
     "data top-n 2 keys": "SELECT * FROM {src} ORDER BY u10, time LIMIT 100",
+    "data top-n where": "SELECT * FROM {src} WHERE time >= '2020-02-10' AND latitude > 30 "
+    "ORDER BY t2m DESC LIMIT 10",
 }
-ORDER_COLUMN = {"ties top-n": 1, "ties top-n 1000": 2, "data top-n": 3}
+ORDER_COLUMN = {"ties top-n": 1, "ties top-n 1000": 2, "data top-n": 3, "data top-n where": 3}
 
 CHILD = r"""
 import importlib, json, sys, time, warnings

@@ -29,7 +29,8 @@ Only this shape is rewritten: the top-level `SELECT <items> FROM <one zarrsql ta
 ORDER BY <dimension column> [ASC|DESC] [NULLS FIRST|LAST] [, any keys] LIMIT <n> [OFFSET
 <m>]`, the table `read_zarr(...)`, a `'x.zarr'` string or a view that is `SELECT *` of one,
 whose rows are its cells (no `bounds :=`, no sparse matrix). Declined: any `WHERE` (a
-condition on other dimensions leaves fewer rows per value, so `k` would have to grow), joins,
+condition on other dimensions leaves fewer rows per value, so `k` would have to grow; an
+ORDER BY data variable takes a WHERE on dimensions, `topn_values`), joins,
 grouping, aggregates, window functions, `DISTINCT`, `QUALIFY`, subqueries, macros, parameters,
 a select item aliased to the dimension's name (ORDER BY would sort by the item), a string
 (categorical) dimension, a NaN or NULL `v`, and on DuckDB 1.5 a coordinate holding NaN (1.5
@@ -121,10 +122,18 @@ def _rewrite(conn: Connection, query: str) -> str:
     _check_from(conn._con, table)  # again: binding created the view of a 'x.zarr' string
     order = _order(conn, node, parsetree.alias(table), scan)
     chunks: list[tuple[str, str | None]] = []
-    if order.data is not None:
+    where = node.get("where_clause")
+    if order.data is not None:  # a WHERE on dimensions: the first cells among those it keeps
         bound, chunks = topn_values.bound(
-            conn, scan, order.data, order.descending, order.nulls_first, order.alone, rows_wanted
+            conn,
+            scan,
+            order.data,
+            (order.descending, order.nulls_first, order.alone),
+            rows_wanted,
+            None if where is None else (where, parsetree.alias(table)),
         )
+    elif where is not None:
+        raise Decline("a WHERE: fewer rows per value may pass it")
     else:
         bound = _bound(conn, scan, order, rows_wanted)
     state = conn._state
@@ -132,19 +141,28 @@ def _rewrite(conn: Connection, query: str) -> str:
         raise Decline("no check function installed")
     # a scalar subquery: DuckDB runs the check once per execution, not once per row
     check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan, chunks))}))"
-    node["where_clause"] = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}", keep=False)[
-        "where_clause"
-    ]
+    added = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}", keep=False)["where_clause"]
+    node["where_clause"] = added if where is None else _both(where, added)
     return parsetree.deserialize(conn._con, doc)
 
 
+def _both(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """The tree of `first AND second`."""
+    return {
+        "class": "CONJUNCTION",
+        "type": "CONJUNCTION_AND",
+        "alias": "",
+        "query_location": first.get("query_location", 0),
+        "children": [first, second],
+    }
+
+
 def _check_shape(node: dict[str, Any]) -> int:
-    """Decline all but `SELECT ... FROM <one table> ORDER BY ... LIMIT n [OFFSET m]`; the rows
-    the statement needs sorted, n + m."""
+    """Decline all but `SELECT ... FROM <one table> [WHERE ...] ORDER BY ... LIMIT n [OFFSET m]`
+    (which ORDER BY keys take a WHERE is decided once they are known); the rows the statement
+    needs sorted, n + m."""
     if node.get("type") != "SELECT_NODE" or (node.get("cte_map") or {}).get("map"):
         raise Decline("not a plain SELECT")
-    if node.get("where_clause") is not None:
-        raise Decline("a WHERE: fewer rows per value may pass it")
     if node.get("group_expressions") or node.get("group_sets") or node.get("having") or node.get("qualify"):
         raise Decline("grouping")
     if node.get("sample") or node.get("aggregate_handling") not in (None, "STANDARD_HANDLING"):

@@ -11,20 +11,23 @@ superset of those cells (every combination of the positions listed, every positi
 a listed value), so sorting them with the statement's own ORDER BY and LIMIT gives its first
 rows (ties aside, as SQL allows).
 
-This runs for the shape `topn.py` rewrites (one zarrsql table whose rows are its cells, no
-WHERE, ORDER BY then LIMIT, scalar items) when the first ORDER BY key is a numeric data
-column. With one key, any of the rows tied at the last value will do; with more keys every
-tied cell is kept, and the statement runs as written when that is more than `MAX_CELLS`.
-Declined too: more than `MAX_ROWS` rows wanted, a string (labels) dimension, a listed
-position whose coordinate is NULL or NaN or whose text does not read back as its value. The
-cells come from the store as it was when the statement was rewritten; the check `topn.py`
-adds makes a relation fetched after a change fail and say to run the statement again.
+This runs for the shape `topn.py` rewrites (one zarrsql table whose rows are its cells, ORDER
+BY then LIMIT, scalar items) when the first ORDER BY key is a numeric data column. A WHERE may
+read dimension columns (and one-dimensional coordinates): the cells are then looked for among
+those it keeps (`where_cells.py`), and the statement keeps its WHERE beside the IN lists; a
+WHERE on a data variable declines. With one key, any of the rows tied at the last value will
+do; with more keys every tied cell is kept, and the statement runs as written when that is
+more than `MAX_CELLS`. Declined too: more than `MAX_ROWS` rows wanted, a string (labels)
+dimension, a listed position whose coordinate is NULL or NaN or whose text does not read back
+as its value. The cells come from the store as it was when the statement was rewritten; the
+check `topn.py` adds makes a relation fetched after a change fail and say to run the statement
+again.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +38,7 @@ from zarrsql.engine.exact_literals import exact_texts
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
+from zarrsql.engine.where_cells import cells_kept
 from zarrsql.expand.columns import Column
 from zarrsql.scan.first_cells import ORDERABLE, Wanted, column_keys, first_cells
 
@@ -49,26 +53,35 @@ MAX_CELLS = 50_000
 
 
 def bound(
-    conn: Connection, scan: TableScan, column: Column, descending: bool, nulls_first: bool, alone: bool, rows: int
+    conn: Connection,
+    scan: TableScan,
+    column: Column,
+    order: tuple[bool, bool, bool],
+    rows: int,
+    where: tuple[dict[str, Any], str] | None = None,
 ) -> tuple[str, list[tuple[str, str | None]]]:
     """The condition keeping the cells of the first `rows` rows by data column `column` (see
     the module docstring), as SQL text, and the (key, token) of the column's chunks read to
-    find them, which the statement's check compares with the store's at each run."""
+    find them, which the statement's check compares with the store's at each run. `order` is
+    (descending, NULLs first, the only ORDER BY key); `where` the statement's WHERE tree and
+    the table's alias, whose cells alone are looked at (`where_cells`)."""
     if not scan.rows_are_cells or scan.base_predicate is not None or not scan.num_rows:
         raise Decline("rows that are not all the cells of the table, or none")
     if column.data is None or column.logical not in ORDERABLE:
         raise Decline("not a numeric data column")
-    if rows > MAX_ROWS or rows * 8 > scan.num_rows:
+    kept_by, cells_in = (None, scan.num_rows) if where is None else cells_kept(conn, scan, *where)
+    if rows > MAX_ROWS or rows * 8 > cells_in:
         raise Decline("too many rows wanted to look for their cells first")
     # a remote store's token is a request per chunk, before the query: not taken, as a remote
     # table's other state is not checked either (`scan/validity.py`)
-    keys = [] if getattr(scan.store, "remote", False) else column_keys(scan, column)
+    keys = [] if getattr(scan.store, "remote", False) else column_keys(scan, column, kept_by)
     if keys is None:
         raise Decline("a column whose chunk keys are not known ahead (its freshness cannot be checked)")
+    descending, nulls_first, alone = order
     wanted = Wanted(column, descending, nulls_first, rows, all_ties=not alone)
     with statement_reads():  # the statement reads the same chunks: their failure is its own
         tokens = list(zip(keys, scan.store.token_many(keys), strict=True)) if keys else []  # before the reads
-        cells = first_cells(scan, wanted, MAX_CELLS)
+        cells = first_cells(scan, wanted, MAX_CELLS, where=kept_by)
     if cells is None or not len(cells):
         raise Decline("too many cells tied with the last row wanted")
     shape = scan.table.shape

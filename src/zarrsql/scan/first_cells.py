@@ -80,11 +80,11 @@ class _Bucket:
         return np.concatenate(self.cells) if self.cells else np.zeros(0, dtype=np.int64)
 
 
-def column_keys(table: TableScan, column: Column) -> list[str] | None:
-    """Every store key that reading data column `column` whole fetches, once each; None when
-    the column cannot say ahead (a convention's encoded column)."""
+def column_keys(table: TableScan, column: Column, where: Where | None = None) -> list[str] | None:
+    """Every store key that reading data column `column` (at the cells `where` keeps) fetches,
+    once each; None when the column cannot say ahead (a convention's encoded column)."""
     keys: list[str] = []
-    for unit in _whole(table).units():
+    for unit in _whole(table, where).units():
         more = table.unit_keys(unit, [column])
         if more is None:
             return None
@@ -92,27 +92,64 @@ def column_keys(table: TableScan, column: Column) -> list[str] | None:
     return list(dict.fromkeys(keys))
 
 
-def _whole(table: TableScan) -> Any:
+def _whole(table: TableScan, where: Where | None = None) -> Any:
     shape = table.table.shape
-    return plan_positions(shape, table.table.chunk_grid, table.dims, [None] * len(shape))
+    kept = where.kept() if where is not None else [None] * len(shape)
+    return plan_positions(shape, table.table.chunk_grid, table.dims, kept)
+
+
+@dataclass(frozen=True)
+class Where:
+    """The cells a statement's WHERE keeps, as truth classes (`plan/classes.py`): `classes[k]`
+    is the class of each position along axis `k` (None: the axis has one class), and
+    `truth[c0, c1, ...]` whether the WHERE is true on a cell of those classes (NULL and false
+    both drop it). The engine that parsed the WHERE works both out; here they only select."""
+
+    classes: tuple[np.ndarray | None, ...]
+    truth: np.ndarray
+
+    def kept(self) -> list[np.ndarray | None]:
+        """Per axis, the positions with a cell the WHERE keeps (None: every position), which
+        the plan is cut to: a unit with none of them is never read."""
+        out: list[np.ndarray | None] = []
+        for k, classes in enumerate(self.classes):
+            others = tuple(j for j in range(self.truth.ndim) if j != k)
+            live = np.asarray(self.truth.any(axis=others) if others else self.truth, dtype=bool)
+            if classes is None:
+                out.append(None if live.all() else np.zeros(0, dtype=np.int64))
+            else:
+                out.append(None if live[classes].all() else np.flatnonzero(live[classes]))
+        return out
+
+    def mask(self, positions: list[np.ndarray]) -> np.ndarray:
+        """Whether the WHERE keeps each cell of a block spanning `positions` per axis."""
+        index = tuple(
+            np.zeros(len(p), dtype=np.intp) if c is None else c[p] for c, p in zip(self.classes, positions, strict=True)
+        )
+        return self.truth[np.ix_(*index)]
 
 
 def first_cells(
-    table: TableScan, wanted: Wanted, max_cells: int, on_error: Callable[[Any], None] | None = None
+    table: TableScan,
+    wanted: Wanted,
+    max_cells: int,
+    on_error: Callable[[Any], None] | None = None,
+    where: Where | None = None,
 ) -> np.ndarray | None:
     """The flat (row-major) indexes of a set of cells holding the first `wanted.rows` rows of the
-    order (see the module docstring); None when that set would exceed `max_cells` (ties)."""
+    order among the cells `where` keeps (all: None), as the module docstring says; None when
+    that set would exceed `max_cells` (ties)."""
     from zarrsql.scan.reader import map_units  # pyarrow's reader, loaded with the first scan
 
     column = wanted.column
     if column.data is None or column.logical not in ORDERABLE:
         raise ValueError(f"column {column.name!r} is not a numeric data column")
-    plan = _whole(table)
+    plan = _whole(table, where)
     limit = max_cells + 1 if wanted.all_ties else wanted.rows
     nulls, nans = _Bucket(limit), _Bucket(limit)
     best = _Best(wanted, limit)
     threshold = _Threshold()
-    work = _UnitWork(table, wanted, limit, threshold)
+    work = _UnitWork(table, wanted, limit, threshold, where)
     for part in map_units(table, plan, [column], work, on_error):
         nulls.add(*part.nulls)
         nans.add(*part.nans)
@@ -162,8 +199,11 @@ class _Part:
 class _UnitWork:
     """What the reader's threads run per unit: the column read, its cells sorted into buckets."""
 
-    def __init__(self, table: TableScan, wanted: Wanted, limit: int, threshold: _Threshold) -> None:
+    def __init__(
+        self, table: TableScan, wanted: Wanted, limit: int, threshold: _Threshold, where: Where | None
+    ) -> None:
         self.table = table
+        self.where = where
         self.wanted = wanted
         self.limit = limit
         self.threshold = threshold
@@ -175,13 +215,19 @@ class _UnitWork:
         values = values.ravel()
         masked = None if masked is None or not masked.any() else masked.ravel()
         counters.count(work_units_read=getattr(unit, "merged", 1), rows=len(values))
-        other = masked
+        dropped = None  # cells the WHERE does not keep: in no bucket
+        if self.where is not None:
+            kept = self.where.mask(positions).ravel()
+            if not kept.all():
+                dropped = ~kept
+                masked = None if masked is None else masked & kept
+        other = masked if dropped is None else (dropped if masked is None else masked | dropped)
         nulls = (0, _NONE) if masked is None else self._cells(masked, positions, block)
         nans = (0, _NONE)
         if self.floating:
             nan = np.isnan(values)
-            if masked is not None:
-                nan &= ~masked
+            if other is not None:
+                nan &= ~other
             if nan.any():
                 nans = self._cells(nan, positions, block)
                 other = nan if other is None else (other | nan)
