@@ -25,6 +25,7 @@ import zarr
 
 import zarrsql
 from cli_runner import cli_env
+from zarrsql.engine.duckdb_version import MAJOR
 
 SCAN_MACHINERY = ("numpy", "pyarrow", "numcodecs", "zarr", "asyncio", "zarrsql.scan", "zarrsql.decode")
 
@@ -79,6 +80,44 @@ def test_connect_and_plain_sql_load_no_scan_machinery(tmp_path: Path) -> None:
     assert seen["plain sql"] == []
     assert seen["sum"] == [pytest.approx(float(values.sum())), values.size]
     assert {"numpy", "pyarrow", "zarrsql.scan"} <= set(seen["after read"])
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM read_zarr('{S}') ORDER BY v DESC LIMIT 3",  # the hottest cells
+        "SELECT * FROM read_zarr('{S}') WHERE x > 0.3 ORDER BY v LIMIT 2",  # ... under a WHERE
+        "SELECT * FROM read_zarr('{S}') ORDER BY time DESC LIMIT 2",  # the latest rows
+        "SELECT count(*), min(time) FROM read_zarr('{S}') WHERE x > 0.3",  # from the coordinates
+    ],
+)
+def test_a_first_rewritten_statement_imports_no_pandas(tmp_path: Path, sql: str) -> None:
+    """A statement zarrsql rewrites builds small Arrow tables of coordinates; built with
+    `pa.array` (or `take`) they imported pandas (or pyarrow.compute), a few tenths of a
+    second in a first statement that reads no frame. The rows are checked too."""
+    store = tmp_path / "s.zarr"
+    values = _write(store)
+    code = (
+        "import json, sys, zarrsql\n"
+        "con = zarrsql.connect()\n"
+        f"rows = con.sql({sql.format(S=store)!r}).fetchall()\n"
+        "print(json.dumps({'rows': [[str(v) for v in r] for r in rows],"
+        " 'loaded': sorted(m for m in ('pandas', 'pyarrow.compute') if m in sys.modules)}))"
+    )
+    seen = _fresh(code)
+    if MAJOR >= 2:  # DuckDB 1.5's fallback scan is a pyarrow dataset, which loads both itself
+        assert seen["loaded"] == []
+    plain = duckdb.connect()
+    plain.register(
+        "t",
+        {
+            "time": np.repeat(np.arange(values.shape[0]), 5),
+            "x": np.tile(np.linspace(0.0, 1.0, 5), values.shape[0]),
+            "v": values.ravel(),
+        },
+    )
+    want = plain.sql(sql.format(S="x").replace("read_zarr('x')", "t")).fetchall()
+    assert seen["rows"] == [[str(v) for v in r] for r in want]
 
 
 def test_a_view_in_an_attached_database_installs_the_functions(tmp_path: Path) -> None:

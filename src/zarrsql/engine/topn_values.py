@@ -39,6 +39,7 @@ from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
 from zarrsql.engine.where_cells import cells_kept
+from zarrsql.expand.arrow import to_arrow
 from zarrsql.expand.columns import Column
 from zarrsql.scan.first_cells import ORDERABLE, Wanted, column_keys, first_cells
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 MAX_ROWS = 10_000
 #: The most cells kept when every tie of the last row is needed.
 MAX_CELLS = 50_000
+_POSITION = "__zarrsql_position"
 
 
 def bound(
@@ -108,17 +110,27 @@ def _listed(conn: Connection, scan: TableScan, k: int, kept: np.ndarray) -> str:
     table = _axis_table(scan, k, []).select([column.name])
     if not HAS_SOURCES and _has_nan(table):
         raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
-    texts = _texts(conn, table.take(pa.array(kept)), column.name)
+    texts = _texts(conn, table, column.name, kept)
     return f"{name} IN ({', '.join(texts)})"
 
 
-def _texts(conn: Connection, table: pa.Table, column: str) -> list[str]:
-    """The distinct values of `column` as literals `CAST('<text>' AS <type>)`, found by DuckDB
-    over the column as the scan hands it (see `exact_literals`)."""
+def _texts(conn: Connection, table: pa.Table, column: str, kept: np.ndarray) -> list[str]:
+    """The distinct values of `column` at positions `kept` as literals `CAST('<text>' AS
+    <type>)`, found by DuckDB over the column as the scan hands it (see `exact_literals`).
+    DuckDB picks the positions too, and the Arrow arrays are wrapped, not built by `pa.array`
+    or `take`: those import pandas or pyarrow.compute, tenths of a second in a first statement."""
     name = "__zarrsql_cells_" + uuid.uuid4().hex[:12]
-    conn._con.register(name, table)
+    at = to_arrow(np.arange(table.num_rows, dtype=np.int64), None, "int64")
+    conn._con.register(name, table.append_column(_POSITION, at))
+    wanted = to_arrow(np.asarray(kept, dtype=np.int64), None, "int64")
+    conn._con.register(name + "_kept", pa.Table.from_arrays([wanted], names=[_POSITION]))
     try:
-        kind, texts = exact_texts(conn, f"SELECT {quote_ident(column)} AS v FROM {quote_ident(name)}")
+        kind, texts = exact_texts(
+            conn,
+            f"SELECT {quote_ident(column)} AS v FROM {quote_ident(name)} "
+            f"SEMI JOIN {quote_ident(name + '_kept')} USING ({_POSITION})",
+        )
     finally:
         conn._con.unregister(name)
+        conn._con.unregister(name + "_kept")
     return [f"CAST({quote_text(text)} AS {kind})" for text in texts]

@@ -25,6 +25,7 @@ import pyarrow as pa
 from zarrsql.engine.answers import _STATE, _axis, _columns, _split
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.sqltext import quote_ident
+from zarrsql.expand.arrow import to_arrow
 from zarrsql.plan.classes import AxisClasses, contract, from_counts, truth_table
 from zarrsql.plan.predicate import Atom
 from zarrsql.scan.first_cells import Where
@@ -64,7 +65,8 @@ def cells_kept(conn: Connection, scan: TableScan, where: dict[str, Any], alias: 
 def _codes(conn: Connection, table: pa.Table, code: str) -> np.ndarray:
     """Each position's class code (`answers._Axis.code`) in storage order."""
     name = "__zarrsql_where_" + uuid.uuid4().hex[:12]
-    conn._con.register(name, table.append_column(_POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64))))
+    at = to_arrow(np.arange(table.num_rows, dtype=np.int64), None, "int64")  # not pa.array: it imports pandas
+    conn._con.register(name, table.append_column(_POSITION, at))
     try:
         got = conn._con.execute(f"SELECT {code} AS code FROM {quote_ident(name)} ORDER BY {_POSITION}").fetchnumpy()
     finally:
