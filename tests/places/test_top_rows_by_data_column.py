@@ -142,6 +142,14 @@ def test_other_columns_are_read_from_few_chunks(tmp_path: Path, order: str, rows
     """Chunked along time only, as ERA5 is: the ORDER BY column is read whole, once (20
     chunks), then the three data columns of at most `rows` time slabs, where the statement
     as written decodes all 60 chunks of them."""
+    got, want, tr = run_on_slabs(tmp_path, f"SELECT * FROM {{T}} ORDER BY {order} LIMIT {rows}")
+    assert got == want  # unique values: one answer
+    assert tr.chunks_decoded <= 3 + 20 + 3 * rows  # the three coordinates, read when the store opens
+
+
+def run_on_slabs(tmp_path: Path, sql: str) -> tuple[list[tuple], list[tuple], zarrsql.Trace]:
+    """`sql` run by zarrsql (traced) and by plain DuckDB over a store of three unique-valued
+    data variables (60 days x 5 x 6) chunked along time only (20 slabs), as ERA5 is."""
     rng = np.random.default_rng(3)
     dims = ("time", "y", "x")
     ds = xr.Dataset(
@@ -150,15 +158,13 @@ def test_other_columns_are_read_from_few_chunks(tmp_path: Path, order: str, rows
     )
     path = tmp_path / "slabs.zarr"
     ds.to_zarr(path, encoding={n: {"chunks": (3, 5, 6)} for n in "abc"}, zarr_format=3, consolidated=False)
-    sql = f"SELECT * FROM {{T}} ORDER BY {order} LIMIT {rows}"
     with zarrsql.connect() as con, zarrsql.trace() as tr:
         got = con.sql(sql.format(T=f"read_zarr('{path}')")).fetchall()
     frame = ds.to_dataframe().reset_index()
     frame["time"] = frame["time"].astype("datetime64[us]")
     plain = duckdb.connect()
     plain.register("frame", frame)
-    assert got == plain.sql(sql.format(T="frame")).fetchall()  # unique values: one answer
-    assert tr.chunks_decoded <= 3 + 20 + 3 * rows  # the three coordinates, read when the store opens
+    return got, plain.sql(sql.format(T="frame")).fetchall(), tr
 
 
 def test_statements_of_other_shapes_keep_their_rows(store: str) -> None:

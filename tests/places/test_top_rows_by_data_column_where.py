@@ -25,6 +25,7 @@ import xarray as xr
 import zarr
 
 import zarrsql
+from tests.places.test_top_rows_by_data_column import run_on_slabs
 
 SHAPE, CHUNKS = (30, 7, 8), (4, 3, 3)  # edge chunks on every axis
 FILL = -9999.0
@@ -189,22 +190,8 @@ def test_other_columns_are_read_from_few_chunks(tmp_path: Path, where: str, slab
     """Chunked along time only, as ERA5 is: the ORDER BY column is read where the WHERE keeps
     cells (`slabs` of its 20 chunks), then the three data columns of at most 3 time slabs;
     the statement as written decodes the three columns of every slab the WHERE keeps."""
-    rng = np.random.default_rng(3)
-    dims = ("time", "y", "x")
-    ds = xr.Dataset(
-        {name: (dims, rng.standard_normal((60, 5, 6))) for name in ("a", "b", "c")},
-        coords={"time": pd.date_range("2022-01-01", periods=60, freq="D"), "y": np.arange(5.0), "x": np.arange(6)},
-    )
-    path = tmp_path / "slabs.zarr"
-    ds.to_zarr(path, encoding={n: {"chunks": (3, 5, 6)} for n in "abc"}, zarr_format=3, consolidated=False)
-    sql = f"SELECT * FROM {{T}} WHERE {where} ORDER BY a DESC LIMIT 3"
-    with zarrsql.connect() as con, zarrsql.trace() as tr:
-        got = con.sql(sql.format(T=f"read_zarr('{path}')")).fetchall()
-    frame = ds.to_dataframe().reset_index()
-    frame["time"] = frame["time"].astype("datetime64[us]")
-    plain = duckdb.connect()
-    plain.register("frame", frame)
-    assert got == plain.sql(sql.format(T="frame")).fetchall()  # unique values: one answer
+    got, want, tr = run_on_slabs(tmp_path, f"SELECT * FROM {{T}} WHERE {where} ORDER BY a DESC LIMIT 3")
+    assert got == want  # unique values: one answer
     assert tr.chunks_decoded <= 3 + slabs + 3 * 3  # the three coordinates, read when the store opens
 
 
