@@ -299,7 +299,7 @@ def _unreadable_note(con: Any, store: str, options: dict[str, str]) -> str | Non
     metadata, an unsupported type): `tables` lists none for them, `query` mounts none."""
     rows = con.sql(
         f"SELECT name FROM read_zarr_metadata({_quote(store)}{_options_sql(options)}) "
-        "WHERE role = 'unsupported' ORDER BY name"
+        "WHERE role = 'unsupported' ORDER BY name ASC"
     ).fetchall()
     if not rows:
         return None

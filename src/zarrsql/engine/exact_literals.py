@@ -37,7 +37,7 @@ def exact_texts(conn: Connection, source: str) -> tuple[str, list[str]]:
         raise Decline("a coordinate type not carried over as text")
     rows = conn._con.execute(
         f"SELECT DISTINCT CAST(v AS VARCHAR) AS t, CAST(CAST(v AS VARCHAR) AS {kind}) IS NOT DISTINCT FROM v "
-        f"FROM ({source}) ORDER BY t"
+        f"FROM ({source}) ORDER BY t ASC"
     ).fetchall()
     if any(text is None or same is not True or str(text).lower().lstrip("+-") == "nan" for text, same in rows):
         raise Decline("a coordinate value is NULL or NaN, or its text does not read back as it")

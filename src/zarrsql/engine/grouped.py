@@ -555,7 +555,7 @@ def _axes(conn: Connection, scan: TableScan, shape: _Shape, texts: dict[str, str
     name = "__zarrsql_axes_" + uuid.uuid4().hex[:12]
     conn._con.register(name, pa.concat_tables(tables, promote_options="default"))
     try:
-        sql = f"SELECT {', '.join(selects)} FROM {quote_ident(name)} WHERE {kept} GROUP BY {group} ORDER BY 1"
+        sql = f"SELECT {', '.join(selects)} FROM {quote_ident(name)} WHERE {kept} GROUP BY {group} ORDER BY 1 ASC"
         found = _fetch(conn, sql)
     finally:
         conn._con.unregister(name)

@@ -48,7 +48,7 @@ def mounts(con: Any, database: str | None = None) -> pa.Table:
     """Every mounted view, in every attached database (or just `database`)."""
     rows = con.execute(
         "SELECT database_name, schema_name, view_name, sql FROM duckdb_views() "
-        "WHERE NOT internal AND NOT temporary AND sql LIKE '%read_zarr(%' ORDER BY ALL"
+        "WHERE NOT internal AND NOT temporary AND sql LIKE '%read_zarr(%' ORDER BY ALL ASC"
     ).fetchall()
     out: dict[str, list[Any]] = {k: [] for k in MOUNTS_COLUMNS}
     for db_name, schema, view, sql in rows:
@@ -79,6 +79,6 @@ def mounts_view(con: Any, database: Any, name: str, parts_function: str) -> str:
         f"CREATE OR REPLACE TEMP VIEW {quote_ident(name)} AS SELECT database_name, schema_name, view_name, "
         "parts[1] AS store, parts[2] AS group_path, parts[3] AS table_name FROM (SELECT database_name, "
         f"schema_name, view_name, {parts_function}(sql) AS parts FROM duckdb_views() WHERE NOT internal "
-        f"AND NOT temporary AND sql LIKE '%read_zarr(%'{only}) WHERE len(parts) = 3 ORDER BY ALL"
+        f"AND NOT temporary AND sql LIKE '%read_zarr(%'{only}) WHERE len(parts) = 3 ORDER BY ALL ASC"
     )
     return name

@@ -297,7 +297,7 @@ def _wall_times(conn: Connection, col: pa.ChunkedArray, column: str) -> pa.Chunk
     name = f"__zarrsql_instants_{uuid.uuid4().hex[:16]}"
     conn.duckdb.register(name, pa.table({"t": pa.array(seconds * 10**6, pa.timestamp("us", tz="UTC"))}))
     try:
-        sql = f"SELECT epoch_us(CAST(t AS TIMESTAMP)) - epoch_us(t) AS o FROM {quote_ident(name)} ORDER BY t"
+        sql = f"SELECT epoch_us(CAST(t AS TIMESTAMP)) - epoch_us(t) AS o FROM {quote_ident(name)} ORDER BY t ASC"
         offsets = np.asarray(conn.duckdb.execute(sql).fetchnumpy()["o"], dtype=np.int64)
     except duckdb.Error as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -540,7 +540,7 @@ def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
     on = " AND ".join(f"z.{quote_ident(scan.dims[k].name)} = p.__zarrsql_m{j}" for j, k in enumerate(given))
     hidden = ", ".join(["__zarrsql_point", *(f"__zarrsql_m{j}" for j in range(len(given)))])
     others = [quote_ident(scan.dims[k].name) for k in columns if k not in given]
-    order = ", ".join(["p.__zarrsql_point", *(f"z.{o}" for o in others)])
+    order = ", ".join(f"{o} ASC NULLS LAST" for o in ["p.__zarrsql_point", *(f"z.{o}" for o in others)])
     where = _cells_filter(scan, given, positions, columns)
     body = (
         f"SELECT p.* EXCLUDE ({hidden}), z.* FROM {quote_ident(raw)} p "

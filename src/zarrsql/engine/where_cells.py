@@ -68,7 +68,7 @@ def _codes(conn: Connection, table: pa.Table, code: str) -> np.ndarray:
     at = to_arrow(np.arange(table.num_rows, dtype=np.int64), None, "int64")  # not pa.array: it imports pandas
     conn._con.register(name, table.append_column(_POSITION, at))
     try:
-        got = conn._con.execute(f"SELECT {code} AS code FROM {quote_ident(name)} ORDER BY {_POSITION}").fetchnumpy()
+        got = conn._con.execute(f"SELECT {code} AS code FROM {quote_ident(name)} ORDER BY {_POSITION} ASC").fetchnumpy()
     finally:
         conn._con.unregister(name)
     return np.asarray(got["code"], dtype=np.int64)

@@ -46,7 +46,7 @@ SELECT database_name, schema_name, view_name, 'VIEW' FROM duckdb_views()
 def catalogs(con: Any) -> pa.Table:
     rows = con.execute(
         f"SELECT database_name FROM duckdb_databases() WHERE database_name NOT IN {_HIDDEN_DATABASES} "
-        "AND NOT internal ORDER BY 1"
+        "AND NOT internal ORDER BY 1 ASC"
     ).fetchall()
     return pa.table([pa.array([r[0] for r in rows], pa.string())], schema=CATALOGS_SCHEMA)
 
@@ -56,7 +56,7 @@ def db_schemas(con: Any, catalog: str | None, pattern: str | None) -> pa.Table:
     rows = con.execute(
         "SELECT DISTINCT database_name, schema_name FROM duckdb_schemas() "
         f"WHERE database_name NOT IN {_HIDDEN_DATABASES} "
-        "AND schema_name NOT IN ('information_schema', 'pg_catalog')" + where + " ORDER BY 1, 2",
+        "AND schema_name NOT IN ('information_schema', 'pg_catalog')" + where + " ORDER BY 1 ASC, 2 ASC",
         args,
     ).fetchall()
     return pa.table(
@@ -82,7 +82,9 @@ def tables(
         where += " AND table_type IN (" + ", ".join("?" for _ in table_types) + ")"
         args += list(table_types)
     rows = con.execute(
-        f"SELECT * FROM ({_OBJECTS}) WHERE NOT starts_with(table_name, '__zarrsql_')" + where + " ORDER BY 1, 2, 3, 4",
+        f"SELECT * FROM ({_OBJECTS}) WHERE NOT starts_with(table_name, '__zarrsql_')"
+        + where
+        + " ORDER BY 1 ASC, 2 ASC, 3 ASC, 4 ASC",
         args,
     ).fetchall()
     columns = [pa.array([r[i] for r in rows], pa.string()) for i in range(4)]

@@ -333,7 +333,7 @@ def write_chunks(
         columns += [f"r.{quote(n)}" for n in specs]
         joins = " ".join(f"JOIN {names[k]} AS c{k} ON r.{quote(d)} = c{k}.v" for k, d in enumerate(grid.dims))
         try:
-            rel = con.sql(f"SELECT {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_key")
+            rel = con.sql(f"SELECT {', '.join(columns)} FROM {view} AS r {joins} ORDER BY __zarrsql_key ASC")
         except duckdb.CatalogException as err:
             if view not in str(err):
                 raise
