@@ -71,6 +71,7 @@ def bound(
         raise Decline("rows that are not all the cells of the table, or none")
     if column.data is None or column.logical not in ORDERABLE:
         raise Decline("not a numeric data column")
+    _check_listable(scan)
     kept_by, cells_in = (None, scan.num_rows) if where is None else cells_kept(conn, scan, *where)
     if rows > MAX_ROWS or rows * 8 > cells_in:
         raise Decline("too many rows wanted to look for their cells first")
@@ -96,6 +97,28 @@ def bound(
     if not conditions:
         raise Decline("the cells found lie along every position")
     return " AND ".join(conditions), tokens
+
+
+def _check_listable(scan: TableScan) -> None:
+    """Decline, before a chunk is read, what `_listed` could not write as an IN list: a string
+    dimension and, on DuckDB 1.5, a coordinate holding NaN (1.5 applies a pushed filter with
+    Arrow's NaN rules) or a UBIGINT one of 2**63 or more (1.5 has no Arrow form for such a
+    list, `failures.refused_pushdown`). Found only after the search, the statement ran as
+    written and read the column a second time."""
+    for k in range(len(scan.table.shape)):
+        if scan.positional[k]:
+            continue
+        column = next(c for c in scan.columns if c.dim == k and c.derived is None)
+        if isinstance(column.logical, Labels):
+            raise Decline("a string dimension (its column holds labels)")
+        if HAS_SOURCES:
+            continue
+        with statement_reads():  # a remote table's coordinates are read at first use
+            values = np.asarray(scan.dims[k].values)
+        if values.dtype.kind == "f" and bool(np.isnan(values).any()):
+            raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
+        if values.dtype == np.uint64 and len(values) and int(values.max()) >= 2**63:
+            raise Decline("a UBIGINT coordinate of 2**63 or more, on DuckDB 1.5 (no Arrow form for its IN list)")
 
 
 def _listed(conn: Connection, scan: TableScan, k: int, kept: np.ndarray) -> str:
