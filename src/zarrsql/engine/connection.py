@@ -33,7 +33,7 @@ import functools
 import importlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
@@ -219,7 +219,7 @@ class Connection(FunctionInstaller, ScanRegistration):
         self._install_for(text)
         if state.depth == 0:
             if not state.pinned:
-                state.new_statement()
+                state.new_statement(self._in_views)
             self._finish_copy_result()
         if state.depth == 0 and text is not None:
             self._preregister(text)
@@ -435,12 +435,23 @@ class Connection(FunctionInstaller, ScanRegistration):
         if state.depth or state.pinned:
             yield
             return
-        state.new_statement()
+        state.new_statement(self._in_views)
         state.pinned = True
         try:
             yield
         finally:
             state.pinned = False
+
+    def _in_views(self, tokens: Iterable[str]) -> set[str]:
+        """The answer-check tokens among `tokens` that the SQL of some view holds: a view made
+        from a rewritten relation (`con.sql(q).create_view(name)`) runs its check at each use.
+        None found when the catalog cannot be read (a failed transaction, say)."""
+        try:
+            rows = self._con.execute("SELECT sql FROM duckdb_views() WHERE NOT internal").fetchall()
+        except duckdb.Error:
+            return set()
+        texts = [str(row[0]) for row in rows]
+        return {t for t in tokens if any(t in text for text in texts)}
 
     def _prepared(self, query: Any) -> DuckDBPyRelation | None:
         """The relation a rewrite bound for exactly this statement, as the last statement

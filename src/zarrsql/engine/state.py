@@ -115,15 +115,19 @@ class ConnectionState:
         bound = {k for g, k in list(self.scan_keys.values()) + list(self.list_keys.values()) if g == now}
         return bound | {token for token, (g, _) in list(self.checks.items()) if g == now}
 
-    def new_statement(self) -> None:
-        """A top-level statement begins: a new generation, whose scans are opened anew; the
-        answer checks of earlier statements that no live relation reads are let go."""
+    def new_statement(self, in_views: Callable[[Iterable[str]], set[str]] | None = None) -> None:
+        """A top-level statement begins: a new generation, whose scans are opened anew. The
+        answer checks of earlier statements are kept while a live relation reads one (`pin`),
+        while a view's text names one (`in_views`: the tokens among those given that some
+        view's SQL holds; `con.sql(q).create_view(name)` lets the relation go at once), and
+        for the newest `MAX_KEPT_CHECKS` others (DuckDB 1.5 keeps no text for a relation's
+        view); the rest are let go."""
         counters.statement_started()  # the progress display: a display per statement
         self.generation += 1
         self.opened = {}
         self.fresh = {}
         if self.checks:
-            self.checks = {t: c for t, c in self.checks.items() if t in self.pinned_names}
+            self.checks = _kept_checks(self.checks, self.pinned_names, in_views)
         if self.bound_baselines:
             self.bound_baselines = {k: b for k, b in self.bound_baselines.items() if k in self.pinned_names}
 
@@ -149,6 +153,33 @@ class ConnectionState:
         with self.lock:
             err, self.error = self.error, None
         return err
+
+
+#: Answer checks kept for relations and views no longer pinned (see `new_statement`), and the
+#: (key, token) pairs they may hold in all: a check of the hottest cells holds a pair per chunk.
+MAX_KEPT_CHECKS = 16
+MAX_KEPT_PAIRS = 200_000
+
+
+def _kept_checks(
+    checks: dict[str, tuple[int, Baseline]],
+    pinned: dict[str, int],
+    in_views: Callable[[Iterable[str]], set[str]] | None,
+) -> dict[str, tuple[int, Baseline]]:
+    """The checks `new_statement` keeps, in their order (the oldest first)."""
+    loose = [t for t in checks if t not in pinned]
+    if not loose:
+        return checks
+    named = in_views(loose) if in_views is not None else set()
+    spare: set[str] = set()
+    pairs = 0
+    for token in reversed([t for t in loose if t not in named]):  # the newest first
+        base = checks[token][1]
+        pairs += len(base.documents) + len(base.coordinates)
+        if len(spare) >= MAX_KEPT_CHECKS or pairs > MAX_KEPT_PAIRS:
+            break
+        spare.add(token)
+    return {t: c for t, c in checks.items() if t in pinned or t in named or t in spare}
 
 
 def _unpin(pinned: dict[str, int], names: list[str]) -> None:

@@ -81,6 +81,14 @@ def _kept_name(state: ConnectionState, key: str, scan: TableScan, earlier: tuple
     return key
 
 
+#: What a checked statement is, for its errors: the constant answers of `answers.py` and the
+#: bounds `topn.py` adds carry the same check.
+_REWRITTEN = (
+    "a statement zarrsql answered or bounded from the store as it was (count/min/max from the "
+    "coordinates, or the first rows of ORDER BY ... LIMIT)"
+)
+
+
 def check_udf(state: ConnectionState) -> Callable[[str], bool]:
     """The check a constant answer runs (`ConnectionState.answer_check`): true while the table it was
     computed from is unchanged, else an error. A constant has no scan to read the store anew,
@@ -95,9 +103,10 @@ def check_udf(state: ConnectionState) -> Callable[[str], bool]:
         entry = state.checks.get(token)
         if entry is None:
             err: ZarrSQLError = ZarrSQLError(
-                "count/min/max answered from the coordinates: the check of this relation's answer was let go "
-                "(the relation it was made for is gone); run the statement again on the zarrsql.Connection "
-                "(con.sql(...))"
+                f"{_REWRITTEN}: the check of this relation's answer was let go (the relation or view it was "
+                "made for is gone, and later statements came); run the statement again on the zarrsql.Connection "
+                "(con.sql(...)), or for a lasting view write CREATE VIEW <name> AS <statement>, which zarrsql "
+                "does not rewrite"
             )
         else:
             made, base = entry
@@ -107,7 +116,7 @@ def check_udf(state: ConnectionState) -> Callable[[str], bool]:
             if not changed:
                 return True
             err = StoreReadError(
-                "count/min/max answered from the coordinates: the store changed since this relation was made "
+                f"{_REWRITTEN}: the store changed since this relation was made "
                 f"('{changed[0]}' of store '{base.store.url}' was rewritten or removed); run the statement again "
                 "on the zarrsql.Connection (con.sql(...)) to read the store as it is now"
             )
