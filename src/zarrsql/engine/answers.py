@@ -453,7 +453,7 @@ def _answer(conn: Connection, query: str) -> str:
     with _axis_tables(conn, scan, atoms, extra, needed - by_position) as axes:
         classes = _classes(conn, axes)
         values = _values(conn, axes, classes, wants, types, by_position)
-    check = f"{conn._state.check_function}({quote_text(conn._state.answer_check(scan))})"
+    check = conn._state.answer_check(conn._con, scan)
     return (
         "SELECT "
         + ", ".join(f"{v} AS {quote_ident(n)}" for v, n in zip(values, names, strict=True))

@@ -107,7 +107,7 @@ class FunctionInstaller:
                     action_udf, actions.action_udf(state), ["VARCHAR", "VARCHAR"], "VARCHAR", side_effects=False
                 )
                 con.create_function(
-                    state.check_function, udfs.check_udf(state), ["VARCHAR"], "BOOLEAN", side_effects=True
+                    state.check_function, udfs.check_udf(state), ["VARCHAR", "VARCHAR[]"], "BOOLEAN", side_effects=True
                 )
                 state.refuse_function = f"__zarrsql_refuse_{suffix}"
                 con.create_function(

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from zarrsql import counters
 from zarrsql.engine.secrets import MountOptions, SecretOpener
+from zarrsql.engine.sqltext import quote_text
 from zarrsql.errors import ZarrSQLError
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from duckdb import DuckDBPyRelation
+    from duckdb import DuckDBPyConnection, DuckDBPyRelation
 
     from zarrsql.scan import TableScan
     from zarrsql.scan.validity import Baseline
@@ -80,7 +81,7 @@ class ConnectionState:
         #: The UDF a constant answer's check calls (`answer_check`), and the baselines it checks
         #: by token, with the generation that made each: kept while a live relation reads one.
         self.check_function = ""
-        self.checks: dict[str, tuple[int, Baseline]] = {}
+        self.checks: dict[str, tuple[int, Baseline, tuple[str, ...]]] = {}
         #: The baseline of the table each scan name was bound to, for a relation fetched again
         #: after other statements (`_kept_name`): kept while a live relation reads the name.
         self.bound_baselines: dict[str, Baseline] = {}
@@ -113,7 +114,7 @@ class ConnectionState:
         """The names of the scans, listings and answer checks the current statement bound."""
         now = self.generation
         bound = {k for g, k in list(self.scan_keys.values()) + list(self.list_keys.values()) if g == now}
-        return bound | {token for token, (g, _) in list(self.checks.items()) if g == now}
+        return bound | {token for token, (g, _, _) in list(self.checks.items()) if g == now}
 
     def new_statement(self, in_views: Callable[[Iterable[str]], set[str]] | None = None) -> None:
         """A top-level statement begins: a new generation, whose scans are opened anew. The
@@ -131,19 +132,23 @@ class ConnectionState:
         if self.bound_baselines:
             self.bound_baselines = {k: b for k, b in self.bound_baselines.items() if k in self.pinned_names}
 
-    def answer_check(self, table: TableScan, chunks: Sequence[tuple[str, str | None]] = ()) -> str:
-        """A token for the check of an answer computed from `table`'s kept state (its decoded
+    def answer_check(
+        self, con: DuckDBPyConnection, table: TableScan, chunks: Sequence[tuple[str, str | None]] = ()
+    ) -> str:
+        """The SQL of the check of an answer computed from `table`'s kept state (its decoded
         coordinates, `answers.py`) and from `chunks` ((key, token) of data chunks it read,
-        `topn_values.py`): the constant answer calls `check_function` with it each time it
-        runs, which fails once the table's store changed (`_check_udf`)."""
+        `topn_values.py`) under the session's settings now (`CHECKED_SETTINGS`, read on `con`):
+        the rewritten statement calls `check_function` each time it runs, which fails once the
+        table's store or one of those settings changed (`udfs.check_udf`)."""
         from zarrsql.scan.validity import baseline
 
         token = uuid.uuid4().hex[:16]
         base = baseline(table)
         if chunks:
             base = dataclasses.replace(base, coordinates=base.coordinates + tuple(chunks))
-        self.checks[token] = (self.generation, base)
-        return token
+        settings = tuple(str(v) for v in con.execute(f"SELECT {SETTINGS_SQL}").fetchall()[0][0])
+        self.checks[token] = (self.generation, base, settings)
+        return f"{self.check_function}({quote_text(token)}, {SETTINGS_SQL})"
 
     def record(self, err: ZarrSQLError) -> None:
         with self.lock:
@@ -155,6 +160,20 @@ class ConnectionState:
         return err
 
 
+#: Session settings that change the rows a statement's text gives (its sort order, its time
+#: zone and calendar, how text compares, what `/` means): an answer or bound computed under
+#: them is checked against them at each run, as a relation or view runs again under the
+#: settings of that moment.
+CHECKED_SETTINGS = (
+    "default_order",
+    "default_null_order",
+    "TimeZone",
+    "Calendar",
+    "default_collation",
+    "integer_division",
+)
+SETTINGS_SQL = "[" + ", ".join(f"CAST(current_setting('{name}') AS VARCHAR)" for name in CHECKED_SETTINGS) + "]"
+
 #: Answer checks kept for relations and views no longer pinned (see `new_statement`), and the
 #: (key, token) pairs they may hold in all: a check of the hottest cells holds a pair per chunk.
 MAX_KEPT_CHECKS = 16
@@ -162,10 +181,10 @@ MAX_KEPT_PAIRS = 200_000
 
 
 def _kept_checks(
-    checks: dict[str, tuple[int, Baseline]],
+    checks: dict[str, tuple[int, Baseline, tuple[str, ...]]],
     pinned: dict[str, int],
     in_views: Callable[[Iterable[str]], set[str]] | None,
-) -> dict[str, tuple[int, Baseline]]:
+) -> dict[str, tuple[int, Baseline, tuple[str, ...]]]:
     """The checks `new_statement` keeps, in their order (the oldest first). The views' text is
     read only when a loose check would go (a query of the catalog, about a millisecond)."""
     loose = [t for t in checks if t not in pinned]

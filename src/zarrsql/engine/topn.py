@@ -140,7 +140,7 @@ def _rewrite(conn: Connection, query: str) -> str:
     if not state.check_function:
         raise Decline("no check function installed")
     # a scalar subquery: DuckDB runs the check once per execution, not once per row
-    check = f"(SELECT {state.check_function}({quote_text(state.answer_check(scan, chunks))}))"
+    check = f"(SELECT {state.answer_check(conn._con, scan, chunks)})"
     added = parsetree.select_node(conn._con, f"SELECT 1 WHERE {bound} AND {check}", keep=False)["where_clause"]
     node["where_clause"] = added if where is None else _both(where, added)
     return parsetree.deserialize(conn._con, doc)

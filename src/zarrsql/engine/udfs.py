@@ -89,7 +89,7 @@ _REWRITTEN = (
 )
 
 
-def check_udf(state: ConnectionState) -> Callable[[str], bool]:
+def check_udf(state: ConnectionState) -> Callable[[str, list[str]], bool]:
     """The check a constant answer runs (`ConnectionState.answer_check`): true while the table it was
     computed from is unchanged, else an error. A constant has no scan to read the store anew,
     so a relation holding one fetched after the store changed must fail, not repeat it.
@@ -99,7 +99,7 @@ def check_udf(state: ConnectionState) -> Callable[[str], bool]:
     connection (until then a relation answers with what it bound, as a scan's does)."""
 
     @interrupts.stopping(state.record)  # a check reads the store
-    def answer_is_current(token: str) -> bool:
+    def answer_is_current(token: str, settings: list[str]) -> bool:
         entry = state.checks.get(token)
         if entry is None:
             err: ZarrSQLError = ZarrSQLError(
@@ -108,8 +108,14 @@ def check_udf(state: ConnectionState) -> Callable[[str], bool]:
                 "(con.sql(...)), or for a lasting view write CREATE VIEW <name> AS <statement>, which zarrsql "
                 "does not rewrite"
             )
+        elif (moved := _moved_setting(entry[2], settings)) is not None:
+            err = ZarrSQLError(
+                f"{_REWRITTEN}: the session's {moved} changed since this relation was made, which changes "
+                "its rows; run the statement again on the zarrsql.Connection (con.sql(...)) under the "
+                "settings it should read"
+            )
         else:
-            made, base = entry
+            made, base, _ = entry
             if base.remote and made == state.generation:
                 return True
             changed = base.changed()
@@ -124,6 +130,15 @@ def check_udf(state: ConnectionState) -> Callable[[str], bool]:
         raise err
 
     return answer_is_current
+
+
+def _moved_setting(made: tuple[str, ...], now: list[str]) -> str | None:
+    """The first of `CHECKED_SETTINGS` whose value differs from when the check was made, as
+    `name (was 'x', now 'y')`; None when none did."""
+    for name, was, is_now in zip(kept_scans.CHECKED_SETTINGS, made, now or (), strict=False):
+        if was != str(is_now):
+            return f"{name} (was {was!r}, now {is_now!r})"
+    return None
 
 
 def refuse_udf(state: ConnectionState) -> Callable[[str], bool]:
