@@ -35,11 +35,15 @@ try:
         out["error"] = [type(err).__name__, str(err)]
 except KeyboardInterrupt:  # the signal's own KeyboardInterrupt may follow the first
     out.setdefault("interrupted_at", time.time())
-try:
+busy = lambda: [th.name for th in threading.enumerate() if th.name.startswith("zarrsql_")]
+try:  # a decoding thread ends once its chunk is done: within 0.5 s, or a few on a loaded machine
     time.sleep(0.5)
+    deadline = time.monotonic() + 5
+    while busy() and time.monotonic() < deadline:
+        time.sleep(0.05)
 except KeyboardInterrupt:  # the signal came after the query had finished (reported below)
     pass
-out["busy_threads"] = [th.name for th in threading.enumerate() if th.name.startswith("zarrsql_")]
+out["busy_threads"] = busy()
 out["after"] = con.sql(f"SELECT count(*), sum(v) FROM read_zarr('{store}')").fetchall()[0]
 print(json.dumps(out), flush=True)
 """
