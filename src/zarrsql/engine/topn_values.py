@@ -33,12 +33,12 @@ import numpy as np
 import pyarrow as pa
 
 from zarrsql.decode.logical import Labels
-from zarrsql.engine.answers import _axis_table, _has_nan, statement_reads
+from zarrsql.engine.answers import _axis_table, statement_reads
 from zarrsql.engine.exact_literals import exact_texts
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
-from zarrsql.engine.where_cells import cells_kept
+from zarrsql.engine.where_cells import POSITION, cells_kept, with_positions
 from zarrsql.expand.arrow import to_arrow
 from zarrsql.expand.columns import Column
 from zarrsql.scan.first_cells import ORDERABLE, Wanted, column_keys, first_cells
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 MAX_ROWS = 10_000
 #: The most cells kept when every tie of the last row is needed.
 MAX_CELLS = 50_000
-_POSITION = "__zarrsql_position"
 
 
 def bound(
@@ -128,11 +127,7 @@ def _listed(conn: Connection, scan: TableScan, k: int, kept: np.ndarray) -> str:
     name = quote_ident(column.name)
     if scan.positional[k]:
         return f"{name} IN ({', '.join(str(int(p)) for p in kept)})"
-    if isinstance(column.logical, Labels):
-        raise Decline("a string dimension (its column holds labels)")
-    table = _axis_table(scan, k, []).select([column.name])
-    if not HAS_SOURCES and _has_nan(table):
-        raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
+    table = _axis_table(scan, k, []).select([column.name])  # labels and 1.5's NaN: `_check_listable`
     texts = _texts(conn, table, column.name, kept)
     return f"{name} IN ({', '.join(texts)})"
 
@@ -143,15 +138,14 @@ def _texts(conn: Connection, table: pa.Table, column: str, kept: np.ndarray) -> 
     DuckDB picks the positions too, and the Arrow arrays are wrapped, not built by `pa.array`
     or `take`: those import pandas or pyarrow.compute, tenths of a second in a first statement."""
     name = "__zarrsql_cells_" + uuid.uuid4().hex[:12]
-    at = to_arrow(np.arange(table.num_rows, dtype=np.int64), None, "int64")
-    conn._con.register(name, table.append_column(_POSITION, at))
+    conn._con.register(name, with_positions(table))
     wanted = to_arrow(np.asarray(kept, dtype=np.int64), None, "int64")
-    conn._con.register(name + "_kept", pa.Table.from_arrays([wanted], names=[_POSITION]))
+    conn._con.register(name + "_kept", pa.Table.from_arrays([wanted], names=[POSITION]))
     try:
         kind, texts = exact_texts(
             conn,
             f"SELECT {quote_ident(column)} AS v FROM {quote_ident(name)} "
-            f"SEMI JOIN {quote_ident(name + '_kept')} USING ({_POSITION})",
+            f"SEMI JOIN {quote_ident(name + '_kept')} USING ({POSITION})",
         )
     finally:
         conn._con.unregister(name)

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
     from zarrsql.scan import TableScan
 
-_POSITION = "__zarrsql_position"
+#: The column `with_positions` adds: each row's position along its axis.
+POSITION = "__zarrsql_position"
 
 
 def cells_kept(conn: Connection, scan: TableScan, where: dict[str, Any], alias: str) -> tuple[Where, int]:
@@ -65,10 +66,16 @@ def cells_kept(conn: Connection, scan: TableScan, where: dict[str, Any], alias: 
 def _codes(conn: Connection, table: pa.Table, code: str) -> np.ndarray:
     """Each position's class code (`answers._Axis.code`) in storage order."""
     name = "__zarrsql_where_" + uuid.uuid4().hex[:12]
-    at = to_arrow(np.arange(table.num_rows, dtype=np.int64), None, "int64")  # not pa.array: it imports pandas
-    conn._con.register(name, table.append_column(_POSITION, at))
+    conn._con.register(name, with_positions(table))
     try:
-        got = conn._con.execute(f"SELECT {code} AS code FROM {quote_ident(name)} ORDER BY {_POSITION} ASC").fetchnumpy()
+        got = conn._con.execute(f"SELECT {code} AS code FROM {quote_ident(name)} ORDER BY {POSITION} ASC").fetchnumpy()
     finally:
         conn._con.unregister(name)
     return np.asarray(got["code"], dtype=np.int64)
+
+
+def with_positions(table: pa.Table) -> pa.Table:
+    """`table` (an axis' coordinate columns) with `POSITION`, 0, 1, ... down its rows: DuckDB
+    keeps no row order a query can rely on, so positions are read back by it. Wrapped by
+    `to_arrow`, not built by `pa.array`, which imports pandas on its first numpy input."""
+    return table.append_column(POSITION, to_arrow(np.arange(table.num_rows, dtype=np.int64), None, "int64"))
