@@ -20,6 +20,7 @@ compiled_once.install()  # before the first class is defined: see compiled_once'
 
 from zarrsql.counters import Trace, trace  # noqa: E402 - after install()
 from zarrsql.errors import (  # noqa: E402
+    AccessDeniedError,
     AppendSchemaError,
     DecodeError,
     MetadataError,
@@ -79,6 +80,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AccessDeniedError",
     "AppendSchemaError",
     "Connection",
     "DecodeError",

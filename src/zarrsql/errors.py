@@ -10,6 +10,8 @@
     │   └── StoreArgumentError    (also TypeError)          a store given as an object zarrsql cannot read (pass a path)
     ├── UnsupportedError          (also NotImplementedError) a dtype or codec this reader cannot decode
     ├── DecodeError               (also ValueError)         chunk bytes that do not decode to the declared shape
+    ├── AccessDeniedError         (also PermissionError)    a location the engine's file-access settings forbid
+    │                                                       (DuckDB's enable_external_access = false)
     ├── QueryInterrupted                                    Ctrl-C (or a notebook's interrupt) met while a scan
                                                             read; the connection re-raises it as KeyboardInterrupt
     └── WriteError                                          writing a store failed or was refused; nothing half-written
@@ -28,6 +30,7 @@ Inside SQL the same text reaches the user as a DuckDB error.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
     "AppendSchemaError",
     "DecodeError",
     "MetadataError",
@@ -81,6 +84,11 @@ class UnsupportedError(ZarrSQLError, NotImplementedError):
 
 class DecodeError(ZarrSQLError, ValueError):
     """Chunk bytes that cannot be decoded into the array's declared chunk."""
+
+
+class AccessDeniedError(ZarrSQLError, PermissionError):
+    """The engine forbids reading or writing this location (DuckDB's `enable_external_access
+    = false`, with the location in none of `allowed_directories` / `allowed_paths`)."""
 
 
 class QueryInterrupted(ZarrSQLError):

@@ -34,6 +34,7 @@ RELEASED = {
 }
 #: The exception tree under ZarrSQLError (user-guide.md, "Errors").
 ERRORS = {
+    "AccessDeniedError",
     "DecodeError",
     "MetadataError",
     "ParameterError",

@@ -82,6 +82,18 @@ TABLES_COLUMNS = {
 VIEWS_COLUMNS = {"schema_name": "VARCHAR", "view_name": "VARCHAR", "sql": "VARCHAR"}
 
 
+#: The arguments that carry DuckDB's file-access settings to the UDFs, evaluated by DuckDB
+#: when it binds the call (engine/access.py): a statement's reads obey the rules of the
+#: moment without a query of their own, and a relation bound again after a change of them
+#: hands over the new ones. Flat beside the parameters, so the call nests no deeper
+#: (`max_expression_depth`).
+ACCESS_ARGUMENTS = {
+    "__zarrsql_external": "current_setting('enable_external_access')",
+    "__zarrsql_directories": "current_setting('allowed_directories')",
+    "__zarrsql_paths": "current_setting('allowed_paths')",
+}
+
+
 def _struct(params: list[str], extra: dict[str, str]) -> str:
     fields = [f"'{k}': {v}" for k, v in extra.items()]
     fields += [f"'{p.strip(chr(34))}': {p}" for p in params]
@@ -93,7 +105,7 @@ def _signature(params: list[str]) -> str:
 
 
 def _listing_macro(udf: str, name: str, kind: str, leading: list[str], params: list[str]) -> str:
-    args = _struct(params, {p: p for p in leading})
+    args = _struct(params, {**{p: p for p in leading}, **ACCESS_ARGUMENTS})
     sig = ", ".join([*leading, _signature(params)])
     return (
         f"CREATE OR REPLACE TEMP MACRO {name}({sig}) AS TABLE "
@@ -113,9 +125,10 @@ def _action_macro(udf: str, name: str, kind: str, leading: list[str], params: li
 def macro_statements(scan_udf: str, list_udf: str, action_udf: str) -> dict[str, str]:
     """The CREATE MACRO statement of every zarrsql SQL function, by name, calling the given
     UDFs (a connection creates the ones a statement names, `Connection._install`)."""
+    args = _struct(READ_PARAMS, {"store": "store", **ACCESS_ARGUMENTS})
     read = (
         f"CREATE OR REPLACE TEMP MACRO read_zarr(store, {_signature(READ_PARAMS)}) AS TABLE "
-        f"SELECT * FROM query_table({scan_udf}(to_json({_struct(READ_PARAMS, {'store': 'store'})})::VARCHAR))"
+        f"SELECT * FROM query_table({scan_udf}(to_json({args})::VARCHAR))"
     )
     return {
         "read_zarr": read,

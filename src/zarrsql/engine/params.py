@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from zarrsql.engine.access import policy_from
+from zarrsql.engine.functions import ACCESS_ARGUMENTS
 from zarrsql.errors import ParameterError
 from zarrsql.scan.request import read_request, selection_of, storage_options_of, store_choice_of, store_of
 
+if TYPE_CHECKING:
+    from zarrsql.store.access import AccessPolicy
+
 __all__ = [
+    "access_of",
     "bounds_list_error",
     "bounds_text",
     "parse_args",
@@ -59,7 +65,19 @@ def bounds_list_error(message: str, statement: str | None) -> ParameterError | N
 
 
 def parse_args(text: str) -> dict[str, Any]:
+    """A call's arguments, without the file-access settings the macro adds (`access_of`)."""
     value = json.loads(text)
     if not isinstance(value, dict):
         raise ParameterError("internal: arguments are not an object")
+    for name in ACCESS_ARGUMENTS:
+        value.pop(name, None)
     return value
+
+
+def access_of(text: str) -> AccessPolicy | None:
+    """The file-access settings DuckDB handed a call with its arguments (engine/functions.py),
+    None for a call that carries none."""
+    value = json.loads(text)
+    if not isinstance(value, dict) or "__zarrsql_external" not in value:
+        return None
+    return policy_from(*(value.get(name) for name in ACCESS_ARGUMENTS))

@@ -21,6 +21,7 @@ import duckdb
 
 from zarrsql.engine import state as kept_scans
 from zarrsql.engine import udfs
+from zarrsql.engine.access import policy_of
 from zarrsql.engine.sqltext import claimable, literal_stores, quote_ident, quote_text, string_constants
 from zarrsql.errors import SelectionError, StoreNotFoundError, ZarrSQLError
 from zarrsql.store import is_url, using_opener
@@ -69,6 +70,7 @@ class ScanRegistration:
     if TYPE_CHECKING:  # given by Connection
         _state: ConnectionState
         _installed: bool
+        _duck: duckdb.DuckDBPyConnection | None
 
         @property
         def _con(self) -> duckdb.DuckDBPyConnection: ...
@@ -108,13 +110,25 @@ class ScanRegistration:
         if not isinstance(text, str) or self._state.depth:
             return
         state = self._state
-        for store in _literal_stores(text, state.preregistered | set(state.preopened)):
+        stores = _literal_stores(text, state.preregistered | set(state.preopened))
+        if stores and not self._access_open():
+            return  # DuckDB's file-access rules apply: the statement opens its stores under them
+        for store in stores:
             if not is_url(store) or store.lower().startswith(("http://", "https://", "file://")):
                 scan = state.preopened[store] = _open_literal(store, None)
                 if "where" in text.lower():  # a condition: its coordinates will be read first
                     from zarrsql.scan import begin_coordinates
 
                     begin_coordinates(scan, scan.columns)
+
+    def _access_open(self) -> bool:
+        """Whether DuckDB's external access is on (engine/access.py). A database still being
+        opened by `connect()` has had no statement yet, so none has turned it off."""
+        if self._duck is None:
+            return True
+        opener = self._state.opener
+        policy = opener.policy() if opener is not None else policy_of(self._duck)
+        return policy.external
 
     def _register_missing(self, text: str | None) -> bool:
         import pyarrow as pa

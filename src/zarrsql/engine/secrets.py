@@ -35,8 +35,10 @@ from typing import Any
 import duckdb
 
 from zarrsql import counters
+from zarrsql.engine.access import AccessRules
 from zarrsql.errors import ParameterError, StoreReadError
 from zarrsql.store import Store, check_key
+from zarrsql.store.access import AccessPolicy
 from zarrsql.store.opening import MOUNT_OPTIONS_KEY
 
 #: Cursors (requests in flight) per store: DuckDB's httpfs issues one request per read_blob.
@@ -200,15 +202,25 @@ class MountOptions:
 
 class SecretOpener:
     """`open_store`'s hook for one connection: a `DuckDBStore` where a DuckDB S3 secret applies,
-    and the connection's mount options resolved (`options_for`)."""
+    the connection's mount options resolved (`options_for`), and DuckDB's file-access settings
+    (`policy`, engine/access.py)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, mount_options: MountOptions | None = None) -> None:
         self._con = con
         self._stores: weakref.WeakSet[DuckDBStore] = weakref.WeakSet()
+        self._access = AccessRules(con)  # DuckDB's enable_external_access and allowed lists
         self.mount_options = mount_options if mount_options is not None else MountOptions()
 
     def options_for(self, storage_options: Mapping[str, Any]) -> dict[str, Any]:
         return self.mount_options.resolve(storage_options)
+
+    def policy(self) -> AccessPolicy:
+        return self._access.policy()
+
+    def for_call(self, policy: AccessPolicy | None) -> SecretOpener | CallOpener:
+        """This opener for a call that DuckDB handed its file-access settings (`policy`;
+        None: the call carries none, and they are read when needed)."""
+        return self if policy is None else CallOpener(self, policy)
 
     def _secret_for(self, url: str) -> str | None:
         cur = self._con.cursor()  # the opener runs inside a statement: never the user's connection
@@ -234,3 +246,21 @@ class SecretOpener:
         """Close the cursors of every store still alive (the connection is closing)."""
         for s in list(self._stores):
             s.close()
+
+
+class CallOpener:
+    """A connection's `SecretOpener` for one call, with the file-access settings DuckDB
+    evaluated for it (engine/functions.py) instead of a query for them."""
+
+    def __init__(self, opener: SecretOpener, policy: AccessPolicy) -> None:
+        self._opener = opener
+        self._policy = policy
+
+    def __call__(self, location: str, storage_options: Mapping[str, Any]) -> Store | None:
+        return self._opener(location, storage_options)
+
+    def options_for(self, storage_options: Mapping[str, Any]) -> dict[str, Any]:
+        return self._opener.options_for(storage_options)
+
+    def policy(self) -> AccessPolicy:
+        return self._policy

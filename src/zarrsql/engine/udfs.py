@@ -26,8 +26,10 @@ from zarrsql.store import using_opener
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from zarrsql.engine.secrets import CallOpener, SecretOpener
     from zarrsql.engine.state import ConnectionState
     from zarrsql.scan import TableScan
+    from zarrsql.store.access import AccessPolicy
 
 
 def scan_udf(state: ConnectionState) -> Callable[[str], str]:
@@ -44,9 +46,12 @@ def scan_udf(state: ConnectionState) -> Callable[[str], str]:
 
         try:
             request = params.read_request(params.parse_args(args))
+            policy = params.access_of(args)  # DuckDB's file-access settings as it bound the call
             scan = state.fresh.pop(repr(request), None)  # opened for this statement already
+            if scan is not None and policy is not None:
+                policy.check(request.store)  # opened before the statement ran: its rules now
             if scan is None:
-                with using_opener(state.opener):
+                with using_opener(_opener(state, policy)):
                     scan = open_table(request)
         except ZarrSQLError as err:
             state.record(err)
@@ -63,6 +68,11 @@ def scan_udf(state: ConnectionState) -> Callable[[str], str]:
         return key
 
     return scan_key
+
+
+def _opener(state: ConnectionState, policy: AccessPolicy | None) -> SecretOpener | CallOpener | None:
+    """The connection's store opener for a call DuckDB handed `policy` (engine/access.py)."""
+    return state.opener.for_call(policy) if state.opener is not None else None
 
 
 def _kept_name(state: ConnectionState, key: str, scan: TableScan, earlier: tuple[int, str] | None) -> str:
@@ -264,7 +274,7 @@ def list_udf(state: ConnectionState) -> Callable[[str, str], str]:
         from zarrsql.engine import params
 
         try:
-            with using_opener(state.opener):
+            with using_opener(_opener(state, params.access_of(args))):
                 rows = list_rows(kind, params.parse_args(args), state.mount_options)
         except ZarrSQLError as err:
             state.record(err)

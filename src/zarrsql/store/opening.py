@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
+from zarrsql.store.access import AccessPolicy
 from zarrsql.store.base import METADATA_DOCUMENTS, Store, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error, missing_error
@@ -47,6 +48,9 @@ class Opener(Protocol):
 
     def options_for(self, storage_options: Mapping[str, Any]) -> dict[str, Any]:
         """The storage options that `storage_options` stand for (an option set's name resolved)."""
+
+    def policy(self) -> AccessPolicy:
+        """The locations the engine lets this call read (store/access.py)."""
 
 
 _opener: contextvars.ContextVar[Opener | None] = contextvars.ContextVar("zarrsql_store_opener", default=None)
@@ -71,7 +75,13 @@ def open_store(
         raise ParameterError("the store must be a non-empty path or URL string")
     options = _resolved_options(storage_options)
     choice = choice or StoreChoice()
+    policy = current_policy()
+    if not policy.admits(location) and not _given_object(location):
+        policy.check(location)  # before detection, which already reads a local file's first bytes
     name = choice.format or detected_format(location)
+    if name == "icechunk":  # Icechunk reads its virtual chunks itself: each container it may read
+        for prefix, _ in choice.virtual_chunks:
+            policy.check(prefix)
     _check_not_repository(location, choice.format)
     _check_choice_applies(location, name, choice)
     if name not in FORMATS:
@@ -80,6 +90,23 @@ def open_store(
             "leave format := out to let the location's layout decide"
         )
     return FORMATS[name][0](location, options, choice)
+
+
+def _given_object(location: str) -> bool:
+    """Whether `location` names an object handed over from Python (an Icechunk session): the
+    caller opened it, as DuckDB lets a registered Python object be read with access off."""
+    from zarrsql.store.icechunk import is_session_location
+
+    return is_session_location(location)
+
+
+def current_policy() -> AccessPolicy:
+    """The access rules of the engine's opener for the current call (everything, without one)."""
+    opener = _opener.get()
+    return opener.policy() if opener is not None else _OPEN
+
+
+_OPEN = AccessPolicy()
 
 
 def _resolved_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -196,7 +223,9 @@ def _check_not_other_format(location: str) -> None:
 def _open_kerchunk(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:
     from zarrsql.store.references import open_references
 
-    return open_references(location, storage_options, open_folder, virtual_chunks=choice.virtual_chunks)
+    return open_references(
+        location, storage_options, open_folder, virtual_chunks=choice.virtual_chunks, policy=current_policy()
+    )
 
 
 def _open_hdf5(location: str, storage_options: dict[str, Any], choice: StoreChoice) -> Store:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zarrsql.errors import StoreNotFoundError, StoreReadError
+from zarrsql.store.access import AccessPolicy
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
 from zarrsql.store.choice import container_access, normal_location, within_prefix
 from zarrsql.store.local import LocalStore, file_version
@@ -145,6 +146,7 @@ class ReferenceStore:
         token: str = "",
         virtual_chunks: tuple[tuple[str, str | None], ...] = (),
         source: SetSource | None = None,
+        policy: AccessPolicy | None = None,
     ) -> None:
         self._state = _loaded(refset, token)
         self._source = source
@@ -154,6 +156,8 @@ class ReferenceStore:
         self.storage_options = dict(storage_options or {})
         self._containers = tuple((_container_prefix(p), container_access(p, v)) for p, v in virtual_chunks)
         self._authorized = [p for p, _ in virtual_chunks]  # as given, for the errors
+        self._policy = policy or AccessPolicy()  # the engine's file-access rules when it was opened
+        self._admitted: set[str] = set()  # the files those rules were found to allow
         given = token + (repr(self._containers) if self._containers else "")
         self.cache_key = "kerchunk:" + refset.location + ":" + hashlib.sha1(given.encode()).hexdigest()[:12]
         self.remote = is_url(refset.location) or any(is_url(u) for u in refset.target_urls())
@@ -169,7 +173,11 @@ class ReferenceStore:
     # ------------------------------------------------------------------ reading
     def _container(self, key: str, url: str) -> str | None:
         """The access of the authorized container holding `url` (None: default credentials);
-        an error when `virtual_chunks :=` was given and authorizes none."""
+        an error when `virtual_chunks :=` was given and authorizes none, or when the engine's
+        file-access rules forbid the file."""
+        if url not in self._admitted:  # resolving a path's links costs system calls: once per file
+            self._policy.check(url)
+            self._admitted.add(url)
         if not self._containers:
             return None
         for prefix, access in self._containers:
@@ -185,6 +193,8 @@ class ReferenceStore:
 
     def _authorizes(self, url: str) -> bool:
         """Whether the set may read `url` (`_container` raises where it may not)."""
+        if url not in self._admitted and not self._policy.admits(url):
+            return False
         return not self._containers or any(within_prefix(url, prefix) for prefix, _ in self._containers)
 
     def _store_for(self, folder: str) -> Store:
@@ -333,10 +343,12 @@ def open_references(
     open_folder: FolderOpener,
     *,
     virtual_chunks: tuple[tuple[str, str | None], ...] = (),
+    policy: AccessPolicy | None = None,
 ) -> ReferenceStore:
     """The store over the kerchunk reference set at `location` (JSON file or Parquet folder);
     `open_folder` opens the plain stores its files are read from, and `virtual_chunks`, when
-    given, the only containers its references may point into (see the module docstring)."""
+    given, the only containers its references may point into (see the module docstring);
+    `policy` the engine's file-access rules, which every referenced file must pass too."""
     from zarrsql.store.refsets import load_refset
 
     if location.lower().startswith("file://"):
@@ -345,7 +357,9 @@ def open_references(
         location = os.path.abspath(os.path.expanduser(location))
     if is_url(location):
         refset = load_refset(location, storage_options, open_folder)
-        return ReferenceStore(refset, storage_options, open_folder, token=location, virtual_chunks=virtual_chunks)
+        return ReferenceStore(
+            refset, storage_options, open_folder, token=location, virtual_chunks=virtual_chunks, policy=policy
+        )
     given = location
     path = os.path.join(location, ".zmetadata") if os.path.isdir(location) else location
 
@@ -356,5 +370,5 @@ def open_references(
     token = source.version() or location  # taken before the set is read
     refset = load_refset(location, storage_options, open_folder)
     return ReferenceStore(
-        refset, storage_options, open_folder, token=token, virtual_chunks=virtual_chunks, source=source
+        refset, storage_options, open_folder, token=token, virtual_chunks=virtual_chunks, source=source, policy=policy
     )

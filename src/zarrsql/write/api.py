@@ -70,8 +70,11 @@ def write_zarr(
     """`to_zarr`, returning the rows written (None when the layout's writer does not say)."""
     target = _store_text(store)
     _check(layout, mode, append_dim, zarr_format, consolidated)
+    connection = connection if connection is not None else _own_connection(relation_or_sql)
+    if not is_icechunk_object(store):  # a session object is the caller's own, not a location
+        _check_access(connection, target)
     check_target(target, storage_options)
-    source = source_of(relation_or_sql, connection if connection is not None else _own_connection(relation_or_sql))
+    source = source_of(relation_or_sql, connection)
     source = dataclasses.replace(source, store=target)
     with returning_memory(source.connection.duckdb):
         try:
@@ -106,6 +109,20 @@ def _write_grid(
         mode = "w-"  # nothing there yet: the first append creates the store
     options = GridOptions(chunks=chunks, zarr_format=zarr_format, consolidated=consolidated)
     return write_grid(source, target, dims=dims, mode=mode, options=options, storage_options=storage_options)
+
+
+def _check_access(connection: Any, target: str) -> None:
+    """Refuse a target the connection's DuckDB file-access settings forbid (engine/access.py),
+    before anything at the target is looked at."""
+    from zarrsql.engine.access import policy_of
+
+    if connection is None:
+        from zarrsql.engine.api import default_connection
+
+        connection = default_connection()
+    duck = getattr(connection, "duckdb", connection)
+    if isinstance(duck, duckdb.DuckDBPyConnection):  # anything else: source_of names the mistake
+        policy_of(duck).check(target, writing=True)
 
 
 def _own_connection(relation_or_sql: Any) -> Any:
