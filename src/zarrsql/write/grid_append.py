@@ -76,7 +76,7 @@ def _append_grid(
     _refuse_table_layout(store, existing)
     source = _typed_nulls(source, existing)
     dims, kinds, variables, schema = grid_columns(
-        source, dims_given if dims_given is not None else _stored_dims(store, where)
+        source, dims_given if dims_given is not None else _stored_dims(store, where, append_dim)
     )
     if append_dim not in dims:
         raise ParameterError(f"append_dim '{append_dim}' is not one of the dims {list(dims)}; name one of them")
@@ -87,7 +87,7 @@ def _append_grid(
 
     # chunks=None: no dask, which would tokenize (pickle, so re-create) the filesystem of `where`
     old = xr.open_zarr(where, consolidated=False if is_session_location(store) else None, chunks=None)
-    _check_variables(store, old, group, dims, variables)
+    _check_variables(store, old, group, dims, append_dim, variables)
     _check_dimension_kinds(store, group, dims, kinds)
     _check_layout_arguments(store, group, dims, append_dim, variables, chunks, zarr_format)
     new = discover_grid(source, dims, kinds)
@@ -140,16 +140,20 @@ def _refuse_table_layout(store: str, group: Any) -> None:
         )
 
 
-def _stored_dims(store: str, where: Any) -> tuple[str, ...] | None:
-    """The dimensions of an existing grid store's variables (None: no store, or none)."""
+def _stored_dims(store: str, where: Any, append_dim: str | None) -> tuple[str, ...] | None:
+    """The dimensions of an existing grid store's variables along `append_dim` (None: no store,
+    or none): those with the most dimensions, so that a land mask over (lat, lon) beside
+    `t2m(time, lat, lon)` does not decide them."""
     group = _open_existing(store, where)
     if group is None:
         return None
+    found: list[tuple[str, ...]] = []
     for name, array in group.arrays():
         names = getattr(array.metadata, "dimension_names", None) or array.attrs.get("_ARRAY_DIMENSIONS")
         if names and name not in names:  # a variable, not a coordinate
-            return tuple(names)
-    return None
+            found.append(tuple(names))
+    along = [d for d in found if append_dim in d] or found
+    return max(along, key=len) if along else None
 
 
 def _open_existing(store: str, where: Any) -> Any:
@@ -209,20 +213,44 @@ def _dtype_of(array: Any) -> np.dtype[Any] | None:
     return np.dtype(array.dtype) if not str(array.dtype).startswith(("<U", "|U", "str", "String")) else None
 
 
-def _check_variables(store: str, old: Any, group: Any, dims: tuple[str, ...], variables: dict[str, str]) -> None:
-    """The relation's columns are the store's variables, over the same dimensions."""
-    stored = set(map(str, old.data_vars))
-    extra = sorted(set(variables) - stored)
-    if extra:
+def _check_variables(
+    store: str, old: Any, group: Any, dims: tuple[str, ...], append_dim: str, variables: dict[str, str]
+) -> None:
+    """The relation's columns are the store's variables along `append_dim`, over the same
+    dimensions. A variable without `append_dim` (a land mask over lat and lon) stays as stored,
+    as xarray's append leaves it; any other array along `append_dim` (a coordinate such as
+    `valid_time(time)`, a variable over fewer dimensions, CF bounds `time_bnds(time, nv)`) cannot
+    grow from one row per cell, and would be left shorter than `append_dim`, which no reader
+    opens: refused before anything is written."""
+    along = {str(n) for n in old.data_vars if append_dim in old[n].dims}
+    static = {str(n) for n in old.data_vars} - along
+    others = sorted(str(n) for n in old.coords if n != append_dim and append_dim in old[n].dims and str(n) not in along)
+    others += sorted(n for n in along if tuple(old[n].dims) != dims and n not in variables)
+    if others:
+        name = others[0]
         raise AppendSchemaError(
-            f"column '{extra[0]}' is not a variable of the store '{store}' (it has {sorted(stored)}); an append must "
-            "have the same columns: drop it from the SELECT, or write a new store"
+            f"the store '{store}' has '{name}' over {list(old[name].dims)}, along append_dim '{append_dim}' but not "
+            f"over the relation's dims {list(dims)}: an append writes one value per cell of {list(dims)} and cannot "
+            f"grow '{name}', which left shorter than '{append_dim}' would leave a store no reader opens; write the "
+            "whole data again with mode='w' (or drop that array from the store first)"
         )
-    missing = sorted(stored - set(variables))
+    extra = sorted(set(variables) - along)
+    if extra:
+        name = extra[0]
+        if name in static:
+            raise AppendSchemaError(
+                f"column '{name}' is the store's variable over {list(old[name].dims)}, without append_dim "
+                f"'{append_dim}': an append keeps it as stored (as xarray's does); drop it from the SELECT"
+            )
+        raise AppendSchemaError(
+            f"column '{name}' is not a variable of the store '{store}' along '{append_dim}' (those are "
+            f"{sorted(along)}); an append must have the same columns: drop it from the SELECT, or write a new store"
+        )
+    missing = sorted(along - set(variables))
     if missing:
         raise AppendSchemaError(
             f"the store '{store}' has the variable '{missing[0]}', which the relation lacks; an append must have "
-            f"every variable: add the column{_none_hint(group, missing[0])}"
+            f"every variable along '{append_dim}': add the column{_none_hint(group, missing[0])}"
         )
     for name in variables:
         if tuple(old[name].dims) != dims:
