@@ -164,3 +164,36 @@ def test_a_bare_null_across_row_chunks(con, tmp_path) -> None:
     mask = group["v/mask"][...]
     np.testing.assert_array_equal(mask, [False, True, False] + [True] * 997)
     np.testing.assert_array_equal(group["v/values"][[0, 2]], [0.0, 2.0])
+
+
+def _stored_categories(out: str) -> list:
+    """The column's categories as zarr-python reads them: the codes' `categories` attribute
+    (inline), or the `categories` array of the categorical group."""
+    node = zarr.open_group(out, mode="r")["e"]
+    if isinstance(node, zarr.Group):
+        return node["categories"][...].tolist()
+    return list(node.attrs["categories"])
+
+
+@needs_null_type
+@pytest.mark.parametrize("count", [2, 70])  # inline categories, and the categorical group past 64
+def test_a_bare_null_leaves_an_enums_categories(con, tmp_path, count) -> None:
+    """Before, the encoded bare NULL's dictionary entry (a null) was added as a category: inline,
+    `categories` got a None and the column then read as VARCHAR, refusing every later text
+    append; in a group, a category 'None' appeared."""
+    out = str(tmp_path / "e.zarr")
+    words = [f"c{i}" for i in range(count)]
+    con.execute(f"CREATE TYPE cats{count} AS ENUM ({', '.join(repr(w) for w in words)})")
+    zarrsql.to_zarr(
+        f"SELECT i AS n, ('c' || (i % {count}))::cats{count} AS e FROM range({count}) t(i)", out, layout="table",
+        connection=con,
+    )  # fmt: skip
+    assert _stored_categories(out) == words
+    zarrsql.to_zarr(f"SELECT {count} AS n, NULL AS e", out, layout="table", mode="a", connection=con)
+    assert _stored_categories(out) == words
+    zarrsql.to_zarr(f"SELECT {count + 1} AS n, 'c1' AS e", out, layout="table", mode="a", connection=con)
+    assert _stored_categories(out) == words
+    described = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM read_zarr('{out}')").fetchall()}
+    assert described["e"].startswith("ENUM")
+    last = con.sql(f"SELECT n, e::VARCHAR FROM read_zarr('{out}') WHERE n >= {count} ORDER BY n").fetchall()
+    assert last == [(count, None), (count + 1, "c1")]

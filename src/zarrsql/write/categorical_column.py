@@ -114,6 +114,9 @@ class CategoricalColumn:
         words = chunk.dictionary.cast(pa.string()).to_pylist()
         remap = np.empty(len(words) + 1, dtype=np.int64)
         for i, word in enumerate(words):
+            if word is None:  # a null in the dictionary itself (a bare NULL's, encoded): missing, no category
+                remap[i] = -1
+                continue
             code = self.lookup.get(word)
             if code is None:
                 code = self.lookup[word] = len(self.categories)
