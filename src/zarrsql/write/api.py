@@ -19,6 +19,7 @@ import pyarrow as pa
 from zarrsql.errors import ParameterError, UnsupportedError
 from zarrsql.store.icechunk import is_icechunk_object, session_location, writable_session
 from zarrsql.write.allocator import returning_memory
+from zarrsql.write.chunking import plain_lengths
 from zarrsql.write.source import Source, query_error, source_of
 from zarrsql.write.targets import check_append_target, check_target
 
@@ -69,6 +70,7 @@ def write_zarr(
 ) -> int | None:
     """`to_zarr`, returning the rows written (None when the layout's writer does not say)."""
     target = _store_text(store)
+    chunks = plain_lengths(chunks)
     _check(layout, mode, append_dim, zarr_format, consolidated)
     connection = connection if connection is not None else _own_connection(relation_or_sql)
     if not is_icechunk_object(store):  # a session object is the caller's own, not a location

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,18 @@ TARGET_CELLS = 1 << 20
 #: Cells of the grid padded to whole chunks at which the chunk writer can no longer number
 #: them in 64 bits (`grid._ChunkOrder`): lengths asked for beyond that are clipped to the shape.
 PADDED_CELLS_LIMIT = 1 << 62
+
+
+def plain_lengths(chunks: Any) -> Any:
+    """`chunks` with numpy integers (a shape's entries, `np.int64(2)`) as Python ints, as
+    xarray and zarr take them; anything else as given, for the checks to judge."""
+    if isinstance(chunks, numbers.Integral) and not isinstance(chunks, bool):
+        return int(chunks)
+    if isinstance(chunks, Mapping):
+        return {k: plain_lengths(v) for k, v in chunks.items()}
+    if isinstance(chunks, (list, tuple)):
+        return [plain_lengths(c) for c in chunks]
+    return chunks
 
 
 def chunk_shape(chunks: Any, dims: Sequence[str], shape: Sequence[int]) -> tuple[int, ...]:

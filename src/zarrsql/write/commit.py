@@ -38,7 +38,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError
+from zarrsql.errors import ParameterError, StoreExistsError, StoreNotFoundError, WriteError, ZarrSQLError
 from zarrsql.store.icechunk import is_session_location
 from zarrsql.write import lock as writer_lock
 from zarrsql.write import staging as staged
@@ -165,6 +165,8 @@ def _stage_and_move(
         replaced = _move_into_place(store, staging, path, mode)
     except OSError as err:
         _discard(staging, in_flight)
+        if isinstance(err, ZarrSQLError):  # zarrsql's own (StoreExistsError: another writer came first)
+            raise
         left = "nothing was created" if mode == "w-" else "the old store, if any, is unchanged"
         raise _wrapped(_failure(err), store, err, left) from err
     except BaseException:  # Ctrl-C too: zarr's event loop may still be writing into the staging
@@ -297,6 +299,8 @@ def _append_local(store: str, path: Path, zarr_format: int, write: Callable[[Sto
             consolidate(zarr_store, zarr_format)
     except OSError as err:
         _roll_back(path, documents, journal, in_flight)
+        if isinstance(err, ZarrSQLError):
+            raise
         raise _wrapped(_failure(err), store, err, "the append was rolled back; the store is unchanged") from err
     except BaseException:  # Ctrl-C too: the chunk writes under way end before the rollback
         _roll_back(path, documents, journal, in_flight)

@@ -153,7 +153,7 @@ def check_target(store: str, storage_options: Mapping[str, str] | None) -> None:
     import fsspec
 
     try:
-        fsspec.get_filesystem_class(protocol)
+        filesystem = fsspec.get_filesystem_class(protocol)
     except ValueError as err:
         raise ParameterError(
             f"'{store}' names the protocol '{protocol}://', which no installed filesystem knows; check the "
@@ -161,6 +161,12 @@ def check_target(store: str, storage_options: Mapping[str, str] | None) -> None:
         ) from err
     except ImportError as err:
         raise ParameterError(f"writing to '{store}' needs the filesystem package of {protocol}:// ({err})") from err
+    if not getattr(filesystem, "async_impl", False):
+        raise ParameterError(
+            f"'{store}' is a {protocol}:// URL, whose filesystem zarr-python cannot write through (it writes "
+            "with an asynchronous filesystem, as s3://, gs:// and az:// have); write to a local path or an "
+            "object store"
+        )
     fs, root = reach(store, lambda: remote(store, storage_options))
     reach(store, lambda: fs.exists(root))
     _refuse_inside(store, reach(store, lambda: _remote_enclosing_node(store, fs, root)))
