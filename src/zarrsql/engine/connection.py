@@ -104,6 +104,10 @@ _FETCHES = frozenset(
 )
 
 
+#: DuckDB's binder error for a statement nested deeper than `max_expression_depth`.
+_TOO_DEEP = "Max expression depth limit"
+
+
 def _zarr_url_in_from(text: str | None) -> bool:
     if not text:
         return False
@@ -283,15 +287,15 @@ class Connection(FunctionInstaller, ScanRegistration):
             return f"SELECT * FROM ({body}) WHERE NOT starts_with(name, {quote_text(INTERNAL_PREFIX)}){hidden}"
         return named_equals(query, FUNCTIONS)
 
-    def _rewritten(self, query: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The statement to run for `query`: as `_statement` makes it, then a count answered
-        from the plan (`answers.py`), or its groups computed by the scan (`grouped.py`), or
-        else its joins on dimensions pruned (`joins.py`), or else its DOUBLE comparisons on
-        float32 dimensions given FLOAT twins that prune (`widened.py`)."""
+    def _rewritten(self, query: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """The statement as written (`_statement`) and the one to run for `query`: a count
+        answered from the plan (`answers.py`), or its groups computed by the scan
+        (`grouped.py`), or else its joins on dimensions pruned (`joins.py`), or else its DOUBLE
+        comparisons on float32 dimensions given FLOAT twins that prune (`widened.py`)."""
         statement = self._statement(query)
         self._install_for(statement)
         if not self._installed:  # nothing in it can read a store: no zarrsql table to answer from
-            return statement
+            return statement, statement
         from zarrsql.engine import answers, joins, topn, widened
 
         has_args = bool(args or kwargs)
@@ -307,7 +311,19 @@ class Connection(FunctionInstaller, ScanRegistration):
             answered = widened.rewrite(self, statement, parameters)
         if answered is statement:  # `ORDER BY <dimension> LIMIT n` bounded to its first values
             answered = topn.rewrite(self, statement, has_args)
-        return answered
+        return statement, answered
+
+    def _run_rewritten(self, fn: Callable[..., T], written: Any, query: Any, *args: Any, **kwargs: Any) -> T:
+        """Run `query`, the rewrite of the statement `written`; `written` itself when the rewrite
+        nests deeper than the session's `max_expression_depth` lets DuckDB bind (a rewrite adds
+        a few levels: IN lists, a bounding comparison, an answer's check), as the statement
+        would have run without zarrsql's help."""
+        try:
+            return self._run(query, fn, query, *args, **kwargs)
+        except (duckdb.BinderException, duckdb.ParserException) as err:  # 1.5 meets it while parsing too
+            if query is written or _TOO_DEEP not in str(err):
+                raise
+        return self._run(written, fn, written, *args, **kwargs)
 
     def _rounds(self, action: Callable[[], T], text: str | None) -> T:
         for _ in range(MAX_ROUNDS):
@@ -403,10 +419,10 @@ class Connection(FunctionInstaller, ScanRegistration):
         """DuckDB's `method` (`sql`, `query`, `from_query`) on the statement as rewritten, or
         the relation a rewrite already bound for it; the scans it reads kept while it lives."""
         with self._statement_scope():
-            query = self._rewritten(query, args, kwargs)
+            written, query = self._rewritten(query, args, kwargs)
             relation = self._prepared(query)
             if relation is None:
-                relation = self._run(query, getattr(self._con, method), query, *args, **kwargs)
+                relation = self._run_rewritten(getattr(self._con, method), written, query, *args, **kwargs)
             if relation is not None:
                 self._state.pin(relation, self._state.bound_now())
                 parameters = args[0] if args else kwargs.get("params")
@@ -422,9 +438,9 @@ class Connection(FunctionInstaller, ScanRegistration):
             self._state.copy_result = True
             return self
         with self._statement_scope():
-            query = self._rewritten(query, args, kwargs)
+            written, query = self._rewritten(query, args, kwargs)
             self._prepared(query)
-            self._run(query, self._con.execute, query, *args, **kwargs)
+            self._run_rewritten(self._con.execute, written, query, *args, **kwargs)
         return self
 
     @contextlib.contextmanager
