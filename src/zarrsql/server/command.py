@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from typing import Any
 
@@ -72,6 +73,19 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     s.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     s.add_argument("--allow-writes", action="store_true", help="run statements other than queries too")
     s.add_argument(
+        "--safe",
+        action="store_true",
+        help="clients reach only the mounted stores: DuckDB's external access is turned off after mounting "
+        "(no other file, URL or extension), the stores' folders and --allow-directory kept allowed",
+    )
+    s.add_argument(
+        "--allow-directory",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --safe, a folder or URL prefix clients may read too (repeatable)",
+    )
+    s.add_argument(
         "--batch-rows",
         type=_positive(int),
         default=65_536,
@@ -115,6 +129,10 @@ def run(args: argparse.Namespace, running: list[Any]) -> int:
     options = dict(args.storage_options) or None
     for name, store in args.mount:
         zarrsql.mount(con, store, name, storage_options=options)
+    if args.allow_directory and not args.safe:
+        raise ParameterError("--allow-directory keeps a folder open under --safe, which is not given; add --safe")
+    if args.safe:
+        lock_files(con, [store for _, store in args.mount], args.allow_directory)
     tls = (args.tls_cert, args.tls_key) if args.tls_cert else None
     limits = Limits(batch_rows=args.batch_rows, timeout=args.query_timeout, message_bytes=args.max_message_mib << 20)
     handle = serve(
@@ -127,7 +145,7 @@ def run(args: argparse.Namespace, running: list[Any]) -> int:
         allow_writes=args.allow_writes,
         limits=limits,
     )
-    mode = "read-write" if args.allow_writes else "read-only"
+    mode = ("read-write" if args.allow_writes else "read-only") + ("; safe" if args.safe else "")
     mounted = ", ".join(name for name, _ in args.mount) or "nothing mounted"
     print(f"zarrsql: serving Arrow Flight SQL at {handle.location} ({mode}; {mounted})", flush=True)
     if handle.token is None:
@@ -157,3 +175,32 @@ def _attach_read_only(con: Any, database: str) -> None:
 
 def _quote_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def lock_files(con: Any, stores: list[str], directories: list[str]) -> None:
+    """Turn DuckDB's external access off on `con`'s database, keeping the mounted `stores`
+    (a folder: its directory; a file, an HDF5 or reference file: its path) and the extra
+    `directories` (folders or URL prefixes) allowed. DuckDB refuses to change either list
+    afterwards, and zarrsql's readers obey the same settings (engine/access.py): a client can
+    then read nothing else, with zarrsql's functions or DuckDB's."""
+    from zarrsql.engine.sqltext import quote_text
+    from zarrsql.store.base import is_url
+
+    folders: list[str] = []
+    files: list[str] = []
+    for location in [*stores, *directories]:
+        if is_url(location) and not location.lower().startswith("file://"):
+            folders.append(location if location.endswith("/") else location + "/")
+            continue
+        path = os.path.abspath(os.path.expanduser(location.removeprefix("file://")))
+        (files if os.path.isfile(path) else folders).append(path)
+    con.execute(f"SET allowed_directories = [{', '.join(quote_text(f) for f in folders)}]")
+    con.execute(f"SET allowed_paths = [{', '.join(quote_text(f) for f in files)}]")
+    kept = con.sql("SELECT current_setting('allowed_directories')").fetchall()[0][0]
+    lost = [f for f in folders if is_url(f) and f not in kept]
+    if lost:
+        raise ParameterError(
+            f"--safe cannot keep {lost[0]} open: this DuckDB stored the URL as a local path (DuckDB 1.5 does so "
+            "without its httpfs extension loaded); serve remote stores with --safe on DuckDB 2, or without --safe"
+        )
+    con.execute("SET enable_external_access = false")
