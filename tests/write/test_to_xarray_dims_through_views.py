@@ -156,3 +156,28 @@ def test_finding_the_dimensions_leaves_no_view_behind(con: zarrsql.Connection) -
     zarrsql.to_xarray(con.sql("SELECT * FROM over_view"))
     after = con.sql("SELECT database_name, schema_name, view_name FROM duckdb_views()").fetchall()
     assert sorted(after) == sorted(before)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT lat AS time, time AS lat, lon, air, counts, seen FROM over_read",
+        "SELECT * REPLACE (lat AS lon, lon AS lat) FROM '{store}'",
+        "SELECT * FROM swapped",
+        "WITH c AS (SELECT lon AS lat, lat AS lon, time, air FROM over_read) SELECT * FROM c",
+    ],
+    ids=["select list", "star replace", "view", "CTE"],
+)
+def test_a_select_list_that_swaps_dimension_names_asks_for_dims(
+    con: zarrsql.Connection, store: str, query: str
+) -> None:
+    """Before, the names matched the table's, so `time` was taken as the time dimension while it
+    held latitudes (found by a hunter in session 27)."""
+    con.execute("CREATE OR REPLACE VIEW swapped AS SELECT lat AS time, time AS lat, lon, air FROM over_read")
+    with pytest.raises(zarrsql.ParameterError, match=r"dimensions cannot be known: pass dims="):
+        zarrsql.to_xarray(con.sql(query.format(store=store)))
+
+
+def test_columns_named_as_they_are_keep_the_dimensions(con: zarrsql.Connection, root: xr.Dataset) -> None:
+    rel = con.sql("SELECT o.time AS time, o.lat AS lat, lon AS lon, air, counts, seen FROM over_read o")
+    xr.testing.assert_equal(zarrsql.to_xarray(rel), root)

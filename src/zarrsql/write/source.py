@@ -119,13 +119,17 @@ def _source_table_dims(source: Source) -> tuple[str, ...] | None:
     followed down to the `read_zarr` call they stand for. Rows from a second table (a join, a
     set operation, even of the same table again) make it None; a subquery in WHERE only filters."""
     own = _OwnConnection(source)
+    renamed: set[str] = set()
     try:
-        reads = _reads(own, _parsed(own, source.relation.sql_query()), {}, 0)
+        reads = _reads(own, _parsed(own, source.relation.sql_query()), {}, 0, renamed)
         if len(reads) != 1 or reads[0] is None:
             return None
-        return _read_zarr_dims(own, reads[0])
+        dims = _read_zarr_dims(own, reads[0])
     except (duckdb.Error, _NotOneTable):
         return None
+    if dims is not None and renamed & {d.lower() for d in dims}:
+        return None  # `lat AS time, time AS lat`: the names are the table's, the columns are not
+    return dims
 
 
 class _NotOneTable(Exception):
@@ -182,28 +186,53 @@ def _parsed(own: _OwnConnection, sql: str) -> dict[str, Any]:
     return statements[0]  # type: ignore[no-any-return]
 
 
-def _reads(own: _OwnConnection, tree: Any, ctes: dict[str, Any], depth: int) -> list[str | None]:
+def _reads(own: _OwnConnection, tree: Any, ctes: dict[str, Any], depth: int, renamed: set[str]) -> list[str | None]:
     """Every table the rows of `tree` come from (its FROM clauses and set operations), once per
     read: the SQL of a `read_zarr` call (`SELECT * FROM read_zarr(...)`), or None for any other
-    table. `ctes`: the CTEs in scope."""
+    table. `ctes`: the CTEs in scope. `renamed` gets the names, both old and new, of every
+    column a select list on the way renames (`lat AS time`, `* REPLACE (air AS lon)`)."""
     if depth > MAX_NESTING:
         raise _NotOneTable("views or CTEs nested too deep")
     if isinstance(tree, list):
-        return [r for item in tree for r in _reads(own, item, ctes, depth)]
+        return [r for item in tree for r in _reads(own, item, ctes, depth, renamed)]
     if not isinstance(tree, dict) or "class" in tree:
         return []  # an expression: a subquery in it filters or computes values, it adds no rows
     kind = tree.get("type")
     if tree.get("column_name_alias") or kind == "PIVOT":  # may give a dimension's name to another column
         raise _NotOneTable("a table whose columns are renamed or reshaped")
     if isinstance(kind, str) and kind in _TABLE_READS:
-        return _table_reads(own, tree, ctes, depth)
+        return _table_reads(own, tree, ctes, depth, renamed)
+    renamed |= _renames(tree.get("select_list") or [])
     defined = (tree.get("cte_map") or {}).get("map") or []
     if defined:  # read where they are named, once per naming
         ctes = {**ctes, **{str(e["key"]).lower(): e["value"] for e in defined}}
-    return [r for key, value in tree.items() if key != "cte_map" for r in _reads(own, value, ctes, depth)]
+    return [r for key, value in tree.items() if key != "cte_map" for r in _reads(own, value, ctes, depth, renamed)]
 
 
-def _table_reads(own: _OwnConnection, ref: dict[str, Any], ctes: dict[str, Any], depth: int) -> list[str | None]:
+def _renames(select_list: list[Any]) -> set[str]:
+    """The names (lowercase, old and new) of the columns a select list renames."""
+    out: set[str] = set()
+    for item in select_list:
+        if not isinstance(item, dict):
+            continue
+        if item.get("class") == "COLUMN_REF":
+            name, alias = str((item.get("column_names") or [""])[-1]).lower(), str(item.get("alias") or "").lower()
+            if alias and alias != name:
+                out |= {name, alias}
+        elif item.get("class") == "STAR":
+            for entry in item.get("replace_list") or []:
+                value = entry.get("value") or {}
+                source = value.get("column_names") if value.get("class") == "COLUMN_REF" else None
+                if not source or str(source[-1]).lower() != str(entry.get("key")).lower():
+                    out.add(str(entry.get("key")).lower())
+            for entry in item.get("rename_list") or []:
+                out |= {str((entry.get("key") or {}).get("column", "")).lower(), str(entry.get("value")).lower()}
+    return out
+
+
+def _table_reads(
+    own: _OwnConnection, ref: dict[str, Any], ctes: dict[str, Any], depth: int, renamed: set[str]
+) -> list[str | None]:
     """What one table reference reads: a `read_zarr` call, or what the CTE or view it names
     reads, or an unclaimed `'x.zarr'` string's store; else one other table."""
     from zarrsql.engine.sqltext import claimable, quote_text
@@ -218,12 +247,12 @@ def _table_reads(own: _OwnConnection, ref: dict[str, Any], ctes: dict[str, Any],
     if not schema and not database and name.lower() in ctes:
         if ctes[name.lower()].get("aliases"):
             raise _NotOneTable("a CTE whose columns are renamed")
-        return _reads(own, ctes[name.lower()], ctes, depth + 1)
+        return _reads(own, ctes[name.lower()], ctes, depth + 1, renamed)
     found = own.rows(_catalog_query(name, schema, database))
     if len(found) > 1 or (found and found[0][0] is None):
         return [None]  # a table, or a name that is not one view
     if found:
-        return _reads(own, _parsed(own, _view_body(str(found[0][0]))), {}, depth + 1)
+        return _reads(own, _parsed(own, _view_body(str(found[0][0]))), {}, depth + 1, renamed)
     if not schema and not database and claimable(name):  # a `'x.zarr'` string not claimed yet
         return [f"SELECT * FROM read_zarr({quote_text(name)})"]
     return [None]  # a DataFrame or another object DuckDB finds by its name
