@@ -125,6 +125,30 @@ def test_a_descending_dimension_appends_downwards(con: zarrsql.Connection, tmp_p
     np.testing.assert_array_equal(opened.v.values, [0.0, 1.0, 2.0, 3.0])
 
 
+def test_one_stored_step_takes_either_direction(con: zarrsql.Connection, tmp_path: Path) -> None:
+    """One step has no direction: steps below it make a falling axis (as a descending latitude
+    written one band at a time), steps above it a rising one; both on each side are refused.
+    Before, a one-step axis was taken as rising and steps below it were refused. The oracle is
+    xarray opening the store: the cells land where xarray puts them."""
+    down, up = tmp_path / "down.zarr", tmp_path / "up.zarr"
+    for out in (down, up):
+        zarrsql.to_zarr("SELECT 50 AS lat, 1.0 AS v", out, dims=["lat"], connection=con)
+    zarrsql.to_zarr("SELECT 40 AS lat, 2.0 AS v UNION ALL SELECT 30, 3.0", down, mode="a", append_dim="lat",
+                    connection=con)  # fmt: skip
+    zarrsql.to_zarr("SELECT 20 AS lat, 4.0 AS v", down, mode="a", append_dim="lat", connection=con)
+    opened = xr.open_zarr(down)
+    np.testing.assert_array_equal(opened.lat.values, [50, 40, 30, 20])
+    np.testing.assert_array_equal(opened.v.sel(lat=30).values, 3.0)
+    zarrsql.to_zarr("SELECT 60 AS lat, 2.0 AS v", up, mode="a", append_dim="lat", connection=con)
+    np.testing.assert_array_equal(xr.open_zarr(up).lat.values, [50, 60])
+    both = tmp_path / "both.zarr"
+    zarrsql.to_zarr("SELECT 50 AS lat, 1.0 AS v", both, dims=["lat"], connection=con)
+    with pytest.raises(zarrsql.WriteError, match="must be above it"):
+        zarrsql.to_zarr("SELECT 40 AS lat, 2.0 AS v UNION ALL SELECT 60, 3.0", both, mode="a", append_dim="lat",
+                        connection=con)  # fmt: skip
+    np.testing.assert_array_equal(xr.open_zarr(both).lat.values, [50])
+
+
 def test_append_to_a_store_xarray_wrote(con: zarrsql.Connection, frame: pd.DataFrame, tmp_path: Path) -> None:
     """xarray's own time units (`hours since 2020-01-01 ...`) and encodings are kept: the new
     steps are encoded in them, and the store opens as the pivot of all rows."""

@@ -315,7 +315,10 @@ def _full_grid(store: str, old: Any, new: Grid, append_dim: str) -> tuple[Grid, 
                 )
             indexes.append(stored)
             continue
-        falling = len(stored) > 1 and stored.is_monotonic_decreasing
+        # one stored step has no direction: steps all below it make the axis a falling one
+        falling = (
+            stored.is_monotonic_decreasing if len(stored) > 1 else bool(len(index)) and bool(index.max() < stored.min())
+        )
         steps = index.sort_values(ascending=not falling)
         _check_follows(store, d, stored, steps, falling=falling)
         start = len(stored)
