@@ -124,13 +124,20 @@ HDF5_FILTER = "hdf5:"
 #: The codec id store/hdf5.py gives a dataset kerchunk left out without such a filter.
 HDF5_UNDESCRIBED = "hdf5-undescribed"
 _UNDESCRIBED_PROBLEM = "kerchunk could not describe this HDF5 dataset, so it cannot be read in place"
+#: The codec id store/hdf5.py gives a dataset whose values lie outside the file: external raw
+#: storage (`H5Pset_external`) or a virtual dataset (VDS) mapping other files.
+HDF5_ELSEWHERE = "hdf5-elsewhere"
+_ELSEWHERE_PROBLEM = (
+    "this HDF5 dataset keeps its values outside the file (external raw storage or a virtual dataset), "
+    "which cannot be read in place"
+)
 
 
 def codec_fix(problem: str) -> str:
     """What to do about a codec `problem` (an HDF5 filter has no codec to install)."""
     if problem.startswith("the HDF5 filter"):
         return "rewrite the dataset with gzip, shuffle or no filter (e.g. h5repack -f GZIP=4), or convert the file"
-    if problem == _UNDESCRIBED_PROBLEM:
+    if problem in (_UNDESCRIBED_PROBLEM, _ELSEWHERE_PROBLEM):
         return "convert the file once, e.g. xarray.open_dataset(...).to_zarr(...)"
     return "install the codec"
 
@@ -140,6 +147,8 @@ def v2_codec_problem(compressor: dict[str, Any] | None, filters: list[dict[str, 
     for c in ([compressor] if compressor else []) + filters:
         if c["id"] == HDF5_UNDESCRIBED:
             return _UNDESCRIBED_PROBLEM
+        if c["id"] == HDF5_ELSEWHERE:
+            return _ELSEWHERE_PROBLEM
         if c["id"].startswith(HDF5_FILTER):
             name = c["id"][len(HDF5_FILTER) :]
             return f"the HDF5 filter '{name}' has no Zarr codec, so its chunks cannot be read in place"

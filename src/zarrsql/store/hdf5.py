@@ -113,15 +113,24 @@ def _dimension_only(ds: Any) -> bool:
     return _text(ds.attrs.get("CLASS")) == "DIMENSION_SCALE" and name.startswith(_DIMENSION_ONLY)
 
 
-def _placeholder(ds: Any) -> str:
+def _elsewhere(ds: Any) -> bool:
+    """Whether the dataset's values lie outside the file (external raw storage, a virtual
+    dataset): kerchunk describes it with no chunk, so it would read as its fill value."""
+    try:
+        return bool(ds.external) or bool(ds.is_virtual)
+    except (AttributeError, ValueError):
+        return False
+
+
+def _placeholder(ds: Any, *, elsewhere: bool = False) -> str:
     """A `.zarray` for a dataset kerchunk skipped: its shape, and a codec named after the
     filter it uses, so the array is listed as unsupported, naming the filter, and the rest
     of the file still reads. Without such a filter the codec says only that kerchunk could
     not describe the dataset: no filter advice for a dataset that has no filter to blame."""
     dtype = ds.dtype.str if ds.dtype.kind in "biufcSU" and ds.dtype.names is None else f"|V{ds.dtype.itemsize}"
     filter_name = _filter_name(ds)
-    # metadata.codecs.HDF5_FILTER and HDF5_UNDESCRIBED (the store layer does not import metadata)
-    codec = f"hdf5:{filter_name}" if filter_name else "hdf5-undescribed"
+    # metadata.codecs.HDF5_FILTER, HDF5_UNDESCRIBED and HDF5_ELSEWHERE (the store layer does not import metadata)
+    codec = "hdf5-elsewhere" if elsewhere else f"hdf5:{filter_name}" if filter_name else "hdf5-undescribed"
     doc = {
         "zarr_format": 2,
         "shape": list(ds.shape),
@@ -141,7 +150,9 @@ def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
     import h5py
 
     def visit(name: str, obj: Any) -> None:
-        if isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
+        if isinstance(obj, h5py.Dataset) and _elsewhere(obj):
+            refs[f"{name}/.zarray"] = _placeholder(obj, elsewhere=True)  # kerchunk's would read as fill
+        elif isinstance(obj, h5py.Dataset) and f"{name}/.zarray" not in refs:
             if _dimension_only(obj):
                 return  # a dimension, named by the `_ARRAY_DIMENSIONS` of the arrays using it
             described = checksummed_refs(name, obj, url) or unwritten_refs(name, obj)
@@ -156,6 +167,21 @@ def _fix_attrs(refs: dict[str, Any], h5: Any, url: str) -> None:
 
     visit("", h5)
     h5.visititems(visit)
+
+
+def _fix_empty_chunks(refs: dict[str, Any]) -> None:
+    """An empty dataset (an AnnData of 0 cells, a categorical column with no categories) is
+    contiguous in HDF5 with a shape of 0, and kerchunk gives it chunks of 0, which Zarr does not
+    allow: the array was refused, and with it a whole table, or the column was left out. A
+    chunk length of 0 becomes 1 (the array holds no chunk either way)."""
+    for key, value in refs.items():
+        if not key.endswith(".zarray"):
+            continue
+        doc = json.loads(value) if isinstance(value, (str, bytes)) else value
+        chunks = doc.get("chunks") if isinstance(doc, dict) else None
+        if isinstance(chunks, list) and any(c == 0 for c in chunks):
+            doc["chunks"] = [c if c != 0 else 1 for c in chunks]
+            refs[key] = json.dumps(doc)
 
 
 #: The attribute marking an H5Col column whose HDF5 fill value the writer never set
@@ -253,6 +279,7 @@ def _scan(location: str, storage_options: Mapping[str, Any]) -> dict[str, Any]:
             f.seek(0)
             with h5py.File(f, "r") as h5:
                 _fix_attrs(refs, h5, url)
+            _fix_empty_chunks(refs)
     except OSError as err:
         # the frames of a failed scan hold h5py objects, and the error refers back to them:
         # let them go now rather than leave a cycle for a collection on another thread
