@@ -27,7 +27,7 @@ import zarrsql
 REFUSED = "enable_external_access = false"
 
 
-def _write_store(folder: Path, offset: float) -> None:
+def _write_store(folder: Path, offset: float, *, consolidated: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     ds = xr.Dataset(
         {"v": (("x", "y"), np.arange(12.0).reshape(4, 3) + offset)},
@@ -35,7 +35,7 @@ def _write_store(folder: Path, offset: float) -> None:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds.to_zarr(folder / "s.zarr", zarr_format=3, consolidated=False)
+        ds.to_zarr(folder / "s.zarr", zarr_format=3, consolidated=consolidated)
     (folder / "x.csv").write_text("a,b\n1,2\n")
 
 
@@ -53,7 +53,9 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _sum(folder: Path) -> float:
-    return float(xr.open_zarr(folder / "s.zarr", consolidated=False)["v"].sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(xr.open_zarr(folder / "s.zarr")["v"].sum())
 
 
 def _closed(con: duckdb.DuckDBPyConnection | zarrsql.Connection, *allowed: Path | str) -> None:
@@ -348,3 +350,143 @@ def test_an_icechunk_session_given_from_python_reads_with_access_off(tmp_path: P
     assert got[0][0] == pytest.approx(float(ds["t2m"].sum()), rel=1e-6)
     with pytest.raises(zarrsql.AccessDeniedError, match=REFUSED):
         con.sql(f"SELECT count(*) FROM read_zarr('{tmp_path / 'repo'}')").fetchall()
+
+
+# -- bypasses found by a hunter in session 27 ---------------------------------------------------
+
+
+def test_an_internal_scan_named_directly_after_the_switch(tree: Path) -> None:
+    """A store read before the switch stays registered under an internal name that
+    `duckdb_views()` lists; naming it read the store's chunks again."""
+    con = zarrsql.connect()
+    for folder in ("secret", "ok"):
+        con.sql(f"SELECT sum(v) FROM read_zarr('{tree}/{folder}/s.zarr')").fetchall()
+    names = [
+        n
+        for (n,) in con.sql(
+            "SELECT view_name FROM duckdb_views() WHERE view_name LIKE '__zarrsql%' "
+            "UNION ALL SELECT table_name FROM duckdb_tables() WHERE table_name LIKE '__zarrsql%'"
+        ).fetchall()
+    ]
+    _closed(con, tree / "ok")
+    sums = []
+    for name in names:
+        try:
+            sums.append(con.sql(f'SELECT sum(v) FROM "{name}"').fetchall()[0][0])
+        except (zarrsql.AccessDeniedError, duckdb.Error) as err:  # 1.5: DuckDB's error carrying the text
+            assert f"cannot read '{tree}/secret/s.zarr'" in str(err)
+    assert sums
+    assert all(s == pytest.approx(_sum(tree / "ok")) for s in sums), sums  # only the allowed store's rows
+
+
+def test_answers_of_relations_made_before_the_switch(tree: Path) -> None:
+    """count(*) and min/max are answered from the coordinates; their relations too must stop."""
+    con = zarrsql.connect()
+    store = f"{tree}/secret/s.zarr"
+    relations = [
+        con.sql(f"SELECT count(*) FROM read_zarr('{store}')"),
+        con.sql(f"SELECT max(x) FROM read_zarr('{store}')"),
+    ]
+    before = [r.fetchall() for r in relations]
+    assert before == [[(12,)], [(3,)]]  # 4 x 3 cells, x up to 3 (the fixture's arrays)
+    _closed(con, tree / "ok")
+    for relation in relations:
+        with pytest.raises(duckdb.Error, match="enable_external_access"):
+            relation.fetchall()
+
+
+def test_a_store_named_after_the_switch_in_the_same_text_is_not_opened_early(tree: Path) -> None:
+    con = zarrsql.connect()
+    con.sql("SELECT 1").fetchall()
+    switch = f"SET allowed_directories = ['{tree}/ok']; SET enable_external_access = false; "
+    for store in (f"{tree}/secret/s.zarr", f"{tree}/secret/missing.zarr"):
+        fresh = zarrsql.connect()
+        fresh.sql("SELECT 1").fetchall()
+        with zarrsql.trace() as t, pytest.raises(zarrsql.AccessDeniedError, match=REFUSED):
+            fresh.execute(switch + f"SELECT sum(v) FROM read_zarr('{store}')").fetchall()
+        assert t.requests == 0  # nothing of it looked at: neither read nor found missing
+
+
+def test_the_refusal_names_where_a_link_leads(tree: Path) -> None:
+    con = zarrsql.connect()
+    _closed(con, tree / "ok")
+    with pytest.raises(zarrsql.AccessDeniedError) as caught:
+        con.sql(f"SELECT * FROM read_zarr('{tree}/ok/to_secret/s.zarr')").fetchall()
+    assert f"which leads to '{tree}/secret/s.zarr'" in str(caught.value)
+
+
+@pytest.fixture
+def http_root(tmp_path: Path):
+    """ok/ and secret/ stores served by Python's HTTP server, which decodes `%2F` in a path."""
+    import re
+    import subprocess
+    import sys
+
+    _write_store(tmp_path / "ok", 0.0, consolidated=True)  # plain HTTP lists no keys
+    _write_store(tmp_path / "secret", 5000.0, consolidated=True)
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = re.search(r"port (\d+)", server.stdout.readline())
+        assert port is not None
+        yield tmp_path, f"http://127.0.0.1:{port.group(1)}"
+    finally:
+        server.terminate()
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def test_an_encoded_slash_cannot_climb_out_of_an_allowed_url(http_root) -> None:
+    root, base = http_root
+    con = zarrsql.connect()
+    _closed(con, f"{base}/ok/")
+    (listed,) = con.sql("SELECT current_setting('allowed_directories')").fetchall()[0]
+    if f"{base}/ok/" in listed:  # DuckDB 1.5 without httpfs keeps it as a local path: nothing passes
+        got = con.sql(f"SELECT sum(v) FROM read_zarr('{base}/ok/s.zarr')").fetchall()
+        assert got[0][0] == pytest.approx(_sum(root / "ok"))
+    for sneaky in ("..%2Fsecret", "..%2fsecret", "%2E%2E%2Fsecret", "..%5Csecret"):
+        with pytest.raises(zarrsql.AccessDeniedError, match=REFUSED):
+            con.sql(f"SELECT sum(v) FROM read_zarr('{base}/ok/{sneaky}/s.zarr')").fetchall()
+
+
+def test_an_icechunk_repository_linked_out_of_the_allowed_folder(tmp_path: Path) -> None:
+    """A repository folder inside the allowed one whose parts are links to a repository outside."""
+    from icechunk_fixtures import write_virtual
+
+    outside = write_virtual(tmp_path / "outside")
+    inside = tmp_path / "ok" / "repo"
+    inside.mkdir(parents=True)
+    for part in outside.path.iterdir():
+        (inside / part.name).symlink_to(part, target_is_directory=part.is_dir())
+    con = zarrsql.connect()
+    _closed(con, tmp_path / "ok", outside.data)
+    call = f"read_zarr('{inside}', virtual_chunks := MAP {{'{outside.prefix}': NULL}})"
+    with pytest.raises(zarrsql.AccessDeniedError, match="which leads to"):
+        con.sql(f"SELECT count(*) FROM {call}").fetchall()
+
+
+def test_a_virtual_chunk_file_linked_out_of_its_container(tmp_path: Path) -> None:
+    from icechunk_fixtures import netcdf_frame, write_virtual
+
+    virtual = write_virtual(tmp_path / "ok")
+    expected = netcdf_frame(virtual.files)
+    hidden = tmp_path / "secret" / virtual.files[0].name
+    hidden.parent.mkdir()
+    virtual.files[0].rename(hidden)
+    virtual.files[0].symlink_to(hidden)  # the container holds a link to a file outside
+    call = f"read_zarr('{virtual.path}', virtual_chunks := MAP {{'{virtual.prefix}': NULL}})"
+    con = zarrsql.connect()
+    _closed(con, tmp_path / "ok")
+    with pytest.raises(zarrsql.AccessDeniedError, match="which leads to"):
+        con.sql(f"SELECT sum(t2m) FROM {call}").fetchall()
+    both = zarrsql.connect()
+    _closed(both, tmp_path / "ok", tmp_path / "secret")
+    got = both.sql(f"SELECT sum(t2m) FROM {call}").fetchall()
+    assert got[0][0] == pytest.approx(float(expected["t2m"].sum()), rel=1e-6)

@@ -59,9 +59,15 @@ class ZarrDataset(pads.Dataset):
     deliberately not called (the shell holds no Arrow dataset).
     """
 
-    def __init__(self, scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> None:  # noqa: D107
+    def __init__(  # noqa: D107
+        self,
+        scan: TableScan,
+        on_error: Callable[[ZarrSQLError], None] | None = None,
+        gate: Callable[[TableScan], None] | None = None,
+    ) -> None:
         self._scan = scan
         self._on_error = on_error
+        self._gate = gate
         self._schema = _plain(schema_of(scan.columns))
         baseline(scan)  # the tokens the table was opened with, taken in the statement that opened it
 
@@ -69,6 +75,8 @@ class ZarrDataset(pads.Dataset):
         """The table as the store holds it now (`validity.refreshed`, as `ZarrSource` does):
         DuckDB scans this same dataset again at each fetch of a relation."""
         with reported(self._on_error):
+            if self._gate is not None:  # the connection's file-access rules (engine/udfs.py)
+                self._gate(self._scan)
             scan = self._scan = refreshed(self._scan)
         return scan
 

@@ -15,6 +15,7 @@ A mixin of `Connection` (engine/connection.py), which holds the state these meth
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
     from zarrsql.engine.secrets import SecretOpener
     from zarrsql.engine.state import ConnectionState
     from zarrsql.scan import TableScan
+
+
+#: A statement's text that may change DuckDB's file-access rules (engine/access.py).
+_NAMES_ACCESS = re.compile(r"external_access|allowed_(?:directories|paths)", re.IGNORECASE)
 
 
 def _literal_stores(text: str, seen: set[str]) -> list[str]:
@@ -86,7 +91,7 @@ class ScanRegistration:
         opening it is the statement's error, raised as the statement would raise it (not met a
         second time); a statement with a CTE, which DuckDB may not bind at all, is left alone."""
         state = self._state
-        if not self._installed:
+        if not self._installed or state.access_text:  # a text that may change the file-access rules first
             return
         stores = _literal_stores(text, state.preregistered)
         if not stores:
@@ -110,6 +115,9 @@ class ScanRegistration:
         if not isinstance(text, str) or self._state.depth:
             return
         state = self._state
+        state.access_text = _NAMES_ACCESS.search(text) is not None
+        if state.access_text:
+            return  # the text may change the file-access rules before it reads: nothing opened early
         stores = _literal_stores(text, state.preregistered | set(state.preopened))
         if stores and not self._access_open():
             return  # DuckDB's file-access rules apply: the statement opens its stores under them

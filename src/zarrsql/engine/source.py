@@ -28,6 +28,9 @@ from zarrsql.scan import Column, TableScan, open_scan
 from zarrsql.scan.reader import engine_batches, reported
 from zarrsql.scan.validity import baseline, refreshed
 
+#: What a registered scan asks before it is read (it raises where the store may not be).
+Gate = Callable[[TableScan], None]
+
 log = logging.getLogger(__name__)
 
 HAS_SOURCES: bool
@@ -59,10 +62,13 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
 
     schema_is_stable = True
 
-    def __init__(self, scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> None:
+    def __init__(
+        self, scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None, gate: Gate | None = None
+    ) -> None:
         self.obj = scan
         self.scan = scan
         self.on_error = on_error
+        self.gate = gate
         self.schema = schema_of(scan.columns)
         self._dims = scan.filterable()
         baseline(scan)  # the tokens the table was opened with, taken in the statement that opened it
@@ -74,6 +80,9 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         # an estimate for the optimizer, not checked against the store (`stream` is): a
         # relation fetched after the store changed may be planned with the old count
         with stopped(self.on_error):  # planning may read coordinates
+            with reported(self.on_error):
+                if self.gate is not None:
+                    self.gate(self.scan)
             if self.scan.base_predicate is None:
                 return self.scan.num_rows
             return self.scan.plan().rows()
@@ -83,6 +92,8 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
         again at each fetch with this same source, and the store may have been rewritten
         since it was registered; its kept coordinates must not meet another version's chunks."""
         with reported(self.on_error):
+            if self.gate is not None:
+                self.gate(self.scan)
             scan = self.scan = refreshed(self.scan)
         return scan
 
@@ -106,10 +117,13 @@ class ZarrSource(_Base):  # type: ignore[misc,valid-type]
             return reader.__arrow_c_stream__(), True
 
 
-def make_source(scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None) -> object:
-    """The object to register for `scan` with the running DuckDB; `on_error` sees read errors."""
+def make_source(
+    scan: TableScan, on_error: Callable[[ZarrSQLError], None] | None = None, gate: Gate | None = None
+) -> object:
+    """The object to register for `scan` with the running DuckDB; `on_error` sees read errors,
+    `gate` is asked before each read (the connection's file-access rules, engine/udfs.py)."""
     if HAS_SOURCES:
-        return ZarrSource(scan, on_error)
+        return ZarrSource(scan, on_error, gate)
     from zarrsql.engine.dataset import ZarrDataset  # pyarrow.dataset imports pandas: only when needed
 
-    return ZarrDataset(scan, on_error)
+    return ZarrDataset(scan, on_error, gate)

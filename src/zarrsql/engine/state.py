@@ -20,6 +20,7 @@ from zarrsql import counters
 from zarrsql.engine.secrets import MountOptions, SecretOpener
 from zarrsql.engine.sqltext import quote_text
 from zarrsql.errors import ZarrSQLError
+from zarrsql.store.access import AccessPolicy
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,6 +88,19 @@ class ConnectionState:
         self.bound_baselines: dict[str, Baseline] = {}
         #: The UDF a rewritten statement calls where its rows would be stale (`_refuse_udf`).
         self.refuse_function = ""
+        #: DuckDB's file-access settings as the scan UDF last received them, with its generation
+        #: (`stream_policy`), and whether the statement's text names those settings.
+        self.call_access: tuple[int, AccessPolicy] | None = None
+        self.access_text = False
+
+    def stream_policy(self) -> AccessPolicy:
+        """The file-access rules a registered scan obeys when DuckDB starts reading it: those the
+        scan UDF received while this statement was bound, else (the scan named directly, a
+        statement whose text may change the rules) the connection's, read now."""
+        held = self.call_access
+        if held is not None and held[0] == self.generation and not self.access_text:
+            return held[1]
+        return self.opener.policy() if self.opener is not None else AccessPolicy()
 
     def pin(self, relation: object, names: Iterable[str]) -> None:
         """Keep `names` registered while `relation` lives: DuckDB runs a relation again at each
@@ -165,6 +179,7 @@ class ConnectionState:
 #: them is checked against them at each run, as a relation or view runs again under the
 #: settings of that moment.
 CHECKED_SETTINGS = (
+    "enable_external_access",  # turned off: the store may no longer be looked at, its answer neither
     "default_order",
     "default_null_order",
     "TimeZone",

@@ -37,16 +37,19 @@ def scan_udf(state: ConnectionState) -> Callable[[str], str]:
     def scan_key(args: str) -> str:
         # DuckDB may call this several times while binding one statement, and again each time
         # a relation is fetched: answer once per statement.
+        from zarrsql.engine import params
+
+        policy = params.access_of(args)  # DuckDB's file-access settings as it binds the call now
+        if policy is not None:
+            state.call_access = (state.generation, policy)  # what the scan it names obeys (`stream_policy`)
         memo = state.scan_keys.get(args)
         if memo is not None and memo[0] == state.generation:
             return memo[1]
-        from zarrsql.engine import params
         from zarrsql.scan import open_table
         from zarrsql.scan.validity import baseline
 
         try:
             request = params.read_request(params.parse_args(args))
-            policy = params.access_of(args)  # DuckDB's file-access settings as it bound the call
             scan = state.fresh.pop(repr(request), None)  # opened for this statement already
             if scan is not None and policy is not None:
                 policy.check(request.store)  # opened before the statement ran: its rules now
@@ -171,7 +174,22 @@ def scan_name(scan: TableScan) -> str:
 
 def registration(scan: TableScan, state: ConnectionState) -> Callable[[], tuple[object, str | None]]:
     """What registers a scan when the statement is run again: its source and ENUM view."""
-    return lambda: (_source(scan, state.record), _enum_view(scan))
+    return lambda: (_source(scan, state.record, _gate(state)), _enum_view(scan))
+
+
+def _gate(state: ConnectionState) -> Callable[[TableScan], None]:
+    """What a registered scan asks before DuckDB reads it: whether the connection's file-access
+    rules still let its store be read. The scan is registered under a name any statement may
+    name directly (`duckdb_views()` lists it), also after `SET enable_external_access = false`."""
+
+    def admit(scan: TableScan) -> None:
+        from zarrsql.store.opening import given_object
+
+        location = scan.request.store
+        if not given_object(location):
+            state.stream_policy().check(location)
+
+    return admit
 
 
 def _check_wrapped(state: ConnectionState, key: str, function: str, earlier: tuple[int, str] | None = None) -> None:
@@ -197,11 +215,11 @@ def _check_wrapped(state: ConnectionState, key: str, function: str, earlier: tup
         )
 
 
-def _source(scan: TableScan, on_error: Callable[[ZarrSQLError], None]) -> object:
+def _source(scan: TableScan, on_error: Callable[[ZarrSQLError], None], gate: Callable[[TableScan], None]) -> object:
     """What DuckDB registers for a scan (`engine.source`: pyarrow, loaded with the first scan)."""
     from zarrsql.engine.source import make_source
 
-    return make_source(scan, on_error)
+    return make_source(scan, on_error, gate)
 
 
 def _enum_view(scan: TableScan) -> str | None:

@@ -58,16 +58,37 @@ class AccessPolicy:
         allowed = (comparable(p).rstrip("/") or "/" for p in (*self.directories, *self.paths))
         return any(within_prefix(where, p) for p in allowed)
 
+    def check_links(self, location: str) -> None:
+        """`check` every symbolic link below the local folder `location`: a reader that opens the
+        files below it itself (Icechunk) follows a link out of an allowed folder unasked. Only
+        while access is off (a walk of the folder); a URL has no links to follow."""
+        if self.external:
+            return
+        folder = location[len("file://") :] if location.lower().startswith("file://") else location
+        if is_url(folder) or not os.path.isdir(folder):
+            return
+        for root, dirs, files in os.walk(folder):  # links to folders are listed, not entered
+            for name in (*dirs, *files):
+                path = os.path.join(root, name)
+                if os.path.islink(path):
+                    self.check(path)
+
     def check(self, location: str, *, writing: bool = False) -> None:
         """Raise an `AccessDeniedError` naming the location, the rules and the way out when
         `location` may not be read (or, with `writing`, written)."""
         if self.admits(location):
             return
         shown = redacted_url(location) if is_url(location) else location
+        resolved = comparable(location)
+        plain = location[len("file://") :] if location.lower().startswith("file://") else location
+        if not is_url(plain) and os.path.abspath(os.path.expanduser(plain)) != resolved:
+            shown += f"' (which leads to '{resolved}')"
+        else:
+            shown += "'"
         verb = "write" if writing else "read"
         raise AccessDeniedError(
-            f"cannot {verb} '{shown}': {self.setting} on this connection, and the location lies in none of "
-            f"its allowed_directories {list(self.directories)} or allowed_paths {list(self.paths)}; list the "
-            "store's folder in allowed_directories before turning external access off (the lists cannot "
-            "change once it is off), or use a connection with external access on"
+            f"cannot {verb} '{shown}: {self.setting} on this connection, and the location lies in none of "
+            f"its allowed_directories {list(self.directories)} or allowed_paths {list(self.paths)}; list its "
+            "folder in allowed_directories before turning external access off (the lists cannot change "
+            "once it is off), or use a connection with external access on"
         )

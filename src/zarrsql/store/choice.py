@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -102,10 +103,23 @@ def normal_location(location: str) -> str:
     return f"{scheme}://{authority}/{'/'.join(kept)}{query}"
 
 
+#: A percent-encoded slash or backslash, which a server may decode into a path separator.
+_ENCODED_SEPARATOR = re.compile(r"%(?:2f|5c)", re.IGNORECASE)
+
+
 def within_prefix(url: str, prefix: str) -> bool:
     """Whether `url` lies under the container `prefix`, on a path boundary: 'file:///data'
     authorizes '/data/a.nc' but not '/data2/a.nc', which a plain string prefix would. Both are
-    compared collapsed (`normal_location`): '/data/../secret/a.nc' is not under '/data'."""
+    compared collapsed (`normal_location`): '/data/../secret/a.nc' is not under '/data'. A URL
+    with an encoded separator must lie under it read both ways: 'ok/..%2Fsecret' is one segment
+    to a client and 'ok/../secret' to a server that decodes it."""
+    if "://" in url and _ENCODED_SEPARATOR.search(url):
+        decoded = _ENCODED_SEPARATOR.sub("/", url)
+        return _within(url, prefix) and _within(decoded, prefix)
+    return _within(url, prefix)
+
+
+def _within(url: str, prefix: str) -> bool:
     url, prefix = normal_location(url), normal_location(prefix)
     if not url.startswith(prefix):
         return False

@@ -76,12 +76,15 @@ def open_store(
     options = _resolved_options(storage_options)
     choice = choice or StoreChoice()
     policy = current_policy()
-    if not policy.admits(location) and not _given_object(location):
+    if not policy.admits(location) and not given_object(location):
         policy.check(location)  # before detection, which already reads a local file's first bytes
     name = choice.format or detected_format(location)
-    if name == "icechunk":  # Icechunk reads its virtual chunks itself: each container it may read
+    if name == "icechunk" and not given_object(location):
+        # Icechunk opens the repository's files and its virtual chunks itself, following links
+        policy.check_links(location)
         for prefix, _ in choice.virtual_chunks:
             policy.check(prefix)
+            policy.check_links(prefix)
     _check_not_repository(location, choice.format)
     _check_choice_applies(location, name, choice)
     if name not in FORMATS:
@@ -92,7 +95,7 @@ def open_store(
     return FORMATS[name][0](location, options, choice)
 
 
-def _given_object(location: str) -> bool:
+def given_object(location: str) -> bool:
     """Whether `location` names an object handed over from Python (an Icechunk session): the
     caller opened it, as DuckDB lets a registered Python object be read with access off."""
     from zarrsql.store.icechunk import is_session_location
