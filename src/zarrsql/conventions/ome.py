@@ -68,7 +68,19 @@ def _numbers(values: list[Any], what: str) -> list[float]:
     return [float(v) for v in values]
 
 
+#: The axes NGFF 0.1 and 0.2 fix for every image, which their `multiscales` do not list.
+_EARLY_AXES = [
+    {"name": "t", "type": "time"},
+    {"name": "c", "type": "channel"},
+    {"name": "z", "type": "space"},
+    {"name": "y", "type": "space"},
+    {"name": "x", "type": "space"},
+]
+
+
 def _axes(ms: dict) -> list[dict]:
+    if ms.get("axes") is None and str(ms.get("version")) in ("0.1", "0.2"):
+        return [dict(a) for a in _EARLY_AXES]  # 5-D `t, c, z, y, x` by the specification
     axes = [a if isinstance(a, dict) else {"name": str(a)} for a in _list(ms.get("axes"), "axes")]
     if not all(isinstance(a.get("name"), str) for a in axes):
         raise _Invalid(f"every axis needs a string name, got {axes!r}"[:200])
@@ -156,33 +168,71 @@ def _levels(path: str, scales: list[dict]) -> dict[str, _Level]:
 
 
 def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
-    """The OME-Zarr reading of an image group, or None for any other group."""
+    """The OME-Zarr reading of an image group, or of a group holding an image's levels below it
+    (`datasets[].path` may be nested, 'res/0'), or None for any other group."""
     group = tree.groups.get(path)
     scales = _multiscales(group.attrs) if group is not None else []
     if not scales:
-        return None
+        return _levels_below_an_image(tree, path)
+    levels = _checked_levels(path, scales)
+    _, arrays = tree.children(path)
+    nested = [p for p in levels if p in tree.arrays and p.rpartition("/")[0] != path]
+    members, tables = _level_members(tree, path, [*arrays, *nested], dict(group.attrs), levels)  # type: ignore[union-attr]
+    members = [m for m in members if m.array.path in arrays]  # a nested level is its own group's member
+    order = _level_paths(path, scales[0])
+    tables = _level_problems(tables, order)
+    return GroupInfo(path, tuple(members), tuple(resolve_names(tables)), None, levels=order)
+
+
+def _checked_levels(path: str, scales: list[dict]) -> dict[str, _Level]:
     try:
-        levels = _levels(path, scales)
+        return _levels(path, scales)
     except _Invalid as err:
         raise MetadataError(
             f"group '/{path}' has invalid OME-Zarr multiscales attributes: {err}; fix the group's attributes"
         ) from err
+
+
+def _levels_below_an_image(tree: NodeTree, path: str) -> GroupInfo | None:
+    """A group inside an image that holds some of its levels (`datasets[].path` 'res/0'): its
+    arrays are those levels, with the image's axes, listed as tables by the image (and read
+    here by `array_path :=` or `level :=`); None when no image above names an array of it."""
+    from zarrsql.metadata.tree import ancestors
+
     _, arrays = tree.children(path)
+    for owner in ancestors(path) if path else []:
+        group = tree.groups.get(owner)
+        scales = _multiscales(group.attrs) if group is not None else []
+        if not scales:
+            continue
+        levels = _checked_levels(owner, scales)
+        if not any(a in levels for a in arrays):
+            return None
+        members, _ = _level_members(tree, owner, arrays, dict(group.attrs), levels)  # type: ignore[union-attr]
+        return GroupInfo(path, tuple(members), (), None)
+    return None
+
+
+def _level_members(
+    tree: NodeTree, image: str, arrays: list[str], attrs: dict[str, Any], levels: dict[str, _Level]
+) -> tuple[list[Member], list[TableInfo]]:
+    """The members of `arrays` (a level gets its image's axes, derived columns and `value`),
+    and a table per level, listed by the image group `image`."""
     members, tables = [], []
-    for m in assign_roles([tree.arrays[a] for a in arrays], dict(group.attrs)):  # type: ignore[union-attr]
+    for m in assign_roles([tree.arrays[a] for a in arrays], attrs):
         level = levels.get(m.array.path)
         if level is None or not isinstance(m.array, ArrayMeta) or m.array.ndim != len(level[0]):
             members.append(m)
             continue
         dims, derived, axes = level
         taken = {n.lower() for n in dims} | {d.name.lower() for d in derived} | {"value"}
-        derived = derived + _channel_label(group.attrs, axes, m.array.shape, taken)  # type: ignore[union-attr]
+        derived = derived + _channel_label(attrs, axes, m.array.shape, taken)
         role = "unsupported" if not m.array.dtype.supported else "data"
         members.append(Member(m.array, role, dims, derived, column="value"))
         grid = chunk_grid([m.array])
         tables.append(
             TableInfo(
-                path,
+                image,
                 None,
                 dims,
                 m.array.shape,
@@ -195,9 +245,7 @@ def analyze(tree: NodeTree, path: str) -> GroupInfo | None:
                 column_names=("value",),
             )
         )
-    order = _level_paths(path, scales[0])
-    tables = _level_problems(tables, order)
-    return GroupInfo(path, tuple(members), tuple(resolve_names(tables)), None, levels=order)
+    return members, tables
 
 
 def _level_paths(path: str, ms: dict) -> tuple[str, ...]:
