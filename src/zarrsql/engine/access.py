@@ -6,10 +6,11 @@ DuckDB's file system, so they ask the connection here and obey the same rules
 (store/access.py holds them; every store opener, reference set and writer applies them).
 
 The settings are database-wide and one-way: DuckDB refuses to turn external access back on,
-or to change either list, while the database runs. A policy read as off is therefore kept
-for the connection's life and costs nothing after; while access is on, each call reads the
-settings again (one small query on a cursor, a fraction of a millisecond), since any cursor
-of the database may turn it off between two statements.
+or to change either list, while the database runs. The SQL functions' macros hand the three
+values to the UDFs as arguments DuckDB evaluates when it binds a call (engine/functions.py),
+so a statement pays nothing for them. Where no call carries them (a writer, a rewrite's own
+read, a scan named directly), `AccessRules` reads them with one small query on a cursor (a
+fraction of a millisecond), and keeps a policy read as off for the connection's life.
 """
 
 from __future__ import annotations

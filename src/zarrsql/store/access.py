@@ -12,11 +12,12 @@ read authorizes, and a writer's target.
 
 A location passes when access is on, when it is an allowed directory or lies in one, or when
 it is an allowed path or lies below one (a store is a folder: allowing the store's own path
-lets its keys be read). Locations are compared as DuckDB compares them: a local path made absolute against
-the working directory, with `.` and `..` collapsed ('/ok/../secret' is not under '/ok/') and
-symlinks followed to where they lead (a link inside an allowed folder to a folder outside it
-is refused, a link to an allowed folder passes); a URL by its text with its dot segments collapsed, on path
-boundaries ('s3://b/data' does not open 's3://b/data2/').
+lets its keys be read). Locations are compared as DuckDB compares them: a local path made
+absolute against the working directory, with `.` and `..` collapsed ('/ok/../secret' is not
+under '/ok/') and symlinks followed to where they lead (a link inside an allowed folder to a
+folder outside it is refused, a link to an allowed folder passes); a URL by its text with its
+dot segments collapsed, on path boundaries ('s3://b/data' does not open 's3://b/data2/'), an
+encoded separator read both ways (store/choice.py, `within_prefix`).
 """
 
 from __future__ import annotations
