@@ -26,13 +26,13 @@ import pyarrow as pa
 from zarrsql.decode.sentinel import declared_fill
 from zarrsql.errors import AppendSchemaError, ParameterError, WriteError
 from zarrsql.store.icechunk import is_session_location, writable_session
-from zarrsql.write.cells import Grid, discover_grid, quote
+from zarrsql.write.cells import Grid, Values, column_values, discover_grid, quote
 from zarrsql.write.chunking import chunk_shape
 from zarrsql.write.commit import append_commit
 from zarrsql.write.encoding import ArraySpec, missing_text_error
 from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
-from zarrsql.write.targets import existing_store
+from zarrsql.write.targets import existing_store, quiet_dtype_notes
 
 __all__ = ["append_grid"]
 
@@ -87,7 +87,11 @@ def _append_grid(
 
     # chunks=None: no dask, which would tokenize (pickle, so re-create) the filesystem of `where`
     old = xr.open_zarr(where, consolidated=False if is_session_location(store) else None, chunks=None)
-    _check_variables(store, old, group, dims, append_dim, variables)
+    steps = _check_variables(store, old, group, dims, append_dim, variables)
+    step_kinds = {n: variables.pop(n) for n in steps}  # grown from one value per step, not per cell
+    everything = source
+    if steps:
+        source = replace(source, relation=source.relation.project(", ".join(quote(c) for c in [*dims, *variables])))
     _check_dimension_kinds(store, group, dims, kinds)
     _check_layout_arguments(store, group, dims, append_dim, variables, chunks, zarr_format)
     new = discover_grid(source, dims, kinds)
@@ -101,7 +105,18 @@ def _append_grid(
     specs = {name: _stored_spec(store, group[name], name, kind, complete[name]) for name, kind in variables.items()}
     axis = dims.index(append_dim)
     fresh = np.asarray(full.indexes[axis][start:])
-    _check_integer_ranges(source, store, specs, schema, {append_dim: (coord_spec, fresh)})
+    grown_steps = {}
+    for name in steps:
+        values = _step_values(everything, store, append_dim, name, {**kinds, **step_kinds}, fresh)
+        spec = _stored_spec(store, group[name], name, step_kinds[name], values.nulls is None or not values.nulls.any())
+        grown_steps[name] = (spec, values)
+    _check_integer_ranges(
+        source,
+        store,
+        specs,
+        schema,
+        {append_dim: (coord_spec, fresh), **{n: (sp, v.data) for n, (sp, v) in grown_steps.items()}},
+    )
     stored_chunks = tuple(group[next(iter(variables))].chunks) if variables else ()
 
     rows: list[int] = []
@@ -113,14 +128,17 @@ def _append_grid(
         grown = {name: _future(root[name], axis, len(full.indexes[axis])) for name in variables}
         coord = _future(root[append_dim], 0, len(full.indexes[axis]))
         coord[start:] = coord_spec.encode(fresh, None)
+        for name, (spec, values) in grown_steps.items():
+            _future(root[name], 0, len(full.indexes[axis]))[start:] = spec.encode(values.data, values.nulls)
         stored = {name: root[name] for name in variables}
         rows.append(write_chunks(source, full, stored_chunks, grown, specs, old=stored, first={append_dim: start}))
-        for name in [*variables, append_dim]:  # the metadata, after every chunk
+        for name in [*variables, *grown_steps, append_dim]:  # the metadata, after every chunk
             array = root[name]
             assert isinstance(array, zarr.Array)  # checked when the append was planned
             shape = list(array.shape)
-            shape[axis if name != append_dim else 0] = len(full.indexes[axis])
-            array.resize(tuple(shape))
+            shape[axis if name in variables else 0] = len(full.indexes[axis])
+            with quiet_dtype_notes():
+                array.resize(tuple(shape))
 
     append_commit(store, storage_options, write)
     return rows[0]
@@ -215,26 +233,37 @@ def _dtype_of(array: Any) -> np.dtype[Any] | None:
 
 def _check_variables(
     store: str, old: Any, group: Any, dims: tuple[str, ...], append_dim: str, variables: dict[str, str]
-) -> None:
+) -> list[str]:
     """The relation's columns are the store's variables along `append_dim`, over the same
-    dimensions. A variable without `append_dim` (a land mask over lat and lon) stays as stored,
-    as xarray's append leaves it; any other array along `append_dim` (a coordinate such as
-    `valid_time(time)`, a variable over fewer dimensions, CF bounds `time_bnds(time, nv)`) cannot
-    grow from one row per cell, and would be left shorter than `append_dim`, which no reader
-    opens: refused before anything is written."""
-    along = {str(n) for n in old.data_vars if append_dim in old[n].dims}
-    static = {str(n) for n in old.data_vars} - along
-    others = sorted(str(n) for n in old.coords if n != append_dim and append_dim in old[n].dims and str(n) not in along)
-    others += sorted(n for n in along if tuple(old[n].dims) != dims and n not in variables)
+    dimensions, and its arrays over `append_dim` alone (a coordinate such as `valid_time(time)`
+    or ERA5's `expver`), each of which grows from a column of its name (one value per step):
+    their names are returned. A variable without `append_dim` (a land mask over lat and lon)
+    stays as stored, as xarray's append leaves it. Any other array along `append_dim` (CF
+    bounds `time_bnds(time, nv)`, a variable over another set of dimensions) cannot grow from
+    one row per cell, and would be left shorter than `append_dim`, which no reader opens:
+    refused before anything is written."""
+    names = [str(n) for n in (*old.data_vars, *old.coords) if n != append_dim]
+    along = {n for n in names if append_dim in old[n].dims}
+    cells = {n for n in along if tuple(old[n].dims) == dims and n in old.data_vars}
+    steps = sorted(n for n in along - cells if tuple(old[n].dims) == (append_dim,))  # (a 1-D grid's are cells)
+    others = sorted(along - cells - set(steps))
     if others:
         name = others[0]
         raise AppendSchemaError(
             f"the store '{store}' has '{name}' over {list(old[name].dims)}, along append_dim '{append_dim}' but not "
-            f"over the relation's dims {list(dims)}: an append writes one value per cell of {list(dims)} and cannot "
-            f"grow '{name}', which left shorter than '{append_dim}' would leave a store no reader opens; write the "
-            "whole data again with mode='w' (or drop that array from the store first)"
+            f"over the relation's dims {list(dims)} nor '{append_dim}' alone: an append cannot grow it, and left "
+            f"shorter than '{append_dim}' it would leave a store no reader opens; write the whole data again with "
+            "mode='w' (or drop that array from the store first)"
         )
-    extra = sorted(set(variables) - along)
+    lacking = [n for n in steps if n not in variables]
+    if lacking:
+        name = lacking[0]
+        raise AppendSchemaError(
+            f"the store '{store}' has '{name}' over ['{append_dim}'], which grows with each new step: add a column "
+            f"'{name}' holding its value for each new '{append_dim}' (the same in every row of a step)"
+        )
+    static = {str(n) for n in old.data_vars} - along
+    extra = sorted(set(variables) - cells - set(steps))
     if extra:
         name = extra[0]
         if name in static:
@@ -244,20 +273,50 @@ def _check_variables(
             )
         raise AppendSchemaError(
             f"column '{name}' is not a variable of the store '{store}' along '{append_dim}' (those are "
-            f"{sorted(along)}); an append must have the same columns: drop it from the SELECT, or write a new store"
+            f"{sorted(cells | set(steps))}); an append must have the same columns: drop it from the SELECT, or "
+            "write a new store"
         )
-    missing = sorted(along - set(variables))
+    missing = sorted(cells - set(variables))
     if missing:
         raise AppendSchemaError(
             f"the store '{store}' has the variable '{missing[0]}', which the relation lacks; an append must have "
             f"every variable along '{append_dim}': add the column{_none_hint(group, missing[0])}"
         )
     for name in variables:
-        if tuple(old[name].dims) != dims:
+        if name not in steps and tuple(old[name].dims) != dims:
             raise AppendSchemaError(
                 f"variable '{name}' of the store '{store}' has dimensions {list(old[name].dims)}, the relation's dims "
                 f"are {list(dims)}; pass dims in the store's order"
             )
+    return steps
+
+
+def _step_values(
+    source: Source, store: str, append_dim: str, name: str, kinds: Mapping[str, str], fresh: np.ndarray
+) -> Values:
+    """The value of the column `name` at each new step `fresh` of `append_dim`: the same in every
+    row of a step (else refused: the array holds one value per step)."""
+    d, n = quote(append_dim), quote(name)
+    table = source.relation.aggregate(
+        f"{d} AS step, min({n}) AS value, count(DISTINCT {n}) AS kinds, count({n}) AS given, count(*) AS rows", d
+    ).to_arrow_table()
+    uneven = [
+        k
+        for k, (kinds_, given, rows) in enumerate(
+            zip(*(table.column(c).to_pylist() for c in ("kinds", "given", "rows")), strict=True)
+        )
+        if kinds_ > 1 or 0 < given < rows
+    ]
+    steps = column_values(append_dim, table.column("step"), kinds[append_dim]).data
+    if uneven:
+        raise AppendSchemaError(
+            f"column '{name}' has more than one value in the rows of the '{append_dim}' step {steps[uneven[0]]}, but "
+            f"the store's '{name}' holds one value per '{append_dim}'; give it one value per step"
+        )
+    found = column_values(name, table.column("value"), kinds[name])
+    at = pd.Index(steps).get_indexer(fresh)
+    nulls = found.nulls[at] if found.nulls is not None else None
+    return Values(found.data[at], nulls)
 
 
 def _none_hint(group: Any, name: str) -> str:
