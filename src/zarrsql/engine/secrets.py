@@ -8,7 +8,8 @@ connection, so this works while the user's own query runs). Anything else — st
 given, no matching secret, or a DuckDB without httpfs (2.x here: S3 secrets cannot be
 created there at all) — goes to fsspec as usual.
 
-Retries and timeouts on this path are DuckDB's (`SET http_retries`, `SET http_timeout`); a
+Retries and timeouts on this path are DuckDB's (`SET GLOBAL http_retries`, `SET GLOBAL
+http_timeout`: a cursor starts from the database's values, not the session's); a
 404 (DuckDB's `HTTPException.status_code`) is a missing key, every other failure an error.
 
 The storage options of a mount are secrets of the same kind: a view's SQL is shown to anyone
