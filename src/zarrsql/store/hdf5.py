@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
 import os
 import threading
@@ -40,7 +41,8 @@ import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from zarrsql.errors import MetadataError, StoreNotFoundError, UnsupportedError
+from zarrsql import counters
+from zarrsql.errors import MetadataError, StoreNotFoundError, StoreReadError, UnsupportedError
 from zarrsql.store.base import is_url
 from zarrsql.store.hdf5_chunks import checksummed_refs, unwritten_refs
 from zarrsql.store.redaction import redacted_text, redacted_url
@@ -240,6 +242,30 @@ def _remote_file(location: str, storage_options: Mapping[str, Any]) -> Any:
     return store.fs.open(f"{store.root}/{name}", "rb")
 
 
+def _remote_version(location: str, storage_options: Mapping[str, Any]) -> str:
+    """The remote file's version as its server states it (ETag, else modification time and
+    size): one metadata request. A reference set scanned from another version would read the
+    new bytes at the old offsets."""
+    from zarrsql.store.remote import FsspecStore
+
+    folder, _, name = location.rstrip("/").rpartition("/")
+    store = FsspecStore(folder, dict(storage_options))
+    counters.count(requests=1)
+    try:
+        info = store.fs.info(f"{store.root}/{name}")
+    except FileNotFoundError as err:
+        raise StoreNotFoundError(
+            f"no HDF5 file at '{redacted_url(location)}': the file does not exist; check the URL"
+        ) from err
+    except OSError as err:
+        raise StoreReadError(
+            f"cannot read the HDF5 file '{redacted_url(location)}': {redacted_text(str(err))}"
+        ) from err
+    fields = {k.lower(): v for k, v in info.items()}
+    stated = [fields.get(k) for k in ("etag", "last_modified", "lastmodified", "mtime", "updated", "size")]
+    return hashlib.sha1(repr(stated).encode()).hexdigest()[:16]
+
+
 class _CollectorHold:
     """How many scans hold the collector off, and whether it ran before the first did."""
 
@@ -325,7 +351,9 @@ def open_hdf5(location: str, storage_options: Mapping[str, Any] | None, open_fol
         if not os.path.isfile(location):
             raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")
     if is_url(location):
-        return ReferenceStore(_refset(location, options, location), options, open_folder, token=location)
+        # the file's version keys the scan: a file replaced at the same URL is scanned again
+        version = f"{location}:{_remote_version(location, options)}"
+        return ReferenceStore(_refset(location, options, version), options, open_folder, token=version)
     key = refset_version(location, location)
     if key is None:
         raise StoreNotFoundError(f"no HDF5 file at '{location}': the file does not exist; check the path")

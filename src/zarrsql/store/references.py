@@ -30,8 +30,8 @@ a Parquet folder's `.zmetadata`, the HDF5 file hdf5.py scans) is a `SetSource`: 
 before the reads that follow. A key pointing into a local file also has that file's token in
 its own, so a file rewritten in place (same layout, new values) changes the tokens of the keys
 it holds (a file `virtual_chunks :=` does not authorize is not looked at); a remote file's
-token would be a request, and a remote set has no version here (the metadata cache identifies
-it by its location).
+token would be a request. A remote set is read again at each open, and the digest of its
+document is its version (a set rewritten at the same URL is a new one).
 """
 
 from __future__ import annotations
@@ -355,10 +355,11 @@ def open_references(
         location = location[7:]
     if not is_url(location):
         location = os.path.abspath(os.path.expanduser(location))
-    if is_url(location):
+    if is_url(location):  # read again at each open; its digest tells a rewritten set (no file time to ask)
         refset = load_refset(location, storage_options, open_folder)
+        token = f"{location}:{refset.digest}"
         return ReferenceStore(
-            refset, storage_options, open_folder, token=location, virtual_chunks=virtual_chunks, policy=policy
+            refset, storage_options, open_folder, token=token, virtual_chunks=virtual_chunks, policy=policy
         )
     given = location
     path = os.path.join(location, ".zmetadata") if os.path.isdir(location) else location

@@ -18,6 +18,7 @@ than guessed.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import posixpath
@@ -136,11 +137,14 @@ def parse_json_refs(doc: Any, base: str, where: str) -> dict[str, Ref]:
 class RefSet:
     """The references of one set, by key; `keys` are every key it names."""
 
-    def __init__(self, location: str, refs: Mapping[str, Ref], lazy: Any = None) -> None:
+    def __init__(self, location: str, refs: Mapping[str, Ref], lazy: Any = None, digest: str = "") -> None:
         self.location = location
         self._refs = dict(refs)
         self._lazy = lazy  # the Parquet layout's chunk records (ParquetRecords), read on demand
         self.keys = frozenset(self._refs)
+        #: A digest of the document the set was read from: a remote set's version, which has no
+        #: file time to tell that it was rewritten (store/references.py)
+        self.digest = digest
 
     def target_urls(self) -> set[str]:
         """The files the eagerly read references point at (a Parquet set's chunks not included)."""
@@ -188,7 +192,8 @@ def _json_refset(location: str, storage_options: Mapping[str, Any], open_folder:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise MetadataError(f"reference set '{redacted_url(location)}' is not valid JSON: {err}") from err
-    return RefSet(location, parse_json_refs(doc, _folder(location), redacted_url(location)))
+    digest = hashlib.sha1(raw).hexdigest()[:16]
+    return RefSet(location, parse_json_refs(doc, _folder(location), redacted_url(location)), digest=digest)
 
 
 def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_folder: FolderOpener) -> RefSet:
@@ -210,7 +215,7 @@ def _parquet_refset(location: str, storage_options: Mapping[str, Any], open_fold
         ) from err
     records = ParquetRecords(location, metadata, record_size, open_folder(root, storage_options).get)
     refs = {k: Inline(json.dumps(v).encode() if not isinstance(v, str) else v.encode()) for k, v in metadata.items()}
-    return RefSet(location, refs, records)
+    return RefSet(location, refs, records, digest=hashlib.sha1(raw).hexdigest()[:16])
 
 
 def is_parquet_layout(location: str) -> bool:
