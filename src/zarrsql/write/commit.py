@@ -253,7 +253,15 @@ def append_commit(
         return
     path = local_path(store)
     if path is None:
-        append_remote(store, storage_options, write)
+        try:
+            append_remote(store, storage_options, write)
+        except OSError as err:
+            if isinstance(err, ZarrSQLError):
+                raise
+            raise WriteError(
+                f"writing '{store}' failed: {err}; the append was withdrawn (the store's arrays keep their "
+                "committed length; what it wrote beyond it is deleted or never read): the store reads as before"
+            ) from err
         return
     check_not_inside(store, path)
     staged.tidy(store, Path(os.path.realpath(path)))  # an old store a killed replacement left aside comes back

@@ -32,7 +32,7 @@ from zarrsql.write.commit import append_commit
 from zarrsql.write.encoding import ArraySpec, missing_text_error
 from zarrsql.write.grid import completeness, grid_columns, write_chunks
 from zarrsql.write.source import Source
-from zarrsql.write.targets import existing_store, quiet_dtype_notes
+from zarrsql.write.targets import existing_store, local_path, quiet_dtype_notes
 
 __all__ = ["append_grid"]
 
@@ -120,11 +120,23 @@ def _append_grid(
     stored_chunks = tuple(group[next(iter(variables))].chunks) if variables else ()
 
     rows: list[int] = []
+    length = len(full.indexes[axis])
+    axes = {**dict.fromkeys(variables, axis), **dict.fromkeys([*grown_steps, append_dim], 0)}
 
     def write(target: Any) -> None:
         import zarr
 
         root = zarr.open_group(store=target.zarr_store, mode="r+")
+        try:
+            _write(root)
+        except BaseException:
+            if local_path(store) is None and not is_session_location(store):
+                _withdraw(root, axes, start, length)  # an object store has no journal to roll back with
+            raise
+
+    def _write(root: Any) -> None:
+        import zarr
+
         grown = {name: _future(root[name], axis, len(full.indexes[axis])) for name in variables}
         coord = _future(root[append_dim], 0, len(full.indexes[axis]))
         coord[start:] = coord_spec.encode(fresh, None)
@@ -142,6 +154,23 @@ def _append_grid(
 
     append_commit(store, storage_options, write)
     return rows[0]
+
+
+def _withdraw(root: Any, axes: Mapping[str, int], start: int, length: int) -> None:
+    """Undo a failed append on an object store: each grown array back at its committed length
+    `start` along its axis, with the chunks this append wrote beyond it deleted (zarr deletes
+    the chunks outside the shape an array shrinks to), so that no later append that leaves
+    those cells empty shows them. A chunk straddling the old end keeps the old cells, which a
+    reader sees, and new ones beyond the end, which none does. Best effort: the append's own
+    error is what the caller sees."""
+    import contextlib
+
+    for name, axis in axes.items():
+        with contextlib.suppress(Exception), quiet_dtype_notes():
+            array = root[name]
+            shape = list(array.shape)
+            shape[axis] = start
+            _future(array, axis, max(length, array.shape[axis])).resize(tuple(shape))
 
 
 def _refuse_table_layout(store: str, group: Any) -> None:
