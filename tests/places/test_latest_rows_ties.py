@@ -117,3 +117,45 @@ def test_an_axis_that_is_not_monotonic_is_not_bounded(tmp_path):
     cells = {(int(r.time), r.latitude, r.longitude): r.t2m for r in frame.itertuples()}
     assert all(cells[(r[0], r[1], r[2])] == r[3] for r in got)
     assert tr.work_units_read == tr.work_units_planned
+
+
+@pytest.mark.parametrize(
+    ("coords", "longitude", "sql"),
+    [
+        ([5.0, 5.0, 1.0, 2.0], None, "SELECT x, y, v FROM {T} ORDER BY x LIMIT {n}"),
+        ([0.0, 30.0, 60.0, 90.0, 180.0, 270.0, 330.0, 360.0], 180, "SELECT x, y, v FROM {T} ORDER BY x LIMIT {n}"),
+        ([0.0, 30.0, 60.0, 90.0, 180.0, 270.0, 330.0, 360.0], 360, "SELECT x, y, v FROM {T} ORDER BY x DESC LIMIT {n}"),
+    ],
+    ids=["repeated at the first position", "0 and 360 as -180", "0 and 360 under 0..360"],
+)
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ties_counted_for_the_first_value_in_order(
+    tmp_path: Path, coords: list[float], longitude: int | None, sql: str, n: int
+) -> None:
+    """The number of positions holding the first value in the statement's order set how many
+    cells the bound on the other axis keeps; it was counted for storage position 0, which may
+    hold another, repeated value (found by a hunter): `LIMIT 3` gave 2 rows. Oracle: plain
+    DuckDB over xarray's frame, the ORDER BY values and the row count equal, every row a cell."""
+    ds = xr.Dataset(
+        {"v": (("x", "y"), np.arange(len(coords) * 3.0).reshape(len(coords), 3))},
+        coords={"x": np.array(coords), "y": np.array([-10.0, 0.0, 10.0])},
+    )
+    ds["x"].attrs["units"] = "degrees_east"  # a longitude, for longitude :=
+    path = tmp_path / "rep.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(path, zarr_format=3, consolidated=False)
+    frame = ds.to_dataframe().reset_index()
+    if longitude == 180:
+        frame["x"] = ((frame["x"] + 180.0) % 360.0) - 180.0
+    elif longitude == 360:
+        frame["x"] = frame["x"] % 360.0
+    call = f"read_zarr('{path}'" + (f", longitude := {longitude})" if longitude else ")")
+    got = zarrsql.connect().sql(sql.format(T=call, n=n)).fetchall()
+    plain = duckdb.connect()
+    plain.register("frame", frame)
+    want = plain.sql(sql.format(T="frame", n=n)).fetchall()
+    assert len(got) == len(want) == n
+    assert [r[0] for r in got] == [r[0] for r in want]
+    cells = {(r.x, r.y): r.v for r in frame.itertuples()}
+    assert all(cells[(x, y)] == v for x, y, v in got)

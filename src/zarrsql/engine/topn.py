@@ -66,7 +66,6 @@ from zarrsql.engine.exact_literals import exact_texts
 from zarrsql.engine.parsetree import Decline
 from zarrsql.engine.source import HAS_SOURCES
 from zarrsql.engine.sqltext import quote_ident, quote_text
-from zarrsql.plan.positions import Positions
 
 if TYPE_CHECKING:
     from zarrsql.engine.connection import Connection
@@ -309,48 +308,38 @@ def _bound(conn: Connection, scan: TableScan, order: _Order, rows_wanted: int) -
     if positions >= length:
         raise Decline("the rows wanted span every value")
     column = quote_ident(order.column)
-    if scan.positional[order.axis]:  # positions: the k-th in order by arithmetic, never NULL
-        kind, text, nulls = "BIGINT", str(length - positions if order.descending else positions - 1), 0
+    if scan.positional[order.axis]:  # positions: the k-th in order by arithmetic, never NULL, never repeated
+        kind, text, nulls, holding = "BIGINT", str(length - positions if order.descending else positions - 1), 0, 1
     else:
-        kind, text, nulls = _bounding_value(conn, scan, order, positions)
+        kind, text, nulls, holding = _bounding_value(conn, scan, order, positions)
     condition = f"{column} {'>=' if order.descending else '<='} CAST({quote_text(str(text))} AS {kind})"
     if order.nulls_first and nulls:
         return f"({condition} OR {column} IS NULL)"
     if order.alone and positions == 1:
-        tied = scan.num_rows // length * _positions_holding(scan.dims[order.axis].values, 0)
+        tied = per_value * max(1, holding)  # every cell at a position holding the first value in order
         ties = _first_cells(conn, scan, order.axis, tied, rows_wanted)
         return condition if ties is None else f"{condition} AND {ties}"
     return condition
 
 
-def _bounding_value(conn: Connection, scan: TableScan, order: _Order, positions: int) -> tuple[str, str, int]:
+def _bounding_value(conn: Connection, scan: TableScan, order: _Order, positions: int) -> tuple[str, str, int, int]:
     """The type, the text and the NULL count of the coordinate value at `positions` in the
-    statement's order, found by DuckDB over the coordinate column (see the module docstring)."""
+    statement's order, and how many positions hold that value (a coordinate may repeat one:
+    [5, 5, 1, 2], or 0 and 360 under `longitude := 180`), found by DuckDB over the coordinate
+    column (see the module docstring)."""
     column = quote_ident(order.column)
     with _axis_tables(conn, scan, [], [], {order.axis}) as axes:
         table = quote_ident(str(axes[order.axis].table))
         sort = f"{column} {'DESC' if order.descending else 'ASC'} NULLS {'FIRST' if order.nulls_first else 'LAST'}"
-        kind, texts = exact_texts(
-            conn, f"SELECT {column} AS v FROM {table} ORDER BY {sort} LIMIT 1 OFFSET {positions - 1}"
-        )
+        kth = f"SELECT {column} AS v FROM {table} ORDER BY {sort} LIMIT 1 OFFSET {positions - 1}"
+        kind, texts = exact_texts(conn, kth)
         nans = f"count(*) FILTER (isnan({column}))" if kind in ("FLOAT", "DOUBLE") else "0"
-        nulls, nan_count = conn._con.execute(
-            f"SELECT count(*) FILTER ({column} IS NULL), {nans} FROM {table}"
+        nulls, nan_count, holding = conn._con.execute(
+            f"SELECT count(*) FILTER ({column} IS NULL), {nans}, count(*) FILTER ({column} = ({kth})) FROM {table}"
         ).fetchall()[0]
     if nan_count and not HAS_SOURCES:
         raise Decline("a coordinate holding NaN, on DuckDB 1.5 (Arrow's NaN rules filter it)")
-    return kind, texts[0], int(nulls)
-
-
-def _positions_holding(values: Any, first: int) -> int:
-    """How many positions of an axis hold the same value as position `first` (a coordinate may
-    repeat a value; never less than 1). Positions repeat none."""
-    if isinstance(values, Positions):
-        return 1
-    try:
-        return max(1, int(np.count_nonzero(values == values[first])))
-    except (TypeError, ValueError):
-        return 1
+    return kind, texts[0], int(nulls), int(holding)
 
 
 def _first_cells(conn: Connection, scan: TableScan, axis: int, tied: int, rows_wanted: int) -> str | None:
