@@ -152,11 +152,15 @@ def test_a_point_column_named_like_a_table_column_is_renamed(tmp_path, con) -> N
         coords={"time": pd.date_range("2020-01-01", periods=2), "lat": [0.0, 10.0]},
     )
     path = _write(tmp_path / "model.zarr", ds)
-    obs = pd.DataFrame({"station": ["a"], "lat": [9.0], "t2m": [1.5], "Time": ["local"]})
+    obs = pd.DataFrame({"station": ["a"], "lat": [9.0], "T2M": [1.5]})
     got = zarrsql.sample(path, obs, connection=con).df()
-    assert got.columns.tolist() == ["station", "point_lat", "point_t2m", "point_Time", "time", "lat", "t2m"]
+    assert got.columns.tolist() == ["station", "point_lat", "point_T2M", "time", "lat", "t2m"]
     assert got.t2m.tolist() == xr.open_zarr(path).t2m.sel(lat=9.0, method="nearest").values.tolist()
-    assert got.point_t2m.tolist() == [1.5, 1.5]
+    assert got.point_T2M.tolist() == [1.5, 1.5]
+    # a column naming a dimension in other letters is that dimension, as in SQL: matched, so it
+    # must hold times (session 27; before, `Time` was carried along and every time came back)
+    with pytest.raises(zarrsql.ParameterError, match="'Time' must be a TIMESTAMP"):
+        zarrsql.sample(path, obs.assign(Time=["local"]), connection=con).fetchall()
 
 
 def test_a_repeated_coordinate_value_is_refused(tmp_path, con) -> None:

@@ -467,3 +467,17 @@ def test_a_list_tolerance_is_named_as_a_list(grid, con) -> None:
     assert "an interval such as '1 hour'" in message
     assert "MAP {" in message
     assert "is an interval" not in message
+
+
+@pytest.mark.parametrize("lat_name", ["LAT", "Lat", '"lAt"'])
+def test_a_point_column_names_a_dimension_ignoring_case(grid, con, lat_name: str) -> None:
+    """`LAT` is the dimension `lat`, as SQL reads identifiers. Before, it was renamed
+    `point_LAT` but never matched, and the point came back once per latitude (found by a
+    hunter). The oracle: xarray's nearest selection."""
+    path, ds = grid
+    con.execute(f"CREATE OR REPLACE TABLE stations AS SELECT 'a' AS name, 1.2::DOUBLE AS {lat_name}, 0.9::DOUBLE AS lon")
+    rows = con.sql(f"SELECT * FROM zarr_sample('{path}', 'stations')").fetchall()
+    expected = ds.sel(lat=1.2, lon=0.9, method="nearest")
+    assert rows == [("a", 1.2, 0.9, float(expected.lat), float(expected.lon), float(expected.v))]
+    columns = con.sql(f"SELECT * FROM zarr_sample('{path}', 'stations')").columns
+    assert columns == ["name", f"point_{lat_name.strip(chr(34))}", "point_lon", "lat", "lon", "v"]

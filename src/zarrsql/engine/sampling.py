@@ -502,7 +502,9 @@ def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
     points = _points(conn, args.get("points"))
     columns = {c.dim: c for c in scan.columns if c.dim is not None}
     dims = {scan.dims[k].name: k for k in columns}
-    given = [dims[c] for c in points.column_names if c in dims]
+    folded = {name.lower(): k for name, k in dims.items()}  # a column names a dimension ignoring case, as in SQL
+    matching = [c for c in points.column_names if c.lower() in folded]  # the points' own spelling
+    given = [folded[c.lower()] for c in matching]
     if not given:
         raise ParameterError(
             f"the points have no column naming a dimension of table '{scan.table.label}' (its dimensions are "
@@ -522,10 +524,10 @@ def sample_view(conn: Connection, args: dict[str, Any], name: str) -> str:
         dv, logical = scan.dims[k], scan.dim_logical[k]
         kept = kept_positions(scan.base_predicate, dv)  # bounds := : the cells the table keeps
         _refuse_repeats(scan, k, kept)
-        targets = _targets(conn, points, dv.name, logical, dv.name)
+        targets = _targets(conn, points, matching[j], logical, dv.name)
         positions[:, j] = match(dv.values, dv.nulls, targets, method=method, tolerance=tolerances[k], kept=kept)
     found = (positions >= 0).all(axis=1)
-    renamed = _point_names(points.column_names, [scan.dims[k].name for k in given], scan.columns)
+    renamed = _point_names(points.column_names, matching, scan.columns)
     extra = {"__zarrsql_point": pa.array(np.arange(points.num_rows, dtype=np.int64))}
     for j, k in enumerate(given):
         col = columns[k]
