@@ -19,13 +19,12 @@ from typing import Any
 
 import duckdb
 
-from zarrsql.store.access import AccessPolicy
+from zarrsql.store.access import OPEN, AccessPolicy
 
 _QUERY = (
     "SELECT current_setting('enable_external_access'), current_setting('allowed_directories'), "
     "current_setting('allowed_paths')"
 )
-_OPEN = AccessPolicy()
 #: How the errors name the switch: the SQL that turned it off.
 SETTING = "enable_external_access"
 
@@ -53,16 +52,16 @@ def policy_of(con: duckdb.DuckDBPyConnection) -> AccessPolicy:
     try:
         row = cur.execute(_QUERY).fetchone()
     except duckdb.Error:  # a DuckDB without these settings has no such rules to apply
-        return _OPEN
+        return OPEN
     finally:
         cur.close()
-    return _OPEN if row is None else policy_from(*row)
+    return OPEN if row is None else policy_from(*row)
 
 
 def policy_from(external: Any, directories: Any, paths: Any) -> AccessPolicy:
     """The policy of the three settings' values (as `current_setting` gives them)."""
     if external is not False:
-        return _OPEN
+        return OPEN
     return AccessPolicy(
         external=False, directories=_texts(directories), paths=_texts(paths), setting=f"{SETTING} = false"
     )

@@ -20,7 +20,7 @@ from zarrsql import counters
 from zarrsql.engine.secrets import MountOptions, SecretOpener
 from zarrsql.engine.sqltext import quote_text
 from zarrsql.errors import ZarrSQLError
-from zarrsql.store.access import AccessPolicy
+from zarrsql.store.access import OPEN, AccessPolicy
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -100,7 +100,7 @@ class ConnectionState:
         held = self.call_access
         if held is not None and held[0] == self.generation and not self.access_text:
             return held[1]
-        return self.opener.policy() if self.opener is not None else AccessPolicy()
+        return self.opener.policy() if self.opener is not None else OPEN
 
     def pin(self, relation: object, names: Iterable[str]) -> None:
         """Keep `names` registered while `relation` lives: DuckDB runs a relation again at each

@@ -22,6 +22,7 @@ from zarrsql.engine.secrets import MountOptions
 from zarrsql.engine.sqltext import quote_ident, quote_text
 from zarrsql.errors import StoreReadError, ZarrSQLError
 from zarrsql.store import using_opener
+from zarrsql.store.opening import given_object
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -183,8 +184,6 @@ def _gate(state: ConnectionState) -> Callable[[TableScan], None]:
     name directly (`duckdb_views()` lists it), also after `SET enable_external_access = false`."""
 
     def admit(scan: TableScan) -> None:
-        from zarrsql.store.opening import given_object
-
         location = scan.request.store
         if not given_object(location):
             state.stream_policy().check(location)

@@ -184,16 +184,17 @@ def lock_files(con: Any, stores: list[str], directories: list[str]) -> None:
     afterwards, and zarrsql's readers obey the same settings (engine/access.py): a client can
     then read nothing else, with zarrsql's functions or DuckDB's."""
     from zarrsql.engine.sqltext import quote_text
+    from zarrsql.store.access import comparable
     from zarrsql.store.base import is_url
 
     folders: list[str] = []
     files: list[str] = []
     for location in [*stores, *directories]:
-        if is_url(location) and not location.lower().startswith("file://"):
-            folders.append(location if location.endswith("/") else location + "/")
-            continue
-        path = os.path.abspath(os.path.expanduser(location.removeprefix("file://")))
-        (files if os.path.isfile(path) else folders).append(path)
+        path = comparable(location)  # absolute (`file://` in any case, `~`), as the rules compare
+        if is_url(path):
+            folders.append(path if path.endswith("/") else path + "/")
+        else:
+            (files if os.path.isfile(path) else folders).append(path)
     con.execute(f"SET allowed_directories = [{', '.join(quote_text(f) for f in folders)}]")
     con.execute(f"SET allowed_paths = [{', '.join(quote_text(f) for f in files)}]")
     kept = con.sql("SELECT current_setting('allowed_directories')").fetchall()[0][0]

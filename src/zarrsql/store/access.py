@@ -93,3 +93,7 @@ class AccessPolicy:
             "folder in allowed_directories before turning external access off (the lists cannot change "
             "once it is off), or use a connection with external access on"
         )
+
+
+#: The rules of an engine that restricts nothing (and of a call without an engine).
+OPEN = AccessPolicy()

@@ -232,27 +232,30 @@ def _merge(refs: dict[str, Any], name: str, attrs: dict[str, Any]) -> None:
     refs[key] = json.dumps(doc)
 
 
-def _remote_file(location: str, storage_options: Mapping[str, Any]) -> Any:
-    """A random-access file object for a remote HDF5 file, through the filesystem zarrsql
-    configures for the URL (endpoint, anonymous access and retries as for any store)."""
+def _remote_path(location: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
+    """(filesystem, path) of a remote HDF5 file, through the filesystem zarrsql configures for
+    the URL (endpoint, anonymous access and retries as for any store)."""
     from zarrsql.store.remote import FsspecStore
 
     folder, _, name = location.rstrip("/").rpartition("/")
     store = FsspecStore(folder, dict(storage_options))
-    return store.fs.open(f"{store.root}/{name}", "rb")
+    return store.fs, f"{store.root}/{name}"
+
+
+def _remote_file(location: str, storage_options: Mapping[str, Any]) -> Any:
+    """A random-access file object for a remote HDF5 file (`_remote_path`)."""
+    fs, path = _remote_path(location, storage_options)
+    return fs.open(path, "rb")
 
 
 def _remote_version(location: str, storage_options: Mapping[str, Any]) -> str:
     """The remote file's version as its server states it (ETag, else modification time and
     size): one metadata request. A reference set scanned from another version would read the
     new bytes at the old offsets."""
-    from zarrsql.store.remote import FsspecStore
-
-    folder, _, name = location.rstrip("/").rpartition("/")
-    store = FsspecStore(folder, dict(storage_options))
+    fs, path = _remote_path(location, storage_options)
     counters.count(requests=1)
     try:
-        info = store.fs.info(f"{store.root}/{name}")
+        info = fs.info(path)
     except FileNotFoundError as err:
         raise StoreNotFoundError(
             f"no HDF5 file at '{redacted_url(location)}': the file does not exist; check the URL"

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from zarrsql.errors import ParameterError, StoreNotFoundError, UnsupportedError
-from zarrsql.store.access import AccessPolicy
+from zarrsql.store.access import OPEN, AccessPolicy
 from zarrsql.store.base import METADATA_DOCUMENTS, Store, is_url
 from zarrsql.store.choice import StoreChoice
 from zarrsql.store.files import file_error, missing_error
@@ -106,10 +106,7 @@ def given_object(location: str) -> bool:
 def current_policy() -> AccessPolicy:
     """The access rules of the engine's opener for the current call (everything, without one)."""
     opener = _opener.get()
-    return opener.policy() if opener is not None else _OPEN
-
-
-_OPEN = AccessPolicy()
+    return opener.policy() if opener is not None else OPEN
 
 
 def _resolved_options(storage_options: Mapping[str, Any] | None) -> dict[str, Any]:

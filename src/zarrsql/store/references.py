@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zarrsql.errors import StoreNotFoundError, StoreReadError
-from zarrsql.store.access import AccessPolicy
+from zarrsql.store.access import OPEN, AccessPolicy
 from zarrsql.store.base import ByteRange, Store, check_key, is_url
 from zarrsql.store.choice import container_access, normal_location, within_prefix
 from zarrsql.store.local import LocalStore, file_version
@@ -156,7 +156,7 @@ class ReferenceStore:
         self.storage_options = dict(storage_options or {})
         self._containers = tuple((_container_prefix(p), container_access(p, v)) for p, v in virtual_chunks)
         self._authorized = [p for p, _ in virtual_chunks]  # as given, for the errors
-        self._policy = policy or AccessPolicy()  # the engine's file-access rules when it was opened
+        self._policy = policy or OPEN  # the engine's file-access rules when it was opened
         self._admitted: set[str] = set()  # the files those rules were found to allow
         given = token + (repr(self._containers) if self._containers else "")
         self.cache_key = "kerchunk:" + refset.location + ":" + hashlib.sha1(given.encode()).hexdigest()[:12]
